@@ -1,0 +1,128 @@
+//! Typed output buffers shared by backends and sinks.
+
+use half::{bf16, f16};
+
+use crate::config::Dtype;
+
+/// An owned buffer of output values in one of the stored dtypes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OutputBuf {
+    /// f32 values.
+    F32(Vec<f32>),
+    /// f16 values.
+    F16(Vec<f16>),
+    /// bf16 values.
+    Bf16(Vec<bf16>),
+}
+
+/// A mutable view of output values in one of the stored dtypes.
+#[derive(Debug)]
+pub enum OutputSlice<'a> {
+    /// f32 values.
+    F32(&'a mut [f32]),
+    /// f16 values.
+    F16(&'a mut [f16]),
+    /// bf16 values.
+    Bf16(&'a mut [bf16]),
+}
+
+impl OutputBuf {
+    /// A zeroed buffer of `len` values.
+    pub fn zeros(dtype: Dtype, len: usize) -> Self {
+        match dtype {
+            Dtype::F32 => OutputBuf::F32(vec![0.0; len]),
+            Dtype::F16 => OutputBuf::F16(vec![f16::ZERO; len]),
+            Dtype::Bf16 => OutputBuf::Bf16(vec![bf16::ZERO; len]),
+        }
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> Dtype {
+        match self {
+            OutputBuf::F32(_) => Dtype::F32,
+            OutputBuf::F16(_) => Dtype::F16,
+            OutputBuf::Bf16(_) => Dtype::Bf16,
+        }
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        match self {
+            OutputBuf::F32(v) => v.len(),
+            OutputBuf::F16(v) => v.len(),
+            OutputBuf::Bf16(v) => v.len(),
+        }
+    }
+
+    /// Whether the buffer holds no value.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Resizes to `len` values (new values are zero).
+    pub fn resize(&mut self, len: usize) {
+        match self {
+            OutputBuf::F32(v) => v.resize(len, 0.0),
+            OutputBuf::F16(v) => v.resize(len, f16::ZERO),
+            OutputBuf::Bf16(v) => v.resize(len, bf16::ZERO),
+        }
+    }
+
+    /// The values as little-endian bytes (native layout).
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            OutputBuf::F32(v) => bytemuck::cast_slice(v),
+            OutputBuf::F16(v) => bytemuck::cast_slice(v),
+            OutputBuf::Bf16(v) => bytemuck::cast_slice(v),
+        }
+    }
+
+    /// A mutable view of values `range`.
+    pub fn slice_mut(&mut self, range: std::ops::Range<usize>) -> OutputSlice<'_> {
+        match self {
+            OutputBuf::F32(v) => OutputSlice::F32(&mut v[range]),
+            OutputBuf::F16(v) => OutputSlice::F16(&mut v[range]),
+            OutputBuf::Bf16(v) => OutputSlice::Bf16(&mut v[range]),
+        }
+    }
+
+    /// A mutable view of all values.
+    pub fn as_mut_slice(&mut self) -> OutputSlice<'_> {
+        let len = self.len();
+        self.slice_mut(0..len)
+    }
+
+    /// Value `i` widened to f64.
+    pub fn get_f64(&self, i: usize) -> f64 {
+        match self {
+            OutputBuf::F32(v) => v[i] as f64,
+            OutputBuf::F16(v) => v[i].to_f64(),
+            OutputBuf::Bf16(v) => v[i].to_f64(),
+        }
+    }
+}
+
+impl OutputSlice<'_> {
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        match self {
+            OutputSlice::F32(v) => v.len(),
+            OutputSlice::F16(v) => v.len(),
+            OutputSlice::Bf16(v) => v.len(),
+        }
+    }
+
+    /// Whether the view holds no value.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> Dtype {
+        match self {
+            OutputSlice::F32(_) => Dtype::F32,
+            OutputSlice::F16(_) => Dtype::F16,
+            OutputSlice::Bf16(_) => Dtype::Bf16,
+        }
+    }
+}

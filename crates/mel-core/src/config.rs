@@ -1,0 +1,631 @@
+//! The configuration model: every knob of a build, with documented defaults,
+//! TOML (de)serialisation, built-in presets and layered merging.
+//!
+//! Layering: a preset gives a complete configuration; a TOML file overrides the
+//! keys it names; command-line flags override both. The default configuration is
+//! the `leak-4k` preset.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// A complete build configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// How audio is brought to a fixed-length mono clip.
+    pub audio: AudioConfig,
+    /// The two-stage segmentation of each clip.
+    pub segment: SegmentConfig,
+    /// The mel spectrogram of each segment (torchaudio `MelSpectrogram`).
+    pub mel: MelConfig,
+    /// The log compression applied after the mel filterbank.
+    pub log: LogScale,
+    /// The stored output.
+    pub output: OutputConfig,
+    /// Which loader, backend and parallelism to use.
+    pub run: RunConfig,
+    /// Options of the HDF5 sink.
+    pub hdf5: Hdf5Config,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Preset::Leak4k.config()
+    }
+}
+
+/// Audio normalisation: rate, clip length, pad/trim and downmix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AudioConfig {
+    /// Target sample rate in Hz. Default 4096.
+    pub sample_rate: u32,
+    /// Clip length in seconds; every clip is padded or trimmed to
+    /// `round(sample_rate * clip_seconds)` samples. Default 10.0.
+    pub clip_seconds: f64,
+    /// Where zeros go when a clip is short. Default `end`.
+    pub pad: PadPolicy,
+    /// Which part of a long clip is kept. Default `start` (the first samples).
+    pub trim: TrimPolicy,
+    /// How multichannel audio becomes mono. Default `mean`.
+    pub downmix: Downmix,
+}
+
+impl Default for AudioConfig {
+    fn default() -> Self {
+        AudioConfig {
+            sample_rate: 4096,
+            clip_seconds: 10.0,
+            pad: PadPolicy::End,
+            trim: TrimPolicy::Start,
+            downmix: Downmix::Mean,
+        }
+    }
+}
+
+impl AudioConfig {
+    /// The clip length in samples, `round(sample_rate * clip_seconds)`.
+    pub fn clip_samples(&self) -> usize {
+        (self.sample_rate as f64 * self.clip_seconds)
+            .round()
+            .max(0.0) as usize
+    }
+}
+
+/// Where padding zeros are placed when a clip is shorter than the clip length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PadPolicy {
+    /// Zeros after the audio.
+    End,
+    /// Zeros split evenly before and after (the extra one after).
+    Both,
+}
+
+/// Which part of a clip longer than the clip length is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TrimPolicy {
+    /// Keep the first samples.
+    Start,
+    /// Keep the middle samples.
+    Center,
+}
+
+/// How multichannel audio is turned into one channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Downmix {
+    /// The mean of all channels.
+    Mean,
+    /// The first channel only.
+    First,
+}
+
+/// Two-stage segmentation: long windows over the clip, short windows over each
+/// long window; each short window gets its own spectrogram. Either stage may be `"off"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SegmentConfig {
+    /// Long windows over the clip, or `"off"`.
+    pub long: StageSetting,
+    /// Short windows over each long window (or over the clip if `long` is off), or `"off"`.
+    pub short: StageSetting,
+}
+
+impl Default for SegmentConfig {
+    fn default() -> Self {
+        SegmentConfig {
+            long: StageSetting::On(Stage {
+                window: 1024,
+                hop: 512,
+            }),
+            short: StageSetting::On(Stage {
+                window: 512,
+                hop: 256,
+            }),
+        }
+    }
+}
+
+/// A segmentation stage in TOML: `{ window = N, hop = M }` or `"off"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum StageSetting {
+    /// The stage is disabled.
+    Off(OffMarker),
+    /// The stage cuts windows of `window` samples every `hop` samples.
+    On(Stage),
+}
+
+impl StageSetting {
+    /// The stage's window and hop, if enabled.
+    pub fn get(&self) -> Option<Stage> {
+        match self {
+            StageSetting::Off(_) => None,
+            StageSetting::On(s) => Some(*s),
+        }
+    }
+
+    /// The disabled setting.
+    pub const OFF: StageSetting = StageSetting::Off(OffMarker::Off);
+}
+
+/// The literal `"off"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OffMarker {
+    /// `"off"`.
+    Off,
+}
+
+/// One segmentation stage: windows of `window` samples every `hop` samples, no padding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stage {
+    /// Window length in samples.
+    pub window: usize,
+    /// Hop between window starts in samples.
+    pub hop: usize,
+}
+
+/// The mel spectrogram parameters, as in `torchaudio.transforms.MelSpectrogram`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MelConfig {
+    /// FFT size. Default 512.
+    pub n_fft: usize,
+    /// Window length; absent means `n_fft` (torchaudio's default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub win_length: Option<usize>,
+    /// Hop between frames; absent means `win_length / 2` (torchaudio's default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hop_length: Option<usize>,
+    /// The analysis window (periodic). Default `hann`.
+    pub window: WindowKind,
+    /// Pad `n_fft / 2` on each side so frame t is centred on sample `t * hop`. Default true.
+    pub center: bool,
+    /// How centre padding is filled. Default `reflect`.
+    pub pad_mode: PadMode,
+    /// Exponent of the magnitude: 2 (power) or 1 (magnitude). Default 2.
+    pub power: f64,
+    /// Number of mel bands. Default 32.
+    pub n_mels: usize,
+    /// Lowest filter edge in Hz. Default 0.
+    pub f_min: f64,
+    /// Highest filter edge in Hz; absent means `sample_rate / 2`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub f_max: Option<f64>,
+    /// Mel scale formula. Default `htk`.
+    pub mel_scale: MelScale,
+    /// Filter normalisation. Default `none`.
+    pub norm: MelNorm,
+}
+
+impl Default for MelConfig {
+    fn default() -> Self {
+        MelConfig {
+            n_fft: 512,
+            win_length: Some(512),
+            hop_length: Some(128),
+            window: WindowKind::Hann,
+            center: true,
+            pad_mode: PadMode::Reflect,
+            power: 2.0,
+            n_mels: 32,
+            f_min: 0.0,
+            f_max: Some(2048.0),
+            mel_scale: MelScale::Htk,
+            norm: MelNorm::None,
+        }
+    }
+}
+
+impl MelConfig {
+    /// The window length, resolving the default.
+    pub fn win_length(&self) -> usize {
+        self.win_length.unwrap_or(self.n_fft)
+    }
+
+    /// The frame hop, resolving the default.
+    pub fn hop_length(&self) -> usize {
+        self.hop_length.unwrap_or(self.win_length() / 2)
+    }
+
+    /// The upper filter edge, resolving the default for `sample_rate`.
+    pub fn f_max(&self, sample_rate: u32) -> f64 {
+        self.f_max.unwrap_or(sample_rate as f64 / 2.0)
+    }
+}
+
+/// Analysis window shapes (all periodic, as torch's `*_window(periodic=True)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WindowKind {
+    /// `0.5 - 0.5 cos(2πn/N)`.
+    Hann,
+    /// `0.54 - 0.46 cos(2πn/N)`.
+    Hamming,
+    /// All ones.
+    Rectangular,
+}
+
+/// How `center` padding is filled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PadMode {
+    /// Mirror without repeating the edge sample (numpy/torch `reflect`).
+    Reflect,
+    /// Zeros.
+    Constant,
+}
+
+/// Mel scale formulas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MelScale {
+    /// `2595 log10(1 + f/700)`.
+    Htk,
+    /// Slaney's Auditory Toolbox scale: linear below 1 kHz, logarithmic above.
+    Slaney,
+}
+
+/// Mel filter normalisation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MelNorm {
+    /// Triangles of peak 1.
+    None,
+    /// Triangles divided by their width in Hz (constant energy per band).
+    Slaney,
+}
+
+/// Log compression after the filterbank.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum LogScale {
+    /// Decibels as torchaudio's `AmplitudeToDB`: `k·log10(max(x, amin))` with
+    /// k = 10 for power 2 (stype "power") and 20 for power 1 (stype "magnitude"),
+    /// then, if `top_db` is set, values below each spectrogram's peak − top_db are raised to it.
+    Db {
+        /// Floor applied before the log. Default 1e-10.
+        #[serde(default = "default_amin")]
+        amin: f64,
+        /// Dynamic range limit in dB per spectrogram, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        top_db: Option<f64>,
+    },
+    /// Natural log: `ln(x + offset)`.
+    Ln {
+        /// Added before the log. Default 1e-6.
+        #[serde(default = "default_ln_offset")]
+        offset: f64,
+    },
+    /// No compression: the mel energies themselves.
+    None,
+}
+
+fn default_amin() -> f64 {
+    1e-10
+}
+
+fn default_ln_offset() -> f64 {
+    1e-6
+}
+
+impl Default for LogScale {
+    fn default() -> Self {
+        LogScale::Db {
+            amin: default_amin(),
+            top_db: None,
+        }
+    }
+}
+
+/// The stored output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputConfig {
+    /// Element type of the stored spectrograms. Default `f16`.
+    pub dtype: Dtype,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        OutputConfig { dtype: Dtype::F16 }
+    }
+}
+
+/// Element type of stored spectrograms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    /// IEEE binary32.
+    F32,
+    /// IEEE binary16.
+    F16,
+    /// bfloat16 (stored in HDF5 as uint16 bit patterns with a `dtype` attribute).
+    Bf16,
+}
+
+impl Dtype {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::F32 => 4,
+            Dtype::F16 | Dtype::Bf16 => 2,
+        }
+    }
+
+    /// The lowercase name used in configs and files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "f32",
+            Dtype::F16 => "f16",
+            Dtype::Bf16 => "bf16",
+        }
+    }
+}
+
+/// Which implementation runs each stage, and how wide.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunConfig {
+    /// Mel backend. Default `cpu`.
+    pub backend: BackendKind,
+    /// Audio loader. Default `preload`.
+    pub loader: LoaderKind,
+    /// Worker threads for decoding and the CPU backend; 0 means all cores. Default 0.
+    pub threads: usize,
+    /// Clips per batch handed to the backend and the sink. Default 256.
+    pub batch_clips: usize,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            backend: BackendKind::Cpu,
+            loader: LoaderKind::Preload,
+            threads: 0,
+            batch_clips: 256,
+        }
+    }
+}
+
+/// The mel backends melctl knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// rayon + realfft on the CPU.
+    Cpu,
+}
+
+/// The audio loaders melctl knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoaderKind {
+    /// Decode a whole split into one contiguous arena in RAM first.
+    Preload,
+}
+
+/// Options of the HDF5 sink.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Hdf5Config {
+    /// Clips per HDF5 chunk of the `mel` dataset; 0 means a contiguous dataset. Default 1:
+    /// a trainer reading one random clip reads exactly that clip.
+    pub chunk_clips: usize,
+    /// gzip level 1-9 applied to `mel` chunks, or 0 for none. Default 0.
+    pub gzip: u8,
+}
+
+impl Default for Hdf5Config {
+    fn default() -> Self {
+        Hdf5Config {
+            chunk_clips: 1,
+            gzip: 0,
+        }
+    }
+}
+
+/// The built-in presets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Preset {
+    /// 4096 Hz vibration clips of 10 s, two-stage segmentation, 32 mels (WORKLOAD.md).
+    #[serde(rename = "leak-4k")]
+    Leak4k,
+    /// 16 kHz speech, 1 s clips, n_fft 400, hop 160, 80 mels, no segmentation.
+    #[serde(rename = "speech-16k")]
+    Speech16k,
+}
+
+impl Preset {
+    /// Every preset, in documentation order.
+    pub const ALL: [Preset; 2] = [Preset::Leak4k, Preset::Speech16k];
+
+    /// The preset's name as used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Leak4k => "leak-4k",
+            Preset::Speech16k => "speech-16k",
+        }
+    }
+
+    /// Looks a preset up by name.
+    pub fn from_name(name: &str) -> Result<Preset> {
+        Preset::ALL
+            .into_iter()
+            .find(|p| p.name() == name)
+            .ok_or_else(|| Error::UnknownPreset {
+                name: name.to_string(),
+                known: Preset::ALL.map(Preset::name).join(", "),
+            })
+    }
+
+    /// The preset's complete configuration.
+    pub fn config(self) -> Config {
+        match self {
+            Preset::Leak4k => Config {
+                audio: AudioConfig::default(),
+                segment: SegmentConfig::default(),
+                mel: MelConfig::default(),
+                log: LogScale::default(),
+                output: OutputConfig::default(),
+                run: RunConfig::default(),
+                hdf5: Hdf5Config::default(),
+            },
+            Preset::Speech16k => Config {
+                audio: AudioConfig {
+                    sample_rate: 16000,
+                    clip_seconds: 1.0,
+                    ..AudioConfig::default()
+                },
+                segment: SegmentConfig {
+                    long: StageSetting::OFF,
+                    short: StageSetting::OFF,
+                },
+                mel: MelConfig {
+                    n_fft: 400,
+                    win_length: Some(400),
+                    hop_length: Some(160),
+                    n_mels: 80,
+                    f_max: Some(8000.0),
+                    ..MelConfig::default()
+                },
+                log: LogScale::default(),
+                output: OutputConfig::default(),
+                run: RunConfig::default(),
+                hdf5: Hdf5Config::default(),
+            },
+        }
+    }
+}
+
+impl Config {
+    /// Parses a complete or partial TOML text on top of `base` (keys absent from the text keep `base`'s values).
+    pub fn merge_toml(base: &Config, text: &str, source_name: Option<&str>) -> Result<Config> {
+        let parse_err = |message: String| Error::ConfigParse {
+            source_name: source_name.map(str::to_string),
+            message,
+        };
+        let overlay: toml::Table = toml::from_str(text).map_err(|e| parse_err(e.to_string()))?;
+        let mut merged = toml::Table::try_from(base).map_err(|e| parse_err(e.to_string()))?;
+        merge_tables(&mut merged, overlay);
+        toml::Value::Table(merged)
+            .try_into()
+            .map_err(|e: toml::de::Error| parse_err(e.to_string()))
+    }
+
+    /// Parses a TOML text on top of the default configuration.
+    pub fn from_toml(text: &str) -> Result<Config> {
+        Config::merge_toml(&Config::default(), text, None)
+    }
+
+    /// Serialises to TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("a Config always serialises to TOML")
+    }
+
+    /// The configuration with every defaulted field made explicit, as JSON (stored in outputs).
+    pub fn resolved_json(&self) -> String {
+        let mut resolved = self.clone();
+        resolved.mel.win_length = Some(self.mel.win_length());
+        resolved.mel.hop_length = Some(self.mel.hop_length());
+        resolved.mel.f_max = Some(self.mel.f_max(self.audio.sample_rate));
+        serde_json::to_string(&resolved).expect("a Config always serialises to JSON")
+    }
+}
+
+/// Deep-merges `overlay` into `base`. A table that carries a `kind` tag different
+/// from the base's replaces it whole (its other keys belong to the new kind).
+fn merge_tables(base: &mut toml::Table, overlay: toml::Table) {
+    for (key, value) in overlay {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o))
+                if b.get("kind").is_none()
+                    || o.get("kind").is_none()
+                    || b.get("kind") == o.get("kind") =>
+            {
+                merge_tables(b, o)
+            }
+            (_, v) => {
+                base.insert(key, v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_leak_4k_and_roundtrips_through_toml() {
+        let c = Config::default();
+        assert_eq!(c, Preset::Leak4k.config());
+        assert_eq!(c.audio.clip_samples(), 40_960);
+        let back = Config::from_toml(&c.to_toml()).unwrap();
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn speech_preset_roundtrips_with_segmentation_off() {
+        let c = Preset::Speech16k.config();
+        let text = c.to_toml();
+        assert!(text.contains("long = \"off\""), "{text}");
+        let back = Config::merge_toml(&Config::default(), &text, None).unwrap();
+        assert_eq!(back, c);
+        assert_eq!(back.segment.long.get(), None);
+    }
+
+    #[test]
+    fn partial_file_overrides_only_its_keys() {
+        let c = Config::from_toml("[mel]\nn_mels = 64\n[output]\ndtype = \"bf16\"\n").unwrap();
+        assert_eq!(c.mel.n_mels, 64);
+        assert_eq!(c.output.dtype, Dtype::Bf16);
+        assert_eq!(c.mel.n_fft, 512);
+        assert_eq!(c.audio.sample_rate, 4096);
+    }
+
+    #[test]
+    fn switching_log_kind_replaces_the_table() {
+        let c = Config::from_toml("[log]\nkind = \"ln\"\n").unwrap();
+        assert_eq!(c.log, LogScale::Ln { offset: 1e-6 });
+        let c = Config::from_toml("[log]\ntop_db = 80.0\n").unwrap();
+        assert_eq!(
+            c.log,
+            LogScale::Db {
+                amin: 1e-10,
+                top_db: Some(80.0)
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_rejected_with_location() {
+        let e = Config::from_toml("[mel]\nn_mel = 64\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("n_mel"), "{e}");
+        let e = Config::from_toml("[mel]\nwindow = \"blackman\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("blackman"), "{e}");
+        let e = Preset::from_name("leak4k").unwrap_err().to_string();
+        assert!(e.contains("leak-4k, speech-16k"), "{e}");
+    }
+
+    #[test]
+    fn resolved_json_makes_defaults_explicit() {
+        let c = Config::from_toml("[mel]\nn_fft = 1024\n").unwrap();
+        let mut c2 = c.clone();
+        c2.mel.win_length = None;
+        c2.mel.hop_length = None;
+        c2.mel.f_max = None;
+        let v: serde_json::Value = serde_json::from_str(&c2.resolved_json()).unwrap();
+        assert_eq!(v["mel"]["win_length"], 1024);
+        assert_eq!(v["mel"]["hop_length"], 512);
+        assert_eq!(v["mel"]["f_max"], 2048.0);
+    }
+}

@@ -1,0 +1,10 @@
+//! The DSP reference: the exact definitions every backend must reproduce.
+
+pub mod filterbank;
+pub mod framing;
+pub mod reference;
+pub mod window;
+
+pub use filterbank::{MelFilter, SparseFilterbank, hz_to_mel, mel_to_hz, melscale_fbanks};
+pub use framing::{frame_count, pad_segment};
+pub use window::window;

@@ -1,0 +1,18 @@
+//! melctl's core: the configuration model, the validated plan, the DSP reference
+//! definitions, and the traits that loaders, mel backends and sinks implement.
+#![warn(missing_docs)]
+
+pub mod buffer;
+pub mod config;
+pub mod dsp;
+pub mod error;
+pub mod plan;
+pub mod traits;
+
+pub use buffer::{OutputBuf, OutputSlice};
+pub use config::{Config, Dtype, LogScale, Preset};
+pub use error::{Error, Result};
+pub use plan::MelPlan;
+pub use traits::{
+    ClipBatch, ClipFailure, ClipMeta, Loader, MelBackend, SampleBlock, Sink, SinkSpec,
+};

@@ -1,0 +1,462 @@
+//! The resolved, validated plan a backend executes: segmentation offsets,
+//! window, filterbank, frame counts and output shape, derived once from a [`Config`].
+
+use crate::config::{Config, Dtype, LogScale, MelScale, PadMode};
+use crate::dsp::{SparseFilterbank, frame_count, melscale_fbanks, window};
+use crate::error::{Error, Result};
+
+/// Longest clip melctl accepts, in samples (2^28, about 4.6 hours at 16 kHz):
+/// a bound that keeps every allocation finite.
+pub const MAX_CLIP_SAMPLES: usize = 1 << 28;
+
+/// Everything a backend needs, derived and validated once.
+#[derive(Debug, Clone)]
+pub struct MelPlan {
+    /// The configuration this plan was made from.
+    pub config: Config,
+    /// Target sample rate in Hz.
+    pub sample_rate: u32,
+    /// Samples per clip after pad/trim.
+    pub clip_samples: usize,
+    /// Number of long windows, if that stage is on.
+    pub long_count: Option<usize>,
+    /// Number of short windows per long window, if that stage is on.
+    pub short_count: Option<usize>,
+    /// Samples in each segment (the signal given to the STFT).
+    pub segment_len: usize,
+    /// Start offsets (in the clip) of the distinct segments, ascending.
+    pub distinct_offsets: Vec<usize>,
+    /// For each output segment in `[long][short]` order, its index in `distinct_offsets`.
+    pub segment_map: Vec<u32>,
+    /// FFT size.
+    pub n_fft: usize,
+    /// Frame hop.
+    pub hop_length: usize,
+    /// Frequency bins, `n_fft / 2 + 1`.
+    pub n_freqs: usize,
+    /// STFT frames per segment.
+    pub n_frames: usize,
+    /// Mel bands.
+    pub n_mels: usize,
+    /// Whether frames are centred (padding `n_fft / 2` each side).
+    pub center: bool,
+    /// How centre padding is filled.
+    pub pad_mode: PadMode,
+    /// 1 (magnitude) or 2 (power).
+    pub power: u8,
+    /// The analysis window zero-padded to `n_fft`, in f64.
+    pub window: Vec<f64>,
+    /// The dense filterbank `[n_freqs][n_mels]` in f64.
+    pub filterbank: Vec<f64>,
+    /// The filterbank's non-zero spans in f32.
+    pub sparse_filterbank: SparseFilterbank,
+    /// Log compression.
+    pub log: LogScale,
+    /// Output element type.
+    pub dtype: Dtype,
+}
+
+impl MelPlan {
+    /// Validates `config` and derives the plan; every rejection names the field and the limit.
+    pub fn new(config: &Config) -> Result<MelPlan> {
+        let a = &config.audio;
+        let m = &config.mel;
+        if a.sample_rate == 0 {
+            return Err(Error::config("audio.sample_rate", "must be at least 1 Hz"));
+        }
+        if !(a.clip_seconds.is_finite() && a.clip_seconds > 0.0) {
+            return Err(Error::config(
+                "audio.clip_seconds",
+                format!("= {} must be a positive number of seconds", a.clip_seconds),
+            ));
+        }
+        let clip_samples = a.clip_samples();
+        if clip_samples == 0 || clip_samples > MAX_CLIP_SAMPLES {
+            return Err(Error::config(
+                "audio.clip_seconds",
+                format!(
+                    "= {} s gives {clip_samples} samples at {} Hz; the limit is 1..={MAX_CLIP_SAMPLES}",
+                    a.clip_seconds, a.sample_rate
+                ),
+            ));
+        }
+
+        // Segmentation.
+        let mut region_len = clip_samples;
+        let mut region_name =
+            format!("the clip ({clip_samples} samples = audio.sample_rate × audio.clip_seconds)");
+        let long = config.segment.long.get();
+        let long_count = match long {
+            Some(s) => {
+                check_stage("segment.long", s.window, s.hop, region_len, &region_name)?;
+                let n = 1 + (region_len - s.window) / s.hop;
+                region_len = s.window;
+                region_name = format!("segment.long.window ({} samples)", s.window);
+                Some(n)
+            }
+            None => None,
+        };
+        let short = config.segment.short.get();
+        let short_count = match short {
+            Some(s) => {
+                check_stage("segment.short", s.window, s.hop, region_len, &region_name)?;
+                let n = 1 + (region_len - s.window) / s.hop;
+                region_len = s.window;
+                region_name = format!("segment.short.window ({} samples)", s.window);
+                Some(n)
+            }
+            None => None,
+        };
+        let segment_len = region_len;
+        let mut offsets = Vec::new();
+        for l in 0..long_count.unwrap_or(1) {
+            for s in 0..short_count.unwrap_or(1) {
+                offsets.push(l * long.map_or(0, |x| x.hop) + s * short.map_or(0, |x| x.hop));
+            }
+        }
+        let mut distinct_offsets = offsets.clone();
+        distinct_offsets.sort_unstable();
+        distinct_offsets.dedup();
+        let segment_map = offsets
+            .iter()
+            .map(|o| {
+                distinct_offsets
+                    .binary_search(o)
+                    .expect("offset is present") as u32
+            })
+            .collect();
+
+        // STFT.
+        let n_fft = m.n_fft;
+        if n_fft < 2 {
+            return Err(Error::config(
+                "mel.n_fft",
+                format!("= {n_fft} must be at least 2"),
+            ));
+        }
+        let win_length = m.win_length();
+        if win_length == 0 || win_length > n_fft {
+            return Err(Error::config(
+                "mel.win_length",
+                format!("= {win_length} must be between 1 and mel.n_fft ({n_fft})"),
+            ));
+        }
+        let hop_length = m.hop_length();
+        if hop_length == 0 {
+            return Err(Error::config("mel.hop_length", "must be at least 1 sample"));
+        }
+        if m.center {
+            let pad = n_fft / 2;
+            if m.pad_mode == PadMode::Reflect && pad >= segment_len {
+                return Err(Error::config(
+                    "mel.n_fft",
+                    format!(
+                        "= {n_fft} needs reflect padding of {pad} samples on each side, which must be shorter than \
+                         each segment, {region_name}; use a smaller n_fft, a longer window or pad_mode = \"constant\""
+                    ),
+                ));
+            }
+        } else if n_fft > segment_len {
+            return Err(Error::config(
+                "mel.n_fft",
+                format!(
+                    "= {n_fft} is longer than each segment, {region_name}, and mel.center is false"
+                ),
+            ));
+        }
+        let n_frames = frame_count(segment_len, n_fft, hop_length, m.center);
+        let power = if m.power == 2.0 {
+            2
+        } else if m.power == 1.0 {
+            1
+        } else {
+            return Err(Error::config(
+                "mel.power",
+                format!(
+                    "= {} is not supported; use 2 (power) or 1 (magnitude)",
+                    m.power
+                ),
+            ));
+        };
+
+        // Filterbank.
+        let nyquist = a.sample_rate as f64 / 2.0;
+        let f_max = m.f_max(a.sample_rate);
+        if !(m.f_min.is_finite() && m.f_min >= 0.0) {
+            return Err(Error::config(
+                "mel.f_min",
+                format!("= {} must be ≥ 0 Hz", m.f_min),
+            ));
+        }
+        if !(f_max.is_finite() && f_max <= nyquist) {
+            return Err(Error::config(
+                "mel.f_max",
+                format!(
+                    "= {f_max} Hz is above the Nyquist frequency {nyquist} Hz (audio.sample_rate / 2)"
+                ),
+            ));
+        }
+        if f_max <= m.f_min {
+            return Err(Error::config(
+                "mel.f_max",
+                format!("= {f_max} Hz must be above mel.f_min ({} Hz)", m.f_min),
+            ));
+        }
+        let n_mels = m.n_mels;
+        if n_mels == 0 {
+            return Err(Error::config("mel.n_mels", "must be at least 1"));
+        }
+        let n_freqs = n_fft / 2 + 1;
+        let filterbank = melscale_fbanks(
+            n_freqs,
+            m.f_min,
+            f_max,
+            n_mels,
+            a.sample_rate,
+            m.norm,
+            m.mel_scale,
+        );
+        let sparse_filterbank = SparseFilterbank::from_dense(&filterbank, n_freqs, n_mels);
+        if let Some(empty) = sparse_filterbank
+            .filters
+            .iter()
+            .position(|f| f.weights.is_empty())
+        {
+            let (lo, hi) = filter_edges(m.f_min, f_max, n_mels, m.mel_scale, empty);
+            return Err(Error::config(
+                "mel.n_mels",
+                format!(
+                    "= {n_mels} is too many: filter {empty} ({lo:.1}–{hi:.1} Hz) covers no FFT bin (bins are {:.2} Hz \
+                     apart); use fewer mels, a larger mel.n_fft or a wider mel.f_min..mel.f_max",
+                    (a.sample_rate / 2) as f64 / (n_freqs - 1) as f64
+                ),
+            ));
+        }
+
+        // Log and output.
+        match config.log {
+            LogScale::Db { amin, top_db } => {
+                if !(amin.is_finite() && amin > 0.0) {
+                    return Err(Error::config(
+                        "log.amin",
+                        format!("= {amin} must be a positive number"),
+                    ));
+                }
+                if let Some(t) = top_db
+                    && !(t.is_finite() && t >= 0.0)
+                {
+                    return Err(Error::config("log.top_db", format!("= {t} must be ≥ 0 dB")));
+                }
+            }
+            LogScale::Ln { offset } => {
+                if !(offset.is_finite() && offset > 0.0) {
+                    return Err(Error::config(
+                        "log.offset",
+                        format!("= {offset} must be a positive number"),
+                    ));
+                }
+            }
+            LogScale::None => {}
+        }
+        if config.run.batch_clips == 0 {
+            return Err(Error::config("run.batch_clips", "must be at least 1"));
+        }
+        if config.hdf5.gzip > 9 {
+            return Err(Error::config(
+                "hdf5.gzip",
+                format!("= {} must be 0 (off) to 9", config.hdf5.gzip),
+            ));
+        }
+
+        Ok(MelPlan {
+            config: config.clone(),
+            sample_rate: a.sample_rate,
+            clip_samples,
+            long_count,
+            short_count,
+            segment_len,
+            distinct_offsets,
+            segment_map,
+            n_fft,
+            hop_length,
+            n_freqs,
+            n_frames,
+            n_mels,
+            center: m.center,
+            pad_mode: m.pad_mode,
+            power,
+            window: window(m.window, win_length, n_fft),
+            filterbank,
+            sparse_filterbank,
+            log: config.log,
+            dtype: config.output.dtype,
+        })
+    }
+
+    /// Output dimensions of one clip: `[long?, short?, n_mels, frames]`.
+    pub fn clip_shape(&self) -> Vec<usize> {
+        self.long_count
+            .into_iter()
+            .chain(self.short_count)
+            .chain([self.n_mels, self.n_frames])
+            .collect()
+    }
+
+    /// Segments (spectrograms) per clip in the output.
+    pub fn segments_per_clip(&self) -> usize {
+        self.segment_map.len()
+    }
+
+    /// Values in one segment's spectrogram, `n_mels × n_frames`.
+    pub fn values_per_segment(&self) -> usize {
+        self.n_mels * self.n_frames
+    }
+
+    /// Values per clip in the output.
+    pub fn values_per_clip(&self) -> usize {
+        self.segments_per_clip() * self.values_per_segment()
+    }
+
+    /// Output bytes per clip in the configured dtype.
+    pub fn bytes_per_clip(&self) -> usize {
+        self.values_per_clip() * self.dtype.size()
+    }
+
+    /// The dB multiplier matching torchaudio's `AmplitudeToDB` stype: 10 for power, 20 for magnitude.
+    pub fn db_multiplier(&self) -> f64 {
+        if self.power == 2 { 10.0 } else { 20.0 }
+    }
+}
+
+fn check_stage(
+    field: &str,
+    window: usize,
+    hop: usize,
+    region_len: usize,
+    region_name: &str,
+) -> Result<()> {
+    if window == 0 {
+        return Err(Error::config(
+            format!("{field}.window"),
+            "must be at least 1 sample",
+        ));
+    }
+    if hop == 0 {
+        return Err(Error::config(
+            format!("{field}.hop"),
+            "must be at least 1 sample",
+        ));
+    }
+    if window > region_len {
+        return Err(Error::config(
+            format!("{field}.window"),
+            format!("= {window} samples is longer than {region_name}"),
+        ));
+    }
+    Ok(())
+}
+
+fn filter_edges(f_min: f64, f_max: f64, n_mels: usize, scale: MelScale, m: usize) -> (f64, f64) {
+    use crate::dsp::{hz_to_mel, mel_to_hz};
+    let lo = hz_to_mel(f_min, scale);
+    let step = (hz_to_mel(f_max, scale) - lo) / (n_mels + 1) as f64;
+    (
+        mel_to_hz(lo + step * m as f64, scale),
+        mel_to_hz(lo + step * (m + 2) as f64, scale),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Preset, StageSetting};
+
+    fn err(cfg: &Config) -> String {
+        MelPlan::new(cfg).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn leak_4k_plan_matches_workload() {
+        let p = MelPlan::new(&Preset::Leak4k.config()).unwrap();
+        assert_eq!(p.clip_shape(), vec![79, 3, 32, 5]);
+        assert_eq!(p.values_per_clip(), 37_920);
+        assert_eq!(p.bytes_per_clip(), 75_840);
+        // 237 short windows, 159 distinct (DESIGN.md).
+        assert_eq!(p.segments_per_clip(), 237);
+        assert_eq!(p.distinct_offsets.len(), 159);
+        // short window 2 of long window k is short window 0 of long window k+1
+        assert_eq!(p.segment_map[2], p.segment_map[3]);
+    }
+
+    #[test]
+    fn speech_plan_is_one_spectrogram_per_clip() {
+        let p = MelPlan::new(&Preset::Speech16k.config()).unwrap();
+        assert_eq!(p.clip_shape(), vec![80, 101]);
+        assert_eq!(p.distinct_offsets, vec![0]);
+    }
+
+    #[test]
+    fn rejections_name_field_and_limit() {
+        let mut c = Config::default();
+        c.mel.f_max = Some(3000.0);
+        let e = err(&c);
+        assert!(e.contains("mel.f_max") && e.contains("2048"), "{e}");
+
+        let mut c = Config::default();
+        c.mel.win_length = Some(1024);
+        let e = err(&c);
+        assert!(e.contains("mel.win_length") && e.contains("512"), "{e}");
+
+        let mut c = Config::default();
+        c.segment.long = StageSetting::On(crate::config::Stage {
+            window: 50_000,
+            hop: 512,
+        });
+        let e = err(&c);
+        assert!(
+            e.contains("segment.long.window") && e.contains("40960"),
+            "{e}"
+        );
+
+        let mut c = Config::default();
+        c.mel.n_mels = 256;
+        let e = err(&c);
+        assert!(
+            e.contains("mel.n_mels") && e.contains("covers no FFT bin"),
+            "{e}"
+        );
+
+        let mut c = Config::default();
+        c.mel.n_fft = 1024;
+        c.mel.win_length = None;
+        let e = err(&c);
+        assert!(e.contains("mel.n_fft") && e.contains("reflect"), "{e}");
+
+        let mut c = Config::default();
+        c.mel.power = 1.5;
+        assert!(err(&c).contains("mel.power"));
+
+        let mut c = Config::default();
+        c.audio.clip_seconds = 0.0;
+        assert!(err(&c).contains("audio.clip_seconds"));
+
+        let c = Config {
+            log: LogScale::Db {
+                amin: 0.0,
+                top_db: None,
+            },
+            ..Config::default()
+        };
+        assert!(err(&c).contains("log.amin"));
+    }
+
+    #[test]
+    fn constant_padding_allows_n_fft_beyond_the_segment() {
+        let mut c = Config::default();
+        c.mel.n_fft = 1024;
+        c.mel.win_length = Some(512);
+        c.mel.pad_mode = PadMode::Constant;
+        let p = MelPlan::new(&c).unwrap();
+        assert_eq!(p.n_frames, 5);
+    }
+}

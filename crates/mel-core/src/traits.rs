@@ -1,0 +1,115 @@
+//! The three pluggable stages: [`Loader`] → [`MelBackend`] → [`Sink`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::buffer::{OutputBuf, OutputSlice};
+use crate::error::Result;
+use crate::plan::MelPlan;
+
+/// A run of clips `[clips, clip_samples]` in f32, borrowed from a shared allocation
+/// (a preload arena, a memory map or a reader's own buffer).
+#[derive(Debug, Clone)]
+pub struct SampleBlock {
+    data: Arc<Vec<f32>>,
+    start: usize,
+    len: usize,
+}
+
+impl SampleBlock {
+    /// A block viewing `data[start .. start + len]`.
+    pub fn new(data: Arc<Vec<f32>>, start: usize, len: usize) -> Self {
+        assert!(start + len <= data.len(), "sample block out of range");
+        SampleBlock { data, start, len }
+    }
+
+    /// A block owning `data` whole.
+    pub fn owned(data: Vec<f32>) -> Self {
+        let len = data.len();
+        SampleBlock::new(Arc::new(data), 0, len)
+    }
+
+    /// The samples.
+    pub fn samples(&self) -> &[f32] {
+        &self.data[self.start..self.start + self.len]
+    }
+}
+
+/// A file that could not become a clip, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ClipFailure {
+    /// Index of the clip in the split's file list.
+    pub index: usize,
+    /// The file.
+    pub path: PathBuf,
+    /// Why, in words.
+    pub reason: String,
+}
+
+/// A batch of decoded clips with their indices in the split's file list.
+#[derive(Debug, Clone)]
+pub struct ClipBatch {
+    /// Indices (into the split's file list) of the clips in `samples`, in order.
+    pub indices: Vec<usize>,
+    /// `indices.len() × clip_samples` samples.
+    pub samples: SampleBlock,
+}
+
+/// How audio reaches memory: yields batches of fixed-length clips.
+pub trait Loader: Send {
+    /// The loader's name, for reports.
+    fn name(&self) -> &str;
+
+    /// The next batch, `None` when every clip has been yielded.
+    fn next_batch(&mut self) -> Option<Result<ClipBatch>>;
+
+    /// Files that failed so far (they are never yielded).
+    fn failures(&self) -> &[ClipFailure];
+}
+
+/// Turns batches of clips into spectrograms. Owns its state (plans, buffers, devices) across batches.
+pub trait MelBackend: Send {
+    /// The backend's name, for reports.
+    fn name(&self) -> &str;
+
+    /// The plan the backend executes.
+    fn plan(&self) -> &MelPlan;
+
+    /// Computes `clips.len() / clip_samples` clips into `out`, which holds
+    /// `clips × values_per_clip` values of the plan's dtype, laid out `[clip][long][short][mel][frame]`.
+    fn compute(&mut self, clips: &[f32], out: OutputSlice<'_>) -> Result<()>;
+}
+
+/// Per-clip metadata a sink stores beside the spectrogram.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClipMeta {
+    /// Class id.
+    pub label: i64,
+    /// Path relative to the dataset root, UTF-8.
+    pub path: String,
+}
+
+/// What a sink is told before the first write.
+#[derive(Debug, Clone)]
+pub struct SinkSpec {
+    /// Split name (the output file's stem).
+    pub split: String,
+    /// Rows the output will hold.
+    pub rows: usize,
+    /// The plan (shape, dtype, configuration).
+    pub plan: MelPlan,
+    /// Class names, indexed by label.
+    pub label_names: Vec<String>,
+}
+
+/// Receives finished batches in any order and commits the output atomically.
+pub trait Sink: Send {
+    /// The sink's name, for reports.
+    fn name(&self) -> &str;
+
+    /// Writes `meta.len()` consecutive rows starting at `first_row`; `data` holds exactly those rows.
+    fn write(&mut self, first_row: usize, meta: &[ClipMeta], data: &OutputBuf) -> Result<()>;
+
+    /// Checks every row was written exactly once, flushes, and moves the output to its final path.
+    fn commit(self: Box<Self>) -> Result<PathBuf>;
+}
