@@ -1,1 +1,7 @@
-//! stub
+//! melctl's sinks: where finished spectrograms go.
+#![warn(missing_docs)]
+
+pub mod atomic;
+pub mod hdf5_sink;
+
+pub use hdf5_sink::Hdf5Sink;

@@ -1,0 +1,173 @@
+//! The RAM-preload loader: a whole split decoded in parallel into one contiguous
+//! arena (one allocation, no per-clip buffers), then handed out as batches that
+//! borrow from it.
+
+use std::sync::Arc;
+
+use mel_audio::{FileEntry, decode_into};
+use mel_core::config::AudioConfig;
+use mel_core::{ClipBatch, ClipFailure, Loader, Result, SampleBlock};
+use rayon::prelude::*;
+
+/// A split decoded into RAM.
+pub struct PreloadLoader {
+    arena: Arc<Vec<f32>>,
+    /// Split indices of the clips held, in arena order.
+    indices: Vec<usize>,
+    failures: Vec<ClipFailure>,
+    clip_samples: usize,
+    batch_clips: usize,
+    next: usize,
+}
+
+impl PreloadLoader {
+    /// Decodes every file of `files` in the current rayon pool; `progress` is called once per file.
+    /// Files that fail are recorded (with path and reason) and left out; the others are compacted.
+    pub fn load(
+        files: &[FileEntry],
+        audio: &AudioConfig,
+        batch_clips: usize,
+        progress: &(dyn Fn() + Sync),
+    ) -> Result<Self> {
+        let clip_samples = audio.clip_samples();
+        let mut arena = vec![0.0f32; files.len() * clip_samples];
+        let outcomes: Vec<Option<String>> = arena
+            .par_chunks_mut(clip_samples.max(1))
+            .zip(files.par_iter())
+            .map(|(row, file)| {
+                let r = decode_into(&file.path, audio, row);
+                progress();
+                r.err().map(|e| match e {
+                    mel_core::Error::BadInput { reason, .. } => reason,
+                    other => other.to_string(),
+                })
+            })
+            .collect();
+        let mut indices = Vec::with_capacity(files.len());
+        let mut failures = Vec::new();
+        for (i, outcome) in outcomes.into_iter().enumerate() {
+            match outcome {
+                None => {
+                    let dst = indices.len();
+                    if dst != i {
+                        arena.copy_within(
+                            i * clip_samples..(i + 1) * clip_samples,
+                            dst * clip_samples,
+                        );
+                    }
+                    indices.push(i);
+                }
+                Some(reason) => failures.push(ClipFailure {
+                    index: i,
+                    path: files[i].path.clone(),
+                    reason,
+                }),
+            }
+        }
+        arena.truncate(indices.len() * clip_samples);
+        arena.shrink_to_fit();
+        Ok(PreloadLoader {
+            arena: Arc::new(arena),
+            indices,
+            failures,
+            clip_samples,
+            batch_clips: batch_clips.max(1),
+            next: 0,
+        })
+    }
+
+    /// Bytes held by the arena.
+    pub fn arena_bytes(&self) -> usize {
+        self.arena.len() * std::mem::size_of::<f32>()
+    }
+
+    /// Clips held (files that decoded).
+    pub fn clips(&self) -> usize {
+        self.indices.len()
+    }
+}
+
+impl Loader for PreloadLoader {
+    fn name(&self) -> &str {
+        "preload"
+    }
+
+    fn next_batch(&mut self) -> Option<Result<ClipBatch>> {
+        if self.next >= self.indices.len() {
+            return None;
+        }
+        let end = (self.next + self.batch_clips).min(self.indices.len());
+        let batch = ClipBatch {
+            indices: self.indices[self.next..end].to_vec(),
+            samples: SampleBlock::new(
+                self.arena.clone(),
+                self.next * self.clip_samples,
+                (end - self.next) * self.clip_samples,
+            ),
+        };
+        self.next = end;
+        Some(Ok(batch))
+    }
+
+    fn failures(&self) -> &[ClipFailure] {
+        &self.failures
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hound::{SampleFormat, WavSpec, WavWriter};
+
+    #[test]
+    fn batches_cover_good_clips_in_order_and_failures_are_listed() {
+        let t = tempfile::tempdir().unwrap();
+        let audio = AudioConfig {
+            sample_rate: 100,
+            clip_seconds: 0.04,
+            ..AudioConfig::default()
+        };
+        let spec = WavSpec {
+            channels: 1,
+            sample_rate: 100,
+            bits_per_sample: 16,
+            sample_format: SampleFormat::Int,
+        };
+        let mut files = Vec::new();
+        for i in 0..5 {
+            let path = t.path().join(format!("{i}.wav"));
+            if i == 2 {
+                std::fs::write(&path, b"garbage").unwrap();
+            } else {
+                let mut w = WavWriter::create(&path, spec).unwrap();
+                for _ in 0..4 {
+                    w.write_sample(i as i16 * 1000).unwrap();
+                }
+                w.finalize().unwrap();
+            }
+            files.push(FileEntry {
+                path,
+                rel: format!("{i}.wav"),
+                label: 0,
+            });
+        }
+        let count = std::sync::atomic::AtomicUsize::new(0);
+        let mut l = PreloadLoader::load(&files, &audio, 3, &|| {
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        })
+        .unwrap();
+        assert_eq!(count.into_inner(), 5);
+        assert_eq!(l.clips(), 4);
+        assert_eq!(l.arena_bytes(), 4 * 4 * 4);
+        assert_eq!(l.failures().len(), 1);
+        assert_eq!(l.failures()[0].index, 2);
+        assert!(l.failures()[0].reason.contains("not a valid WAV"));
+        let b1 = l.next_batch().unwrap().unwrap();
+        assert_eq!(b1.indices, vec![0, 1, 3]);
+        assert_eq!(b1.samples.samples()[4], 1000.0 / 32768.0);
+        assert_eq!(b1.samples.samples()[8], 3000.0 / 32768.0);
+        let b2 = l.next_batch().unwrap().unwrap();
+        assert_eq!(b2.indices, vec![4]);
+        assert!(l.next_batch().is_none());
+    }
+}

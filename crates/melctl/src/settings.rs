@@ -1,0 +1,45 @@
+//! Resolving the configuration: preset, then the TOML file, then flags.
+
+use anyhow::{Context, Result};
+use mel_core::config::{BackendKind, LoaderKind};
+use mel_core::{Config, Dtype, Preset};
+
+use crate::cli::{BackendArg, ConfigFlags, DtypeArg, LoaderArg, PresetArg};
+
+/// The configuration the flags describe (not yet validated: see `MelPlan::new`).
+pub fn resolve(flags: &ConfigFlags) -> Result<Config> {
+    let preset = match flags.preset {
+        PresetArg::Leak4k => Preset::Leak4k,
+        PresetArg::Speech16k => Preset::Speech16k,
+    };
+    let mut config = preset.config();
+    if let Some(path) = &flags.config {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        config = Config::merge_toml(&config, &text, Some(&path.display().to_string()))?;
+    }
+    if let Some(d) = flags.dtype {
+        config.output.dtype = match d {
+            DtypeArg::F32 => Dtype::F32,
+            DtypeArg::F16 => Dtype::F16,
+            DtypeArg::Bf16 => Dtype::Bf16,
+        };
+    }
+    if let Some(b) = flags.backend {
+        config.run.backend = match b {
+            BackendArg::Cpu => BackendKind::Cpu,
+        };
+    }
+    if let Some(l) = flags.loader {
+        config.run.loader = match l {
+            LoaderArg::Preload => LoaderKind::Preload,
+        };
+    }
+    if let Some(t) = flags.threads {
+        config.run.threads = t;
+    }
+    if let Some(b) = flags.batch {
+        config.run.batch_clips = b;
+    }
+    Ok(config)
+}
