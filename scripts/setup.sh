@@ -3,7 +3,21 @@
 # test melctl. Idempotent; run as root (or with rights to pip install and link into /usr/local/bin).
 #  - CMake >= 3.26: the static HDF5 build (hdf5-metno "static") needs it; Debian 12 has 3.25.
 #  - numpy + h5py: the end-to-end test reads melctl's output back with h5py, as trainers do.
+#  - NVRTC (the nvidia-cuda-nvrtc wheel, no GPU needed): the CUDA tests compile the kernel
+#    to PTX for every configuration. Optional: without it that test prints a skip.
+#  - The Vulkan loader and Mesa's software Vulkan driver (lavapipe): the wgpu backend's
+#    conformance suite runs on it. Needs apt as root; without it those tests print a skip.
 set -euo pipefail
+
+if ! ldconfig -p 2>/dev/null | grep -q libvulkan.so.1 || ! ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "setup: apt-get install libvulkan1 mesa-vulkan-drivers (lavapipe, for the wgpu tests)" >&2
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libvulkan1 mesa-vulkan-drivers; } >/dev/null \
+            || echo "setup: could not install lavapipe; the wgpu tests will print a skip" >&2
+    else
+        echo "setup: no Vulkan driver and no root for apt-get; the wgpu tests will print a skip" >&2
+    fi
+fi
 
 cmake_ok() {
     command -v cmake >/dev/null 2>&1 || return 1
@@ -30,4 +44,9 @@ if ! cmake_ok; then
     hash -r
 fi
 cmake_ok || { echo "setup: cmake >= 3.26 is still not on PATH" >&2; exit 1; }
+if ! python3 -m pip show -q nvidia-cuda-nvrtc >/dev/null 2>&1 && ! ldconfig -p 2>/dev/null | grep -q libnvrtc; then
+    echo "setup: pip install nvidia-cuda-nvrtc (for the kernel-to-PTX test)" >&2
+    python3 -m pip install --quiet --disable-pip-version-check "nvidia-cuda-nvrtc>=13,<14" \
+        || echo "setup: NVRTC not installed; the PTX test will print a skip" >&2
+fi
 echo "setup: $(cmake --version | head -n1), numpy $(python3 -c 'import numpy; print(numpy.__version__)'), h5py $(python3 -c 'import h5py; print(h5py.__version__)')" >&2

@@ -41,8 +41,19 @@ struct Entry {
 }
 
 /// The repository's `fixtures/` folder.
+/// `MEL_FIXTURES` overrides it (test binaries copied to another machine run from its
+/// checkout), as does a `fixtures/` folder in the current directory when the build-time
+/// path does not exist there.
 pub fn fixtures_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
+    if let Some(dir) = std::env::var_os("MEL_FIXTURES") {
+        return PathBuf::from(dir);
+    }
+    let built = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+    if built.exists() {
+        built
+    } else {
+        PathBuf::from("fixtures")
+    }
 }
 
 /// Every golden variant in `fixtures/golden/manifest.json`.

@@ -8,6 +8,7 @@
 //! bound is converted to the stored unit (ln: 0.01·ln10/10; linear: a ratio of 10^0.001).
 #![warn(missing_docs)]
 
+pub mod extra;
 pub mod golden;
 pub mod tolerance;
 

@@ -7,7 +7,7 @@ mod kernel;
 
 use std::sync::Arc;
 
-use mel_core::{MelBackend, MelPlan, OutputSlice, Result, error::Error};
+use mel_core::{MelBackend, MelPlan, OutputSlice, Result};
 use rayon::prelude::*;
 use realfft::{RealFftPlanner, RealToComplex};
 
@@ -73,28 +73,7 @@ impl MelBackend for CpuBackend {
     }
 
     fn compute(&mut self, clips: &[f32], out: OutputSlice<'_>) -> Result<()> {
-        let n = self.plan.clip_samples;
-        if clips.len() % n != 0 {
-            return Err(Error::Shape(format!(
-                "{} samples is not a whole number of {n}-sample clips",
-                clips.len()
-            )));
-        }
-        let expect = clips.len() / n * self.plan.values_per_clip();
-        if out.len() != expect {
-            return Err(Error::Shape(format!(
-                "output holds {} values, {} clips need {expect}",
-                out.len(),
-                clips.len() / n
-            )));
-        }
-        if out.dtype() != self.plan.dtype {
-            return Err(Error::Shape(format!(
-                "output buffer is {}, the plan says {}",
-                out.dtype().name(),
-                self.plan.dtype.name()
-            )));
-        }
+        self.plan.check_batch(clips.len(), &out)?;
         match out {
             OutputSlice::F32(o) => self.run(clips, o),
             OutputSlice::F16(o) => self.run(clips, o),

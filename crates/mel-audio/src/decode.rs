@@ -1,5 +1,11 @@
-//! WAV decoding with hound straight into a fixed-length mono row: downmix, pad and
-//! trim happen while reading, and no more than the kept frames are ever read.
+//! Decoding any supported file straight into a fixed-length mono row.
+//!
+//! Plain PCM/float WAV at the target rate goes through hound (16-bit PCM converted
+//! straight from the bytes); downmix, pad and trim happen while reading, and no more
+//! than the kept frames are read. Everything else (FLAC, Ogg Vorbis, MP3, AIFF, WAV
+//! variants hound does not take, a file at another rate, a `.wav` that is really FLAC)
+//! goes through symphonia, whose probe looks at the content, and rubato when the rate
+//! differs (see `generic`).
 
 use std::path::Path;
 
@@ -29,19 +35,145 @@ pub fn decode_into(path: &Path, audio: &AudioConfig, dst: &mut [f32]) -> Result<
     if len == 0 {
         return Err(bad("empty file (0 bytes)".into()));
     }
-    let mut reader = WavReader::open(path).map_err(|e| bad(describe(e)))?;
-    let spec = reader.spec();
-    if spec.channels == 0 {
-        return Err(bad("the header says 0 channels".into()));
+    match WavReader::open(path) {
+        Ok(reader) if hound_takes(reader.spec(), audio) => {
+            // Where the data starts, to check the header's length against the file's.
+            let (spec, frames) = (reader.spec(), reader.duration() as usize);
+            let mut inner = reader.into_inner();
+            use std::io::Seek;
+            let start = inner
+                .stream_position()
+                .map_err(|e| bad(format!("cannot read: {e}")))?;
+            check_claimed(frames, spec, start, len).map_err(bad)?;
+            inner
+                .seek(std::io::SeekFrom::Start(0))
+                .map_err(|e| bad(format!("cannot read: {e}")))?;
+            let reader = WavReader::new(inner).map_err(|e| bad(describe(e)))?;
+            decode_wav(reader, path, audio, dst)
+        }
+        Ok(_) => generic_file(path, None, audio, dst),
+        Err(e) if falls_back(&e) => generic_file(path, Some(describe(e)), audio, dst),
+        Err(e) => Err(bad(describe(e))),
     }
-    if spec.sample_rate != audio.sample_rate {
-        return Err(bad(format!(
-            "sample rate is {} Hz, the configuration wants {} Hz (audio.sample_rate)",
-            spec.sample_rate, audio.sample_rate
-        )));
+}
+
+/// A header that promises more sample data than the file holds is an error, even when
+/// the clip would only need the part that is there: such a file is a cut-short copy.
+fn check_claimed(
+    frames: usize,
+    spec: hound::WavSpec,
+    data_start: u64,
+    file_len: u64,
+) -> std::result::Result<(), String> {
+    let frame_bytes = spec.channels as u64 * spec.bits_per_sample.div_ceil(8) as u64;
+    let held = file_len.saturating_sub(data_start) / frame_bytes.max(1);
+    if (frames as u64) > held {
+        return Err(format!(
+            "truncated data: the header promises {frames} frames, the file holds {held}"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether hound's reader handles this stream (otherwise symphonia does).
+fn hound_takes(spec: hound::WavSpec, audio: &AudioConfig) -> bool {
+    let format_ok = matches!(
+        (spec.sample_format, spec.bits_per_sample),
+        (SampleFormat::Float, 32) | (SampleFormat::Int, 8 | 16 | 24 | 32)
+    );
+    format_ok && spec.channels > 0 && spec.sample_rate == audio.sample_rate && spec.sample_rate > 0
+}
+
+/// Whether hound's error means "not something hound reads" (symphonia may), rather than
+/// a broken file.
+fn falls_back(e: &hound::Error) -> bool {
+    matches!(
+        e,
+        hound::Error::FormatError(_)
+            | hound::Error::Unsupported
+            | hound::Error::InvalidSampleFormat
+    )
+}
+
+fn generic_file(
+    path: &Path,
+    hound_said: Option<String>,
+    audio: &AudioConfig,
+    dst: &mut [f32],
+) -> Result<DecodeInfo> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| Error::bad_input(path, format!("cannot read: {e}")))?;
+    crate::generic::decode(Box::new(file), path, hound_said, audio, dst)
+}
+
+/// Decodes a WAV file already read into memory (`bytes`, the whole file at `path`) into
+/// `dst`, exactly as [`decode_into`] would decode the file.
+pub fn decode_bytes_into(
+    bytes: &[u8],
+    path: &Path,
+    audio: &AudioConfig,
+    dst: &mut [f32],
+) -> Result<DecodeInfo> {
+    let bad = |reason: String| Error::bad_input(path, reason);
+    if bytes.is_empty() {
+        return Err(bad("empty file (0 bytes)".into()));
+    }
+    let reader = match WavReader::new(std::io::Cursor::new(bytes)) {
+        Ok(r) => r,
+        Err(e) if falls_back(&e) => {
+            let source = Box::new(std::io::Cursor::new(bytes.to_vec()));
+            return crate::generic::decode(source, path, Some(describe(e)), audio, dst);
+        }
+        Err(e) => return Err(bad(describe(e))),
+    };
+    let spec = reader.spec();
+    if !hound_takes(spec, audio) {
+        let source = Box::new(std::io::Cursor::new(bytes.to_vec()));
+        return crate::generic::decode(source, path, None, audio, dst);
+    }
+    if spec.sample_format == SampleFormat::Int
+        && spec.bits_per_sample == 16
+        && spec.channels > 0
+        && spec.sample_rate == audio.sample_rate
+    {
+        // Fast path for the common case: hound parsed the header and left the reader at
+        // the first sample; convert the little-endian samples straight from the bytes.
+        let frames = reader.duration() as usize;
+        let start = (reader.into_inner().position() as usize).min(bytes.len());
+        check_claimed(frames, spec, start as u64, bytes.len() as u64).map_err(bad)?;
+        return decode_pcm16(&bytes[start..], frames, spec.channels, path, audio, dst);
     }
     let frames = reader.duration() as usize;
-    let clip = dst.len();
+    let mut inner = reader.into_inner();
+    let start = inner.position();
+    check_claimed(frames, spec, start, bytes.len() as u64).map_err(bad)?;
+    inner.set_position(0);
+    let reader = WavReader::new(inner).map_err(|e| bad(describe(e)))?;
+    decode_wav(reader, path, audio, dst)
+}
+
+/// Whether channel `c` contributes to the mono mix.
+pub(crate) fn takes(downmix: Downmix, c: usize) -> bool {
+    match downmix {
+        Downmix::Mean => true,
+        Downmix::First => c == 0,
+        Downmix::Channel(k) => c == k as usize,
+    }
+}
+
+/// A picked channel must exist.
+pub(crate) fn check_channel(downmix: Downmix, channels: usize) -> std::result::Result<(), String> {
+    match downmix {
+        Downmix::Channel(k) if k as usize >= channels => Err(format!(
+            "has {channels} channel(s); audio.downmix picks channel {k} (counting from 0)"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Where the kept frames of a `frames`-long file go in a `clip`-long row:
+/// (frames kept, frames skipped at the start of the file, zeros before them in the row).
+pub(crate) fn placement(frames: usize, clip: usize, audio: &AudioConfig) -> (usize, usize, usize) {
     let kept = frames.min(clip);
     let skip = match audio.trim {
         TrimPolicy::Start => 0,
@@ -51,6 +183,73 @@ pub fn decode_into(path: &Path, audio: &AudioConfig, dst: &mut [f32]) -> Result<
         PadPolicy::End => 0,
         PadPolicy::Both => (clip - kept) / 2,
     };
+    (kept, skip, pad_before)
+}
+
+/// 16-bit PCM samples from `data` (the data chunk onwards) into `dst`.
+fn decode_pcm16(
+    data: &[u8],
+    frames: usize,
+    channels: u16,
+    path: &Path,
+    audio: &AudioConfig,
+    dst: &mut [f32],
+) -> Result<DecodeInfo> {
+    let (kept, skip, pad_before) = placement(frames, dst.len(), audio);
+    let ch = channels as usize;
+    check_channel(audio.downmix, ch).map_err(|r| Error::bad_input(path, r))?;
+    let data = data.get(skip * ch * 2..).unwrap_or(&[]);
+    dst.fill(0.0);
+    let out = &mut dst[pad_before..pad_before + kept];
+    let done = if ch == 1 {
+        let n = (data.len() / 2).min(kept);
+        for (o, b) in out[..n].iter_mut().zip(data.chunks_exact(2)) {
+            *o = i16::from_le_bytes([b[0], b[1]]) as f32 * (1.0 / 32768.0);
+        }
+        n
+    } else {
+        let samples = data
+            .chunks_exact(2)
+            .map(|b| Ok::<i16, hound::Error>(i16::from_le_bytes([b[0], b[1]])));
+        read_frames(samples, ch, audio.downmix, 1.0 / 32768.0, out)
+            .map_err(|e| Error::bad_input(path, describe(e)))?
+    };
+    if done < kept {
+        return Err(Error::bad_input(
+            path,
+            format!(
+                "truncated data: the header promises {frames} frames, the file ends after {}",
+                skip + done
+            ),
+        ));
+    }
+    Ok(DecodeInfo {
+        frames,
+        channels,
+        bits: 16,
+    })
+}
+
+fn decode_wav<R: std::io::Read + std::io::Seek>(
+    mut reader: WavReader<R>,
+    path: &Path,
+    audio: &AudioConfig,
+    dst: &mut [f32],
+) -> Result<DecodeInfo> {
+    let bad = |reason: String| Error::bad_input(path, reason);
+    let spec = reader.spec();
+    if spec.channels == 0 {
+        return Err(bad("the header says 0 channels".into()));
+    }
+    check_channel(audio.downmix, spec.channels as usize).map_err(bad)?;
+    if spec.sample_rate != audio.sample_rate {
+        return Err(bad(format!(
+            "sample rate is {} Hz, the configuration wants {} Hz (audio.sample_rate)",
+            spec.sample_rate, audio.sample_rate
+        )));
+    }
+    let frames = reader.duration() as usize;
+    let (kept, skip, pad_before) = placement(frames, dst.len(), audio);
     if skip > 0 {
         reader
             .seek(skip as u32)
@@ -111,17 +310,20 @@ where
     for (i, slot) in out.iter_mut().enumerate() {
         let mut acc = 0.0f32;
         for c in 0..channels {
-            let Some(s) = samples.next() else {
-                return Ok(i);
+            let v = match samples.next() {
+                None => return Ok(i),
+                // The data ends early (inside a sample or frame): report it as truncated
+                // data with the frames that were whole, like running out at a boundary.
+                Some(Err(e)) if is_eof(&e) => return Ok(i),
+                Some(s) => s?.into().0,
             };
-            let v = s?.into().0;
-            if c == 0 || downmix == Downmix::Mean {
+            if takes(downmix, c) {
                 acc += v;
             }
         }
         *slot = match downmix {
             Downmix::Mean => acc * scale / channels as f32,
-            Downmix::First => acc * scale,
+            Downmix::First | Downmix::Channel(_) => acc * scale,
         };
     }
     Ok(out.len())
@@ -148,14 +350,16 @@ impl From<i32> for Widened {
     }
 }
 
-fn describe(e: hound::Error) -> String {
+/// hound's ways of saying the input ended early.
+fn is_eof(e: &hound::Error) -> bool {
+    matches!(e, hound::Error::IoError(io)
+        if io.kind() == std::io::ErrorKind::UnexpectedEof
+            || io.to_string().contains("read enough bytes"))
+}
+
+pub(crate) fn describe(e: hound::Error) -> String {
     match e {
-        hound::Error::IoError(io)
-            if io.kind() == std::io::ErrorKind::UnexpectedEof
-                || io.to_string().contains("read enough bytes") =>
-        {
-            "truncated: the file ends inside its header or data".into()
-        }
+        e if is_eof(&e) => "truncated: the file ends inside its header or data".into(),
         hound::Error::IoError(io) => format!("read error: {io}"),
         hound::Error::FormatError(m) => format!("not a valid WAV file: {m}"),
         hound::Error::TooWide => "samples wider than 32 bits".into(),
@@ -306,14 +510,75 @@ mod tests {
         let e = decode_into(&cut, &a, &mut dst).unwrap_err().to_string();
         assert!(e.contains("cut.wav") && e.contains("truncated"), "{e}");
 
-        let e = decode_into(&good, &audio(16, 4), &mut dst)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("8 Hz") && e.contains("16 Hz"), "{e}");
+        // Another rate is resampled (rubato), not refused: 4 frames at 8 Hz are 8 at 16 Hz.
+        let mut up = vec![0.0; 8];
+        let info = decode_into(&good, &audio(16, 8), &mut up).unwrap();
+        assert_eq!(info.frames, 4);
+        assert!(
+            up.iter().all(|x| x.is_finite()) && up.iter().any(|&x| x != 0.0),
+            "{up:?}"
+        );
 
         let e = decode_into(&t.path().join("missing.wav"), &a, &mut dst)
             .unwrap_err()
             .to_string();
         assert!(e.contains("missing.wav"), "{e}");
+    }
+
+    #[test]
+    fn decoding_from_bytes_equals_decoding_the_file_in_every_case() {
+        let t = tempfile::tempdir().unwrap();
+        let mut files = Vec::new();
+        for (ch, bits, fmt, n) in [
+            (1, 16, SampleFormat::Int, 5),
+            (1, 16, SampleFormat::Int, 13),
+            (2, 16, SampleFormat::Int, 9),
+            (3, 16, SampleFormat::Int, 4),
+            (1, 24, SampleFormat::Int, 7),
+            (2, 32, SampleFormat::Float, 8),
+        ] {
+            let p = t.path().join(format!("{ch}-{bits}-{n}.wav"));
+            let spec = WavSpec {
+                channels: ch,
+                sample_rate: 8,
+                bits_per_sample: bits,
+                sample_format: fmt,
+            };
+            let frames: Vec<Vec<f64>> = (0..n)
+                .map(|i| {
+                    (0..ch)
+                        .map(|c| ((i * 3 + c as usize) % 7) as f64 / 8.0 - 0.4)
+                        .collect()
+                })
+                .collect();
+            write(&p, spec, &frames);
+            let bytes = std::fs::read(&p).unwrap();
+            let cut = t.path().join(format!("cut-{ch}-{bits}-{n}.wav"));
+            std::fs::write(&cut, &bytes[..bytes.len() - 5]).unwrap();
+            files.push(p);
+            files.push(cut);
+        }
+        for f in &files {
+            let bytes = std::fs::read(f).unwrap();
+            for (pad, trim, downmix) in [
+                (PadPolicy::End, TrimPolicy::Start, Downmix::Mean),
+                (PadPolicy::Both, TrimPolicy::Center, Downmix::First),
+            ] {
+                for clip in [3, 8, 20] {
+                    let mut a = audio(8, clip);
+                    a.pad = pad;
+                    a.trim = trim;
+                    a.downmix = downmix;
+                    let mut x = vec![7.0; clip];
+                    let mut y = vec![7.0; clip];
+                    let rx = decode_into(f, &a, &mut x).map_err(|e| e.to_string());
+                    let ry = decode_bytes_into(&bytes, f, &a, &mut y).map_err(|e| e.to_string());
+                    assert_eq!(rx, ry, "{} clip {clip}", f.display());
+                    if rx.is_ok() {
+                        assert_eq!(x, y, "{} clip {clip}", f.display());
+                    }
+                }
+            }
+        }
     }
 }

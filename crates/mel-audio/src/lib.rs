@@ -3,7 +3,11 @@
 #![warn(missing_docs)]
 
 pub mod decode;
+pub mod generic;
+pub mod manifest;
+pub mod resample;
 pub mod scan;
 
-pub use decode::{DecodeInfo, decode_into};
+pub use decode::{DecodeInfo, decode_bytes_into, decode_into};
+pub use manifest::{ManifestOptions, from_manifest, read_label_map};
 pub use scan::{Dataset, FileEntry, Split, scan};

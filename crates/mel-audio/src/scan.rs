@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use mel_core::{Error, Result};
 
 /// File extensions recognised as audio (lowercase).
-pub const AUDIO_EXTENSIONS: &[&str] = &["wav", "wave"];
+pub const AUDIO_EXTENSIONS: &[&str] = &[
+    "wav", "wave", "flac", "ogg", "oga", "mp3", "aif", "aiff", "aifc",
+];
 
 /// One audio file of a split.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,6 +6,7 @@ pub mod buffer;
 pub mod config;
 pub mod dsp;
 pub mod error;
+pub mod pipeline;
 pub mod plan;
 pub mod traits;
 
@@ -14,5 +15,6 @@ pub use config::{Config, Dtype, LogScale, Preset};
 pub use error::{Error, Result};
 pub use plan::MelPlan;
 pub use traits::{
-    ClipBatch, ClipFailure, ClipMeta, Loader, MelBackend, SampleBlock, Sink, SinkSpec,
+    ClipBatch, ClipFailure, ClipMeta, Loader, LoaderStats, MelBackend, SampleBlock, SampleStore,
+    Sink, SinkSpec,
 };

@@ -267,6 +267,12 @@ impl MelPlan {
                 format!("= {} must be 0 (off) to 9", config.hdf5.gzip),
             ));
         }
+        if config.hdf5.gzip > 0 && config.hdf5.chunk_clips == 0 {
+            return Err(Error::config(
+                "hdf5.gzip",
+                "compression needs a chunked dataset: set hdf5.chunk_clips to 1 or more",
+            ));
+        }
 
         Ok(MelPlan {
             config: config.clone(),
@@ -364,6 +370,35 @@ fn filter_edges(f_min: f64, f_max: f64, n_mels: usize, scale: MelScale, m: usize
         mel_to_hz(lo + step * m as f64, scale),
         mel_to_hz(lo + step * (m + 2) as f64, scale),
     )
+}
+
+impl MelPlan {
+    /// Checks the arguments of [`MelBackend::compute`](crate::MelBackend::compute): whole
+    /// clips, and an output of the plan's dtype holding exactly their values. Returns the clip count.
+    pub fn check_batch(&self, samples: usize, out: &crate::OutputSlice<'_>) -> Result<usize> {
+        let n = self.clip_samples;
+        if samples % n != 0 {
+            return Err(Error::Shape(format!(
+                "{samples} samples is not a whole number of {n}-sample clips"
+            )));
+        }
+        let clips = samples / n;
+        let expect = clips * self.values_per_clip();
+        if out.len() != expect {
+            return Err(Error::Shape(format!(
+                "output holds {} values, {clips} clips need {expect}",
+                out.len()
+            )));
+        }
+        if out.dtype() != self.dtype {
+            return Err(Error::Shape(format!(
+                "output buffer is {}, the plan says {}",
+                out.dtype().name(),
+                self.dtype.name()
+            )));
+        }
+        Ok(clips)
+    }
 }
 
 #[cfg(test)]

@@ -7,19 +7,40 @@ use crate::buffer::{OutputBuf, OutputSlice};
 use crate::error::Result;
 use crate::plan::MelPlan;
 
-/// A run of clips `[clips, clip_samples]` in f32, borrowed from a shared allocation
+/// Something that holds f32 samples contiguously: a RAM arena, a memory map, a reader's buffer.
+pub trait SampleStore: Send + Sync {
+    /// All the samples held.
+    fn as_f32(&self) -> &[f32];
+}
+
+impl SampleStore for Vec<f32> {
+    fn as_f32(&self) -> &[f32] {
+        self
+    }
+}
+
+/// A run of clips `[clips, clip_samples]` in f32, borrowed from a shared store
 /// (a preload arena, a memory map or a reader's own buffer).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SampleBlock {
-    data: Arc<Vec<f32>>,
+    data: Arc<dyn SampleStore>,
     start: usize,
     len: usize,
 }
 
+impl std::fmt::Debug for SampleBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SampleBlock({}..{})", self.start, self.start + self.len)
+    }
+}
+
 impl SampleBlock {
     /// A block viewing `data[start .. start + len]`.
-    pub fn new(data: Arc<Vec<f32>>, start: usize, len: usize) -> Self {
-        assert!(start + len <= data.len(), "sample block out of range");
+    pub fn new(data: Arc<dyn SampleStore>, start: usize, len: usize) -> Self {
+        assert!(
+            start + len <= data.as_f32().len(),
+            "sample block out of range"
+        );
         SampleBlock { data, start, len }
     }
 
@@ -31,7 +52,7 @@ impl SampleBlock {
 
     /// The samples.
     pub fn samples(&self) -> &[f32] {
-        &self.data[self.start..self.start + self.len]
+        &self.data.as_f32()[self.start..self.start + self.len]
     }
 }
 
@@ -40,10 +61,18 @@ impl SampleBlock {
 pub struct ClipFailure {
     /// Index of the clip in the split's file list.
     pub index: usize,
-    /// The file.
+    /// The file (serialised lossily when its name is not UTF-8, never failing).
+    #[serde(serialize_with = "lossy_path")]
     pub path: PathBuf,
     /// Why, in words.
     pub reason: String,
+}
+
+fn lossy_path<S: serde::Serializer>(
+    p: &std::path::Path,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(&p.to_string_lossy())
 }
 
 /// A batch of decoded clips with their indices in the split's file list.
@@ -65,6 +94,26 @@ pub trait Loader: Send {
 
     /// Files that failed so far (they are never yielded).
     fn failures(&self) -> &[ClipFailure];
+
+    /// What the loader's own workers did so far (read and decode time, bytes), for reports.
+    fn stats(&self) -> LoaderStats {
+        LoaderStats::default()
+    }
+}
+
+/// Work done inside a loader, beyond what the pipeline sees of it.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct LoaderStats {
+    /// Threads reading or decoding.
+    pub workers: usize,
+    /// Seconds spent reading and decoding files, summed over workers.
+    pub decode_seconds: f64,
+    /// Bytes read from files.
+    pub bytes_read: u64,
+    /// Files read.
+    pub files: u64,
+    /// A line about the loader's state (e.g. a cache hit and why).
+    pub note: String,
 }
 
 /// Turns batches of clips into spectrograms. Owns its state (plans, buffers, devices) across batches.
@@ -94,7 +143,7 @@ pub struct ClipMeta {
 pub struct SinkSpec {
     /// Split name (the output file's stem).
     pub split: String,
-    /// Rows the output will hold.
+    /// Rows the output may hold at most (files in the split); the final count is given to `commit`.
     pub rows: usize,
     /// The plan (shape, dtype, configuration).
     pub plan: MelPlan,
@@ -110,6 +159,7 @@ pub trait Sink: Send {
     /// Writes `meta.len()` consecutive rows starting at `first_row`; `data` holds exactly those rows.
     fn write(&mut self, first_row: usize, meta: &[ClipMeta], data: &OutputBuf) -> Result<()>;
 
-    /// Checks every row was written exactly once, flushes, and moves the output to its final path.
-    fn commit(self: Box<Self>) -> Result<PathBuf>;
+    /// Checks rows `0..rows` were each written exactly once and nothing beyond, shrinks
+    /// the output to `rows`, flushes, and moves it to its final path.
+    fn commit(self: Box<Self>, rows: usize) -> Result<PathBuf>;
 }

@@ -1,6 +1,18 @@
-//! melctl's loaders: each turns a split's file list into batches of fixed-length clips.
+//! melctl's loaders: how audio reaches memory. RAM preload, a persistent memory-mapped
+//! cache of decoded audio, and streaming reads with bounded memory, all behind
+//! [`mel_core::Loader`] and all yielding clips in file order.
 #![warn(missing_docs)]
 
+pub mod cache;
+pub mod io;
+pub mod lazy;
+pub mod pool;
 pub mod preload;
+pub mod select;
+pub mod stream;
 
+pub use cache::{CacheKey, CacheLoader, CacheOutcome, default_cache_dir};
+pub use lazy::Lazy;
 pub use preload::PreloadLoader;
+pub use select::{Choice, choose};
+pub use stream::StreamLoader;

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use mel_audio::{FileEntry, decode_into};
+use mel_audio::FileEntry;
+
+use crate::io::{DEFAULT_READ, load_clip};
 use mel_core::config::AudioConfig;
 use mel_core::{ClipBatch, ClipFailure, Loader, Result, SampleBlock};
 use rayon::prelude::*;
@@ -34,13 +36,10 @@ impl PreloadLoader {
         let outcomes: Vec<Option<String>> = arena
             .par_chunks_mut(clip_samples.max(1))
             .zip(files.par_iter())
-            .map(|(row, file)| {
-                let r = decode_into(&file.path, audio, row);
+            .map_init(Vec::new, |buf, (row, file)| {
+                let r = load_clip(&file.path, audio, DEFAULT_READ, row, buf);
                 progress();
-                r.err().map(|e| match e {
-                    mel_core::Error::BadInput { reason, .. } => reason,
-                    other => other.to_string(),
-                })
+                r.err()
             })
             .collect();
         let mut indices = Vec::with_capacity(files.len());
@@ -111,6 +110,15 @@ impl Loader for PreloadLoader {
 
     fn failures(&self) -> &[ClipFailure] {
         &self.failures
+    }
+
+    fn stats(&self) -> mel_core::LoaderStats {
+        mel_core::LoaderStats {
+            workers: rayon::current_num_threads(),
+            files: (self.indices.len() + self.failures.len()) as u64,
+            note: format!("arena of {:.1} MB in RAM", self.arena_bytes() as f64 / 1e6),
+            ..Default::default()
+        }
     }
 }
 

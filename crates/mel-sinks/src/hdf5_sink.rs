@@ -3,14 +3,22 @@
 
 use std::path::{Path, PathBuf};
 
+use hdf5::dataset::{AllocTime, FillTime};
 use hdf5::types::VarLenUnicode;
-use hdf5::{Dataset, File, Hyperslab, SliceOrIndex};
+use hdf5::{Dataset, Extent, File, Hyperslab, SimpleExtents, SliceOrIndex};
 use mel_core::{ClipMeta, Dtype, Error, OutputBuf, Result, Sink, SinkSpec};
 
 use crate::atomic;
 
 /// Writes `OUT/{split}.h5`.
+///
+/// With the default contiguous layout the `mel` storage is reserved when the file is
+/// created and batches are written straight to its bytes (positioned writes from
+/// several threads, writeback started as each batch lands), bypassing the HDF5
+/// library's single-threaded write path; the library writes everything else. With a
+/// chunked layout (`hdf5.chunk_clips > 0`, needed for gzip) the library writes all.
 pub struct Hdf5Sink {
+    raw: Option<RawWriter>,
     final_path: PathBuf,
     temp_path: PathBuf,
     file: Option<File>,
@@ -25,6 +33,7 @@ impl Hdf5Sink {
     /// Creates the temporary file and the `mel` dataset for `spec` in `out_dir`.
     pub fn create(out_dir: &Path, spec: SinkSpec) -> Result<Self> {
         let final_path = out_dir.join(format!("{}.h5", spec.split));
+        atomic::remove_stale_partials(&final_path);
         let temp_path = atomic::temp_path_for(&final_path);
         let err = |e: hdf5::Error| Error::Sink {
             path: final_path.clone(),
@@ -32,8 +41,6 @@ impl Hdf5Sink {
         };
         let file = File::create(&temp_path).map_err(err)?;
         let clip_shape = spec.plan.clip_shape();
-        let mut shape = vec![spec.rows];
-        shape.extend(&clip_shape);
         let h5 = &spec.plan.config.hdf5;
         let chunk_clips = h5.chunk_clips.min(spec.rows.max(1));
         let builder = match spec.plan.dtype {
@@ -41,8 +48,17 @@ impl Hdf5Sink {
             Dtype::F16 => file.new_dataset::<half::f16>(),
             Dtype::Bf16 => file.new_dataset::<u16>(),
         };
-        let mut builder = builder.shape(shape);
-        if chunk_clips > 0 && spec.rows > 0 {
+        let chunked = chunk_clips > 0 && spec.rows > 0;
+        // Chunked: the clip axis is resizable, so commit can shrink it to the clips that
+        // decoded. Contiguous: fixed; commit copies into an exact-size dataset if needed.
+        let mut extents = vec![if chunked {
+            Extent::resizable(spec.rows)
+        } else {
+            Extent::fixed(spec.rows)
+        }];
+        extents.extend(clip_shape.iter().map(|&d| Extent::fixed(d)));
+        let mut builder = builder.shape(SimpleExtents::from_vec(extents));
+        if chunked {
             let mut chunk = vec![chunk_clips];
             chunk.extend(&clip_shape);
             builder = builder.chunk(chunk);
@@ -50,11 +66,29 @@ impl Hdf5Sink {
                 builder = builder.deflate(h5.gzip);
             }
         } else {
-            builder = builder.no_chunk();
+            // Contiguous: storage reserved now (no fill values written), so its file
+            // offset is known and batches can be written straight into it.
+            builder = builder
+                .no_chunk()
+                .alloc_time(Some(AllocTime::Early))
+                .fill_time(FillTime::Never);
         }
         let mel = builder.create("mel").map_err(err)?;
+        let raw = if chunked {
+            None
+        } else {
+            match mel.offset() {
+                Some(offset) => Some(RawWriter::open(
+                    &temp_path,
+                    offset,
+                    spec.plan.config.output.fsync,
+                )?),
+                None => None,
+            }
+        };
         let rows = spec.rows;
         Ok(Hdf5Sink {
+            raw,
             final_path,
             temp_path,
             file: Some(file),
@@ -73,11 +107,61 @@ impl Hdf5Sink {
         }
     }
 
-    fn finish(&mut self) -> Result<()> {
+    /// Shrinks `mel` to `rows` clips: a resize when chunked, a copy when contiguous.
+    fn shrink(&mut self, rows: usize) -> Result<()> {
+        let mut shape = vec![rows];
+        shape.extend(self.spec.plan.clip_shape());
+        if self.mel.is_chunked() {
+            return self.mel.resize(shape).map_err(|e| self.err(e));
+        }
         let file = self.file.as_ref().expect("file is open until commit");
-        let labels: Vec<i64> = self.labels.iter().map(|l| l.expect("checked")).collect();
-        let paths: Vec<VarLenUnicode> = self
-            .paths
+        let e = |e: hdf5::Error| self.err(e);
+        file.relink("mel", "mel_full").map_err(e)?;
+        let builder = match self.spec.plan.dtype {
+            Dtype::F32 => file.new_dataset::<f32>(),
+            Dtype::F16 => file.new_dataset::<half::f16>(),
+            Dtype::Bf16 => file.new_dataset::<u16>(),
+        };
+        let new = builder
+            .shape(shape.clone())
+            .no_chunk()
+            .create("mel")
+            .map_err(e)?;
+        let ndim = shape.len();
+        let step = 256;
+        for first in (0..rows).step_by(step) {
+            let n = step.min(rows - first);
+            let slab = hyperslab(first, n, ndim);
+            match self.spec.plan.dtype {
+                Dtype::F32 => {
+                    let a = self.mel.read_slice::<f32, _, ndarray::IxDyn>(slab.clone());
+                    a.and_then(|a| new.write_slice(&a, slab))
+                }
+                Dtype::F16 => {
+                    let a = self
+                        .mel
+                        .read_slice::<half::f16, _, ndarray::IxDyn>(slab.clone());
+                    a.and_then(|a| new.write_slice(&a, slab))
+                }
+                Dtype::Bf16 => {
+                    let a = self.mel.read_slice::<u16, _, ndarray::IxDyn>(slab.clone());
+                    a.and_then(|a| new.write_slice(&a, slab))
+                }
+            }
+            .map_err(e)?;
+        }
+        file.unlink("mel_full").map_err(e)?;
+        self.mel = new;
+        Ok(())
+    }
+
+    fn finish(&mut self, rows: usize) -> Result<()> {
+        let file = self.file.as_ref().expect("file is open until commit");
+        let labels: Vec<i64> = self.labels[..rows]
+            .iter()
+            .map(|l| l.expect("checked"))
+            .collect();
+        let paths: Vec<VarLenUnicode> = self.paths[..rows]
             .iter()
             .map(|p| p.as_deref().expect("checked").parse().expect("UTF-8 path"))
             .collect();
@@ -165,6 +249,13 @@ impl Sink for Hdf5Sink {
             self.labels[first_row + i] = Some(m.label);
             self.paths[first_row + i] = Some(m.path.clone());
         }
+        if let Some(raw) = &self.raw {
+            let offset = (first_row * self.spec.plan.bytes_per_clip()) as u64;
+            raw.write_at(offset, data.as_bytes())
+                .map_err(|e| self.err(format!("writing rows {first_row}..: {e}")))?;
+            self.written += rows;
+            return Ok(());
+        }
         let mut shape = vec![rows];
         shape.extend(self.spec.plan.clip_shape());
         let slab = hyperslab(first_row, rows, shape.len());
@@ -185,19 +276,39 @@ impl Sink for Hdf5Sink {
         Ok(())
     }
 
-    fn commit(mut self: Box<Self>) -> Result<PathBuf> {
-        if let Some(missing) = self.labels.iter().position(Option::is_none) {
+    fn commit(mut self: Box<Self>, rows: usize) -> Result<PathBuf> {
+        if rows > self.spec.rows {
             return Err(self.err(format!(
-                "{} of {} rows were never written (first: row {missing}); the output was not committed",
-                self.labels.iter().filter(|l| l.is_none()).count(),
+                "commit of {rows} rows, but only {} were planned",
                 self.spec.rows
             )));
         }
-        self.finish()?;
+        if let Some(missing) = self.labels[..rows].iter().position(Option::is_none) {
+            return Err(self.err(format!(
+                "{} of {rows} rows were never written (first: row {missing}); the output was not committed",
+                self.labels[..rows].iter().filter(|l| l.is_none()).count(),
+            )));
+        }
+        if let Some(extra) = self.labels[rows..].iter().position(Option::is_some) {
+            return Err(self.err(format!(
+                "row {} was written but the output holds {rows} rows; the output was not committed",
+                rows + extra
+            )));
+        }
+        // Raw writes went through the page cache; HDF5 reads (a shrink) see them.
+        self.raw = None;
+        if rows < self.spec.rows {
+            self.shrink(rows)?;
+        }
+        self.finish(rows)?;
         if let Some(f) = self.file.take() {
             f.close().map_err(|e| self.err(e))?;
         }
-        atomic::commit(&self.temp_path, &self.final_path)?;
+        atomic::commit(
+            &self.temp_path,
+            &self.final_path,
+            self.spec.plan.config.output.fsync,
+        )?;
         Ok(self.final_path.clone())
     }
 }
@@ -213,4 +324,73 @@ impl Drop for Hdf5Sink {
 
 fn bytemuck_cast(v: &[half::bf16]) -> &[u16] {
     half::slice::HalfFloatSliceExt::reinterpret_cast(v)
+}
+
+/// A few threads of its own for positioned writes, so that writing never waits for (or
+/// holds up) the worker pool the loaders and the CPU backend use.
+fn writer_pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(8)
+            .thread_name(|i| format!("melctl-hdf5-{i}"))
+            .build()
+            .ok()
+    })
+    .as_ref()
+}
+
+/// Positioned writes into the reserved storage of a contiguous dataset.
+struct RawWriter {
+    file: std::fs::File,
+    base: u64,
+    /// Start writeback as batches land (only worth it when the commit will fsync).
+    early_writeback: bool,
+}
+
+impl RawWriter {
+    fn open(path: &Path, base: u64, early_writeback: bool) -> Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        Ok(RawWriter {
+            file,
+            base,
+            early_writeback,
+        })
+    }
+
+    /// Writes `bytes` at `offset` into the dataset, in parallel pieces, then asks the
+    /// kernel to start writing them back (so the final fsync has little left to do).
+    fn write_at(&self, offset: u64, bytes: &[u8]) -> std::io::Result<()> {
+        use rayon::prelude::*;
+        use std::os::unix::fs::FileExt;
+        const PIECE: usize = 4 << 20;
+        let at = self.base + offset;
+        let write = || {
+            bytes
+                .par_chunks(PIECE)
+                .enumerate()
+                .try_for_each(|(i, piece)| self.file.write_all_at(piece, at + (i * PIECE) as u64))
+        };
+        match writer_pool() {
+            Some(pool) => pool.install(write)?,
+            None => write()?,
+        }
+        #[cfg(target_os = "linux")]
+        if self.early_writeback {
+            use std::os::fd::AsRawFd;
+            // SAFETY: a valid descriptor and an in-file range; the call only starts writeback.
+            unsafe {
+                libc::sync_file_range(
+                    self.file.as_raw_fd(),
+                    at as i64,
+                    bytes.len() as i64,
+                    libc::SYNC_FILE_RANGE_WRITE,
+                );
+            }
+        }
+        Ok(())
+    }
 }

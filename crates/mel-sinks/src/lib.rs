@@ -3,5 +3,7 @@
 
 pub mod atomic;
 pub mod hdf5_sink;
+pub mod npy_sink;
 
 pub use hdf5_sink::Hdf5Sink;
+pub use npy_sink::NpySink;

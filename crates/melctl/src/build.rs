@@ -1,19 +1,18 @@
-//! `melctl build`: scan → per split: preload (decode) → mel backend → HDF5 sink.
-//! The sink runs on its own thread behind a bounded queue, so the HDF5 write of
-//! batch k overlaps the mel computation of batch k+1.
+//! `melctl build`: scan → per split: pick a loader → run loader → mel backend → HDF5
+//! sink as concurrent stages (mel_core::pipeline) → collect the stage metrics.
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use mel_audio::Dataset;
-use mel_core::{
-    ClipFailure, ClipMeta, Config, Loader, MelBackend, MelPlan, OutputBuf, Sink, SinkSpec,
-};
-use mel_cpu::CpuBackend;
-use mel_loaders::PreloadLoader;
-use mel_sinks::Hdf5Sink;
+use mel_audio::{Dataset, FileEntry, Split};
+use mel_core::config::{LoaderKind, SinkKind};
+use mel_core::pipeline::{self, QueueMetrics, RunOptions, StageMetrics, Verdict};
+use mel_core::{ClipFailure, ClipMeta, Config, Loader, LoaderStats, MelPlan, Sink, SinkSpec};
+use mel_loaders::{CacheKey, CacheLoader, Lazy, PreloadLoader, StreamLoader};
+use mel_sinks::{Hdf5Sink, NpySink};
 
 use crate::cli::OnError;
 use crate::progress::Progress;
@@ -33,16 +32,18 @@ pub struct SplitReport {
     pub output: PathBuf,
     /// Its size in bytes.
     pub output_bytes: u64,
-    /// Decoding into RAM (wall).
-    pub load: Duration,
-    /// Mel backend busy time.
-    pub mel: Duration,
-    /// Sink busy time (HDF5 writes, metadata, flush and rename).
-    pub write: Duration,
+    /// The loader used and why it was chosen.
+    pub loader_choice: String,
+    /// The loader's own account (workers, read/decode time, cache outcome).
+    pub loader: LoaderStats,
+    /// load, mel, write.
+    pub stages: Vec<StageMetrics>,
+    /// The queues between them.
+    pub queues: Vec<QueueMetrics>,
+    /// The bottleneck and advice.
+    pub verdict: Verdict,
     /// Whole split, wall.
     pub wall: Duration,
-    /// Bytes of decoded audio held in RAM.
-    pub arena_bytes: usize,
 }
 
 /// What happened in the whole build.
@@ -56,6 +57,8 @@ pub struct BuildReport {
     pub peak_rss_bytes: Option<u64>,
     /// Worker threads used.
     pub threads: usize,
+    /// The mel backend, and with `auto` why it was chosen.
+    pub backend: String,
 }
 
 /// Builds every split of `dataset` (or those named in `only`) into `out`.
@@ -66,6 +69,7 @@ pub fn build(
     on_error: OnError,
     only: &[String],
     progress: &Progress,
+    cancel: Arc<AtomicBool>,
 ) -> Result<BuildReport> {
     let plan = MelPlan::new(config)?;
     std::fs::create_dir_all(out)
@@ -80,12 +84,17 @@ pub fn build(
             );
         }
     }
-    let pool = rayon::ThreadPoolBuilder::new()
+    // One pool for decoding and the CPU backend; an error means it already exists.
+    let _ = rayon::ThreadPoolBuilder::new()
         .num_threads(config.run.threads)
         .thread_name(|i| format!("melctl-worker-{i}"))
-        .build()
-        .context("cannot start worker threads")?;
+        .build_global();
+    let threads = rayon::current_num_threads();
     let started = Instant::now();
+    // One backend for every split: device setup and kernel compilation happen once.
+    let chosen = crate::backend::choose(&plan, config)?;
+    let backend_line = chosen.line;
+    let mut backend = chosen.backend;
     let mut splits = Vec::new();
     for split in dataset
         .splits
@@ -93,124 +102,136 @@ pub fn build(
         .filter(|s| only.is_empty() || only.contains(&s.name))
     {
         let t0 = Instant::now();
-        let bar = progress.bar(split.files.len() as u64, &format!("decode {}", split.name));
-        let loader = pool.install(|| {
-            PreloadLoader::load(&split.files, &config.audio, config.run.batch_clips, &|| {
-                bar.inc(1)
-            })
-        })?;
-        bar.finish_and_clear();
-        let load = t0.elapsed();
-        if on_error == OnError::Fail
-            && let Some(f) = loader.failures().first()
-        {
-            bail!(
-                "{}: {} ({} of {} files in split {} failed; --on-error fail stops before writing)",
-                f.path.display(),
-                f.reason,
-                loader.failures().len(),
-                split.files.len(),
-                split.name
-            );
-        }
-        let skipped = loader.failures().to_vec();
-        let arena_bytes = loader.arena_bytes();
+        let (loader, loader_choice) = make_loader(dataset, split, config, threads)?;
         let spec = SinkSpec {
             split: split.name.clone(),
-            rows: loader.clips(),
+            rows: split.files.len(),
             plan: plan.clone(),
             label_names: dataset.label_names.clone(),
         };
-        let sink = Hdf5Sink::create(out, spec)?;
-        let mut backend = CpuBackend::new(plan.clone());
-        let bar = progress.bar(loader.clips() as u64, &format!("mel    {}", split.name));
-        let (mel, write, output) =
-            pool.install(|| run_stages(loader, &mut backend, Box::new(sink), &split.files, &bar))?;
+        let sink: Box<dyn Sink> = match config.output.sink {
+            SinkKind::Hdf5 => Box::new(Hdf5Sink::create(out, spec)?),
+            SinkKind::Npy => Box::new(NpySink::create(out, spec)?),
+        };
+        let bar = progress.bar(split.files.len() as u64, &format!("build {}", split.name));
+        let files = &split.files;
+        let meta = |i: usize| ClipMeta {
+            label: files[i].label,
+            path: files[i].rel.clone(),
+        };
+        let opts = RunOptions {
+            queue_depth: config.run.queue_depth,
+            stop_on_failure: on_error == OnError::Fail,
+            cancel: cancel.clone(),
+        };
+        let result = pipeline::run(loader, backend.as_mut(), sink, &meta, &opts, &|n| {
+            bar.inc(n as u64)
+        });
         bar.finish_and_clear();
-        let output_bytes = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
+        let r = result.map_err(|e| match e {
+            mel_core::Error::BadInput { path, reason } if on_error == OnError::Fail => {
+                anyhow::anyhow!(
+                    "{}: {reason} (split {}; --on-error fail stops at the first bad file and writes nothing)",
+                    path.display(),
+                    split.name
+                )
+            }
+            mel_core::Error::Cancelled => anyhow::anyhow!(
+                "interrupted: split {} was not written (no partial file is left); splits finished before it are complete",
+                split.name
+            ),
+            other => other.into(),
+        })?;
+        let output_bytes = std::fs::metadata(&r.output).map(|m| m.len()).unwrap_or(0);
+        let verdict = pipeline::verdict(&r.stages, r.wall.as_secs_f64(), &r.loader);
         splits.push(SplitReport {
             split: split.name.clone(),
             files: split.files.len(),
-            clips: split.files.len() - skipped.len(),
-            skipped,
-            output,
+            clips: r.rows,
+            skipped: r.failures,
+            output: r.output,
             output_bytes,
-            load,
-            mel,
-            write,
+            loader_choice,
+            loader: r.loader,
+            stages: r.stages,
+            queues: r.queues,
+            verdict,
             wall: t0.elapsed(),
-            arena_bytes,
         });
     }
     Ok(BuildReport {
         splits,
         wall: started.elapsed(),
         peak_rss_bytes: peak_rss_bytes(),
-        threads: pool.current_num_threads(),
+        threads,
+        backend: backend_line,
     })
 }
 
-type Batch = (usize, Vec<ClipMeta>, OutputBuf);
+/// The cache folder the configuration names.
+pub fn cache_dir(config: &Config) -> PathBuf {
+    if config.run.cache_dir.is_empty() {
+        mel_loaders::default_cache_dir()
+    } else {
+        PathBuf::from(&config.run.cache_dir)
+    }
+}
 
-/// Runs backend and sink over every batch of `loader`; the sink works on its own thread.
-/// Returns (mel busy, sink busy, committed path).
-fn run_stages(
-    mut loader: PreloadLoader,
-    backend: &mut dyn MelBackend,
-    sink: Box<dyn Sink>,
-    files: &[mel_audio::FileEntry],
-    bar: &indicatif::ProgressBar,
-) -> Result<(Duration, Duration, PathBuf)> {
-    let plan = backend.plan().clone();
-    let (tx, rx) = mpsc::sync_channel::<Batch>(2);
-    let (free_tx, free_rx) = mpsc::channel::<OutputBuf>();
-    std::thread::scope(|scope| {
-        let writer = scope.spawn(move || -> Result<(Duration, PathBuf)> {
-            let mut sink = sink;
-            let mut busy = Duration::ZERO;
-            for (first_row, meta, data) in rx {
-                let t = Instant::now();
-                sink.write(first_row, &meta, &data)?;
-                busy += t.elapsed();
-                let _ = free_tx.send(data);
-            }
-            let t = Instant::now();
-            let path = sink.commit()?;
-            Ok((busy + t.elapsed(), path))
-        });
-        let mut mel_busy = Duration::ZERO;
-        let mut row = 0;
-        let mut send_failed = false;
-        while let Some(batch) = loader.next_batch() {
-            let batch = batch?;
-            let n = batch.indices.len();
-            let mut out = free_rx
-                .try_recv()
-                .unwrap_or_else(|_| OutputBuf::zeros(plan.dtype, 0));
-            out.resize(n * plan.values_per_clip());
-            let t = Instant::now();
-            backend.compute(batch.samples.samples(), out.as_mut_slice())?;
-            mel_busy += t.elapsed();
-            let meta = batch
-                .indices
-                .iter()
-                .map(|&i| ClipMeta {
-                    label: files[i].label,
-                    path: files[i].rel.clone(),
-                })
-                .collect();
-            if tx.send((row, meta, out)).is_err() {
-                send_failed = true; // the writer stopped: its error is reported below
-                break;
-            }
-            row += n;
-            bar.inc(n as u64);
+/// Resolves `run.loader` for `split` and builds the loader (lazily: its up-front work runs
+/// inside the pipeline's load stage). Returns it with a line saying which and why.
+fn make_loader(
+    dataset: &Dataset,
+    split: &Split,
+    config: &Config,
+    threads: usize,
+) -> Result<(Box<dyn Loader>, String)> {
+    let audio = config.audio.clone();
+    let batch = config.run.batch_clips;
+    let files: Vec<FileEntry> = split.files.clone();
+    let decoded = (files.len() * audio.clip_samples() * 4) as u64;
+    let needs_key = matches!(config.run.loader, LoaderKind::Auto | LoaderKind::Memmap);
+    let key = if needs_key {
+        Some(CacheKey::new(
+            &cache_dir(config),
+            &dataset.root,
+            &split.name,
+            &files,
+            &audio,
+        )?)
+    } else {
+        None
+    };
+    let cache_exists = key.as_ref().is_some_and(|k| k.path.exists());
+    let choice = mel_loaders::choose(
+        config.run.loader,
+        decoded,
+        mel_loaders::select::available_memory(),
+        cache_exists,
+    );
+    let line = format!("{} ({})", choice.kind.name(), choice.reason);
+    let loader: Box<dyn Loader> = match choice.kind {
+        LoaderKind::Preload => Box::new(Lazy::new("preload", move || {
+            Ok(Box::new(PreloadLoader::load(&files, &audio, batch, &|| {})?) as Box<dyn Loader>)
+        })),
+        LoaderKind::Memmap => {
+            let key = key.expect("a key for memmap");
+            Box::new(Lazy::new("memmap", move || {
+                Ok(
+                    Box::new(CacheLoader::open(&key, &files, &audio, batch, &|| {})?)
+                        as Box<dyn Loader>,
+                )
+            }))
         }
-        drop(tx);
-        let (write_busy, path) = writer.join().expect("the writer thread does not panic")?;
-        debug_assert!(!send_failed);
-        Ok((mel_busy, write_busy, path))
-    })
+        LoaderKind::Stream | LoaderKind::Auto => Box::new(StreamLoader::start(
+            files,
+            &audio,
+            batch,
+            threads,
+            &config.run.stream,
+            config.run.queue_depth + 2,
+        )?),
+    };
+    Ok((loader, line))
 }
 
 /// Peak resident set size (VmHWM) of this process, on Linux.

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use mel_core::config::DeviceSelector;
 
 /// melctl turns folders of labelled audio clips (ROOT/{split}/{class}/*.wav) into
 /// log-mel-spectrogram datasets, one HDF5 file per split, numerically identical to
@@ -26,6 +27,8 @@ pub enum Command {
     Demo(DemoArgs),
     /// Print the resolved configuration (preset + file + flags) as TOML.
     Config(ConfigArgs),
+    /// List the GPU devices melctl can use.
+    Devices,
 }
 
 /// Flags that choose and override the configuration (preset < file < flags).
@@ -52,14 +55,52 @@ pub struct ConfigFlags {
     /// Clips per batch between stages.
     #[arg(long, value_name = "N")]
     pub batch: Option<usize>,
+    /// Output format.
+    #[arg(long, value_enum)]
+    pub sink: Option<SinkArg>,
+    /// Batches each queue between stages holds at most.
+    #[arg(long, value_name = "N")]
+    pub queue_depth: Option<usize>,
+    /// Reader threads of the streaming loader (0 = one per worker thread).
+    #[arg(long, value_name = "N")]
+    pub readers: Option<usize>,
+    /// GPU device: an index, or for wgpu part of the adapter's name (see `melctl devices`).
+    #[arg(long, value_name = "N|NAME")]
+    pub device: Option<DeviceSelector>,
+    /// Folder of the memmap loader's cache files.
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// `melctl build`.
 #[derive(Debug, Args)]
 pub struct BuildArgs {
     /// Dataset root: ROOT/{split}/{class}/*.wav, or ROOT/{class}/*.wav for one split `all`.
-    #[arg(long, short, value_name = "ROOT")]
-    pub input: PathBuf,
+    #[arg(
+        long,
+        short,
+        value_name = "ROOT",
+        required_unless_present = "manifest",
+        conflicts_with = "manifest"
+    )]
+    pub input: Option<PathBuf>,
+    /// A manifest instead of folders: CSV (header `path,label[,split]`) or JSONL
+    /// (`{"path": ..., "label": ..., "split": ...}`); paths relative to the manifest's folder.
+    #[arg(long, value_name = "FILE.csv|FILE.jsonl")]
+    pub manifest: Option<PathBuf>,
+    /// Splits and ratios for a manifest without a `split` column (stratified by class).
+    #[arg(
+        long,
+        value_name = "NAME=R,...",
+        default_value = "training=0.7,validation=0.2,testing=0.1"
+    )]
+    pub split_ratio: String,
+    /// Seed of the manifest split assignment.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Label map: one class name per line, the line number is the id (keeps ids stable).
+    #[arg(long, value_name = "FILE")]
+    pub labels: Option<PathBuf>,
     /// Output folder; receives OUT/{split}.h5 (created if missing).
     #[arg(long, short, value_name = "OUT")]
     pub output: PathBuf,
@@ -137,15 +178,36 @@ pub enum DtypeArg {
 /// Backends on the command line.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum BackendArg {
+    /// CUDA if a device works, else a hardware wgpu adapter, else the CPU (says which and why).
+    Auto,
     /// rayon + realfft on all cores.
     Cpu,
+    /// One fused kernel on an NVIDIA GPU.
+    Cuda,
+    /// One fused compute shader on any GPU with Vulkan, Metal or DX12.
+    Wgpu,
 }
 
 /// Loaders on the command line.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum LoaderArg {
+    /// A valid cache if there is one, else preload if it fits a quarter of free memory, else stream.
+    Auto,
     /// Decode a whole split into RAM first.
     Preload,
+    /// Decode once into a cache file; later runs map it and skip decoding.
+    Memmap,
+    /// Reader threads with bounded memory, overlapped with the mel computation.
+    Stream,
+}
+
+/// Sinks on the command line.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum SinkArg {
+    /// OUT/{split}.h5 (h5py, candle via hdf5).
+    Hdf5,
+    /// OUT/{split}.npy.d/{mel.npy, label.npy, meta.json}: plain arrays numpy can memory-map.
+    Npy,
 }
 
 /// What to do with undecodable files.

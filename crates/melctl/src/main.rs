@@ -1,5 +1,6 @@
 //! melctl: labelled audio folders to log-mel-spectrogram datasets.
 
+mod backend;
 mod build;
 mod cli;
 mod demo;
@@ -9,6 +10,8 @@ mod report;
 mod settings;
 
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -34,6 +37,10 @@ fn run(cli: Cli) -> Result<()> {
             print!("{}", inspect::inspect(&args.file, args.sample)?);
             Ok(())
         }
+        Command::Devices => {
+            print!("{}", devices_text());
+            Ok(())
+        }
         Command::Config(args) => {
             let config = settings::resolve(&args.flags)?;
             MelPlan::new(&config)?;
@@ -53,7 +60,11 @@ fn run(cli: Cli) -> Result<()> {
                 return Ok(());
             }
             run_build(&BuildArgs {
-                input: data,
+                input: Some(data),
+                manifest: None,
+                split_ratio: "training=0.7,validation=0.2,testing=0.1".into(),
+                seed: 0,
+                labels: None,
                 output: args.dir.join("out"),
                 flags: args.flags,
                 on_error: OnError::Skip,
@@ -67,10 +78,10 @@ fn run(cli: Cli) -> Result<()> {
 fn run_build(args: &BuildArgs) -> Result<()> {
     let config = settings::resolve(&args.flags)?;
     let plan = MelPlan::new(&config)?;
-    let dataset = mel_audio::scan(&args.input)?;
+    let (dataset, source) = load_dataset(args)?;
     eprintln!(
         "{}: {} splits, {} classes, {} files; clip {:?} {} per clip",
-        args.input.display(),
+        source.display(),
         dataset.splits.len(),
         dataset.label_names.len(),
         dataset.splits.iter().map(|s| s.files.len()).sum::<usize>(),
@@ -78,6 +89,15 @@ fn run_build(args: &BuildArgs) -> Result<()> {
         config.output.dtype.name(),
     );
     let progress = progress::Progress::for_stderr();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let flag = cancel.clone();
+    // A second Ctrl-C exits at once; the first stops cleanly (no output is committed).
+    let _ = ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("\ninterrupted: stopping; outputs not yet committed are discarded");
+    });
     let report = build::build(
         &dataset,
         &config,
@@ -85,6 +105,7 @@ fn run_build(args: &BuildArgs) -> Result<()> {
         args.on_error,
         &args.splits,
         &progress,
+        cancel,
     )?;
     print!("{}", report::text(&report));
     if let Some(path) = &args.report {
@@ -92,5 +113,97 @@ fn run_build(args: &BuildArgs) -> Result<()> {
         std::fs::write(path, serde_json::to_string_pretty(&json)? + "\n")
             .with_context(|| format!("cannot write report {}", path.display()))?;
     }
+    Ok(())
+}
+
+/// `melctl devices`: the CUDA devices and the wgpu adapters, or why there are none.
+fn devices_text() -> String {
+    let mut s: String = match mel_cuda::devices() {
+        Ok(d) if d.is_empty() => "cuda: no device\n".into(),
+        Ok(d) => d
+            .iter()
+            .map(|x| {
+                format!(
+                    "cuda {}: {} (compute {}.{}, {:.1} GB)\n",
+                    x.ordinal,
+                    x.name,
+                    x.compute_capability.0,
+                    x.compute_capability.1,
+                    x.memory_bytes as f64 / 1e9
+                )
+            })
+            .collect(),
+        Err(e) => format!("cuda: unavailable: {e}\n"),
+    };
+    let adapters = mel_wgpu::adapters();
+    if adapters.is_empty() {
+        s += "wgpu: no adapter (no Vulkan, Metal or DX12 driver found)\n";
+    }
+    for a in adapters {
+        s += &format!("{a}\n");
+    }
+    s
+}
+
+/// The dataset the build reads: a folder scan, or a manifest.
+fn load_dataset(args: &BuildArgs) -> Result<(mel_audio::Dataset, std::path::PathBuf)> {
+    let mut dataset = match (&args.input, &args.manifest) {
+        (Some(root), _) => (mel_audio::scan(root)?, root.clone()),
+        (None, Some(m)) => {
+            let ratios = args
+                .split_ratio
+                .split(',')
+                .map(|part| {
+                    let (name, r) = part
+                        .split_once('=')
+                        .with_context(|| format!("--split-ratio: {part:?} is not NAME=RATIO"))?;
+                    let r: f64 = r
+                        .trim()
+                        .parse()
+                        .with_context(|| format!("--split-ratio: {r:?} is not a number"))?;
+                    Ok((name.trim().to_string(), r))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let opts = mel_audio::ManifestOptions {
+                ratios,
+                seed: args.seed,
+                label_map: None,
+            };
+            (mel_audio::from_manifest(m, &opts)?, m.clone())
+        }
+        (None, None) => anyhow::bail!("give --input ROOT or --manifest FILE"),
+    };
+    if let Some(map) = &args.labels {
+        let names = mel_audio::read_label_map(map)?;
+        relabel(&mut dataset.0, names).with_context(|| format!("label map {}", map.display()))?;
+    }
+    Ok(dataset)
+}
+
+/// Renumbers every file's label by `names` (the label map), which must hold every class.
+fn relabel(dataset: &mut mel_audio::Dataset, names: Vec<String>) -> Result<()> {
+    let missing: Vec<&String> = dataset
+        .label_names
+        .iter()
+        .filter(|n| !names.contains(n))
+        .collect();
+    if !missing.is_empty() {
+        anyhow::bail!(
+            "classes not in the label map: {}",
+            missing
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let old = dataset.label_names.clone();
+    for split in &mut dataset.splits {
+        for f in &mut split.files {
+            let name = &old[f.label as usize];
+            f.label = names.iter().position(|n| n == name).expect("checked") as i64;
+        }
+    }
+    dataset.label_names = names;
     Ok(())
 }

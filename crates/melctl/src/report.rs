@@ -1,8 +1,9 @@
-//! The closing summary of a build, as text and as JSON.
+//! The closing summary of a build, as text (a profiler-style stage table and the
+//! bottleneck) and as JSON (`--report FILE.json`).
 
 use std::time::Duration;
 
-use crate::build::BuildReport;
+use crate::build::{BuildReport, SplitReport};
 
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
@@ -20,35 +21,73 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
+fn split_text(x: &SplitReport) -> String {
+    let wall = secs(x.wall).max(1e-9);
+    let mut s = format!(
+        "{:<12} {:>7} clips -> {} ({}) in {:.2} s = {:.0} clips/s\n",
+        x.split,
+        x.clips,
+        x.output.display(),
+        bytes(x.output_bytes),
+        wall,
+        x.clips as f64 / wall
+    );
+    s += &format!("  loader   {}\n", x.loader_choice);
+    if !x.loader.note.is_empty() {
+        s += &format!("           {}\n", x.loader.note);
+    }
+    if x.loader.decode_seconds > 0.0 {
+        s += &format!(
+            "           {} workers: read + decode {:.2} s (summed), {} from {} files\n",
+            x.loader.workers,
+            x.loader.decode_seconds,
+            bytes(x.loader.bytes_read),
+            x.loader.files
+        );
+    }
+    s += "  stage    impl      busy s   busy%  wait-in s  wait-out s    clips/busy-s\n";
+    for m in &x.stages {
+        s += &format!(
+            "  {:<8} {:<8} {:>7.2}  {:>5.0}%  {:>9.2}  {:>10.2}  {:>14.0}\n",
+            m.name,
+            m.implementation,
+            m.busy_seconds,
+            100.0 * m.busy_seconds / wall,
+            m.wait_input_seconds,
+            m.wait_output_seconds,
+            m.capacity_per_second()
+        );
+    }
+    if let Some(w) = x.stages.iter().find(|m| m.name == "write") {
+        s += &format!(
+            "  write    of which commit (metadata, flush, rename) {:.2} s\n",
+            w.finish_seconds
+        );
+    }
+    for q in &x.queues {
+        s += &format!(
+            "  queue {:<11} depth mean {:.1} max {} of {}\n",
+            q.name, q.mean_depth, q.max_depth, q.capacity
+        );
+    }
+    s += &format!(
+        "  bottleneck: {} ({:.0}% busy): {}\n",
+        x.verdict.stage,
+        x.verdict.utilisation * 100.0,
+        x.verdict.advice
+    );
+    for f in &x.skipped {
+        s += &format!("  skipped {}: {}\n", f.path.display(), f.reason);
+    }
+    s
+}
+
 /// The text summary printed at the end of a build.
 pub fn text(r: &BuildReport) -> String {
-    let mut s = String::new();
+    let mut s = format!("backend  {}\n", r.backend);
     let clips: usize = r.splits.iter().map(|x| x.clips).sum();
     for x in &r.splits {
-        let busiest = [("decode", x.load), ("mel", x.mel), ("write", x.write)]
-            .into_iter()
-            .max_by_key(|(_, d)| *d)
-            .map(|(n, _)| n)
-            .unwrap_or("-");
-        s += &format!(
-            "{:<12} {:>7} clips -> {} ({})\n",
-            x.split,
-            x.clips,
-            x.output.display(),
-            bytes(x.output_bytes)
-        );
-        s += &format!(
-            "             decode {:>7.2} s  mel {:>7.2} s  write {:>7.2} s  wall {:>7.2} s  {:>8.0} clips/s  (slowest: {busiest}; arena {})\n",
-            secs(x.load),
-            secs(x.mel),
-            secs(x.write),
-            secs(x.wall),
-            x.clips as f64 / secs(x.wall).max(1e-9),
-            bytes(x.arena_bytes as u64)
-        );
-        for f in &x.skipped {
-            s += &format!("             skipped {}: {}\n", f.path.display(), f.reason);
-        }
+        s += &split_text(x);
     }
     let skipped: usize = r.splits.iter().map(|x| x.skipped.len()).sum();
     s += &format!(
@@ -74,11 +113,15 @@ pub fn json(r: &BuildReport, config_json: &str) -> serde_json::Value {
                 "split": x.split,
                 "files": x.files,
                 "clips": x.clips,
-                "output": x.output,
+                "output": x.output.to_string_lossy(),
                 "output_bytes": x.output_bytes,
-                "seconds": {"decode": secs(x.load), "mel": secs(x.mel), "write": secs(x.write), "wall": secs(x.wall)},
+                "wall_seconds": secs(x.wall),
                 "clips_per_second": x.clips as f64 / secs(x.wall).max(1e-9),
-                "arena_bytes": x.arena_bytes,
+                "loader_choice": x.loader_choice,
+                "loader": x.loader,
+                "stages": x.stages,
+                "queues": x.queues,
+                "bottleneck": x.verdict,
                 "skipped": x.skipped,
             })
         })
@@ -87,6 +130,7 @@ pub fn json(r: &BuildReport, config_json: &str) -> serde_json::Value {
         "melctl_version": env!("CARGO_PKG_VERSION"),
         "config": serde_json::from_str::<serde_json::Value>(config_json).unwrap_or_default(),
         "threads": r.threads,
+        "backend": r.backend,
         "wall_seconds": secs(r.wall),
         "peak_rss_bytes": r.peak_rss_bytes,
         "splits": splits,

@@ -1,10 +1,10 @@
 //! Resolving the configuration: preset, then the TOML file, then flags.
 
 use anyhow::{Context, Result};
-use mel_core::config::{BackendKind, LoaderKind};
+use mel_core::config::{BackendKind, LoaderKind, SinkKind};
 use mel_core::{Config, Dtype, Preset};
 
-use crate::cli::{BackendArg, ConfigFlags, DtypeArg, LoaderArg, PresetArg};
+use crate::cli::{BackendArg, ConfigFlags, DtypeArg, LoaderArg, PresetArg, SinkArg};
 
 /// The configuration the flags describe (not yet validated: see `MelPlan::new`).
 pub fn resolve(flags: &ConfigFlags) -> Result<Config> {
@@ -27,12 +27,18 @@ pub fn resolve(flags: &ConfigFlags) -> Result<Config> {
     }
     if let Some(b) = flags.backend {
         config.run.backend = match b {
+            BackendArg::Auto => BackendKind::Auto,
             BackendArg::Cpu => BackendKind::Cpu,
+            BackendArg::Cuda => BackendKind::Cuda,
+            BackendArg::Wgpu => BackendKind::Wgpu,
         };
     }
     if let Some(l) = flags.loader {
         config.run.loader = match l {
+            LoaderArg::Auto => LoaderKind::Auto,
             LoaderArg::Preload => LoaderKind::Preload,
+            LoaderArg::Memmap => LoaderKind::Memmap,
+            LoaderArg::Stream => LoaderKind::Stream,
         };
     }
     if let Some(t) = flags.threads {
@@ -40,6 +46,24 @@ pub fn resolve(flags: &ConfigFlags) -> Result<Config> {
     }
     if let Some(b) = flags.batch {
         config.run.batch_clips = b;
+    }
+    if let Some(k) = flags.sink {
+        config.output.sink = match k {
+            SinkArg::Hdf5 => SinkKind::Hdf5,
+            SinkArg::Npy => SinkKind::Npy,
+        };
+    }
+    if let Some(q) = flags.queue_depth {
+        config.run.queue_depth = q;
+    }
+    if let Some(r) = flags.readers {
+        config.run.stream.readers = r;
+    }
+    if let Some(d) = &flags.device {
+        config.run.device = Some(d.clone());
+    }
+    if let Some(d) = &flags.cache_dir {
+        config.run.cache_dir = d.display().to_string();
     }
     Ok(config)
 }

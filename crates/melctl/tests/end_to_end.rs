@@ -223,3 +223,384 @@ fn demo_builds_and_inspect_describes_the_result() {
     );
     assert!(text.contains("non-finite 0"), "{text}");
 }
+
+/// Reads `mel`, `label` and `path` of an output file as raw bits.
+fn read_back(path: &Path) -> (Vec<u16>, Vec<i64>, Vec<String>) {
+    let f = hdf5::File::open(path).unwrap();
+    let mel: Vec<half::f16> = f.dataset("mel").unwrap().read_raw().unwrap();
+    let label: Vec<i64> = f.dataset("label").unwrap().read_raw().unwrap();
+    let paths: Vec<hdf5::types::VarLenUnicode> = f.dataset("path").unwrap().read_raw().unwrap();
+    (
+        mel.iter().map(|x| x.to_bits()).collect(),
+        label,
+        paths.iter().map(|p| p.to_string()).collect(),
+    )
+}
+
+#[test]
+fn every_loader_writes_the_same_bytes_and_the_report_names_the_bottleneck() {
+    let t = tempfile::tempdir().unwrap();
+    let data = t.path().join("data");
+    let out = t.path().join("demo");
+    let made = melctl()
+        .args(["demo", "--clips", "40", "--no-build"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(made.status.success());
+    std::fs::rename(out.join("data"), &data).unwrap();
+    std::fs::write(
+        data.join("training/leak/zz-broken.wav"),
+        b"RIFF....WAVEjunk",
+    )
+    .unwrap();
+    let cache = t.path().join("cache");
+    let mut results = Vec::new();
+    for (tag, loader) in [
+        ("preload", "preload"),
+        ("stream", "stream"),
+        ("memmap-miss", "memmap"),
+        ("memmap-hit", "memmap"),
+        ("auto", "auto"),
+    ] {
+        let o = t.path().join(tag);
+        let report = t.path().join(format!("{tag}.json"));
+        let run = melctl()
+            .args([
+                "build", "--split", "training", "--batch", "7", "--loader", loader,
+            ])
+            .arg("--input")
+            .arg(&data)
+            .arg("--output")
+            .arg(&o)
+            .arg("--cache-dir")
+            .arg(&cache)
+            .arg("--report")
+            .arg(&report)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&run.stdout);
+        assert!(
+            run.status.success(),
+            "{tag}: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        assert!(stdout.contains("bottleneck:"), "{stdout}");
+        assert!(stdout.contains("zz-broken.wav"), "{stdout}");
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        let split = &r["splits"][0];
+        assert_eq!(split["skipped"].as_array().unwrap().len(), 1);
+        let stages: Vec<&str> = split["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(stages, ["load", "mel", "write"]);
+        assert_eq!(split["stages"][1]["items"], split["clips"]);
+        assert!(split["bottleneck"]["advice"].as_str().unwrap().len() > 10);
+        let note = split["loader"]["note"].as_str().unwrap().to_string();
+        match tag {
+            "memmap-miss" => assert!(note.contains("cache miss"), "{note}"),
+            "memmap-hit" => assert!(note.contains("cache hit"), "{note}"),
+            "auto" => assert!(
+                split["loader_choice"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("memmap"),
+                "auto picks the existing cache: {split}"
+            ),
+            _ => {}
+        }
+        results.push(read_back(&o.join("training.h5")));
+    }
+    let (mel, label, paths) = &results[0];
+    assert_eq!(paths.len(), label.len());
+    assert!(!paths.iter().any(|p| p.contains("broken")));
+    assert_eq!(mel.len(), paths.len() * 79 * 3 * 32 * 5);
+    for r in &results[1..] {
+        assert!(r == &results[0], "identical output for every loader");
+    }
+}
+
+#[test]
+fn the_npy_sink_holds_the_same_spectrograms_and_numpy_maps_them() {
+    let t = tempfile::tempdir().unwrap();
+    let data = t.path().join("data");
+    golden_dataset(&data);
+    let build = |sink: &str, out: &Path| {
+        let run = melctl()
+            .args(["build", "--split", "training", "--sink", sink, "--input"])
+            .arg(&data)
+            .arg("--output")
+            .arg(out)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+    };
+    let (h5_out, npy_out) = (t.path().join("h5"), t.path().join("npy"));
+    build("hdf5", &h5_out);
+    build("npy", &npy_out);
+    let (mel, labels, paths) = read_back(&h5_out.join("training.h5"));
+    let dir = npy_out.join("training.npy.d");
+    let bytes = std::fs::read(dir.join("mel.npy")).unwrap();
+    let body: Vec<u16> = bytes[256..]
+        .chunks_exact(2)
+        .map(|b| u16::from_le_bytes([b[0], b[1]]))
+        .collect();
+    assert_eq!(
+        body, mel,
+        "mel.npy holds exactly the HDF5 file's spectrograms"
+    );
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap()).unwrap();
+    let meta_paths: Vec<String> = meta["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(meta_paths, paths);
+    let script = format!(
+        "import numpy as np\nm = np.load({:?}, mmap_mode='r')\nl = np.load({:?})\nprint(m.shape, m.dtype, l.tolist())",
+        dir.join("mel.npy"),
+        dir.join("label.npy")
+    );
+    let py = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&py.stdout);
+    assert!(
+        py.status.success(),
+        "{}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    assert_eq!(
+        text.trim(),
+        format!("(2, 79, 3, 32, 5) float16 {labels:?}").as_str(),
+        "numpy reads the arrays"
+    );
+}
+
+#[test]
+fn ctrl_c_stops_the_build_cleanly_and_leaves_no_partial_output() {
+    let t = tempfile::tempdir().unwrap();
+    let demo = t.path().join("demo");
+    let made = melctl()
+        .args(["demo", "--clips", "3000", "--no-build"])
+        .arg(&demo)
+        .output()
+        .unwrap();
+    assert!(made.status.success());
+    let out = t.path().join("out");
+    let child = melctl()
+        .args([
+            "build",
+            "--split",
+            "training",
+            "--threads",
+            "1",
+            "--loader",
+            "stream",
+            "--input",
+        ])
+        .arg(demo.join("data"))
+        .arg("--output")
+        .arg(&out)
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    // SAFETY: sending SIGINT to our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let result = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    assert!(
+        !result.status.success(),
+        "the build must not report success: {stderr}"
+    );
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    let left: Vec<_> = std::fs::read_dir(&out)
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "nothing may be left behind: {left:?}");
+}
+
+#[test]
+fn a_manifest_with_a_label_map_builds_the_same_clips() {
+    let t = tempfile::tempdir().unwrap();
+    let data = t.path().join("data");
+    golden_dataset(&data);
+    std::fs::write(
+        data.join("clips.csv"),
+        "path,label,split\ntraining/leak/a.wav,leak,train\ntraining/quiet/b.wav,quiet,train\ntraining/leak/broken.wav,leak,train\n",
+    )
+    .unwrap();
+    std::fs::write(data.join("labels.txt"), "quiet\nnormal\nleak\n").unwrap();
+    let out = t.path().join("out");
+    let run = melctl()
+        .args(["build", "--manifest"])
+        .arg(data.join("clips.csv"))
+        .arg("--labels")
+        .arg(data.join("labels.txt"))
+        .arg("--output")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(
+        stdout.contains("broken.wav"),
+        "the broken file is listed: {stdout}"
+    );
+    let (_, labels, paths) = read_back(&out.join("train.h5"));
+    assert_eq!(paths, ["training/leak/a.wav", "training/quiet/b.wav"]);
+    assert_eq!(labels, [2, 0], "ids from the label map");
+    let f = hdf5::File::open(out.join("train.h5")).unwrap();
+    let names: Vec<hdf5::types::VarLenUnicode> = f.attr("label_names").unwrap().read_raw().unwrap();
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    assert_eq!(names, ["quiet", "normal", "leak"]);
+    // A class missing from the map is refused by name.
+    std::fs::write(data.join("short.txt"), "quiet\n").unwrap();
+    let run = melctl()
+        .args(["build", "--manifest"])
+        .arg(data.join("clips.csv"))
+        .arg("--labels")
+        .arg(data.join("short.txt"))
+        .arg("--output")
+        .arg(t.path().join("out2"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success() && stderr.contains("leak"), "{stderr}");
+}
+
+#[test]
+fn sigkill_at_any_moment_leaves_the_previous_output_or_none() {
+    let t = tempfile::tempdir().unwrap();
+    let demo = t.path().join("demo");
+    let made = melctl()
+        .args(["demo", "--clips", "3000", "--no-build"])
+        .arg(&demo)
+        .output()
+        .unwrap();
+    assert!(made.status.success());
+    let out = t.path().join("out");
+    let build = || {
+        let mut c = melctl();
+        c.args([
+            "build",
+            "--split",
+            "training",
+            "--threads",
+            "1",
+            "--loader",
+            "stream",
+            "--input",
+        ])
+        .arg(demo.join("data"))
+        .arg("--output")
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+        c
+    };
+    let kill_after = |ms: u64| {
+        let mut child = build().spawn().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+    };
+    // No previous output: a kill leaves nothing at the final path.
+    for ms in [150, 600, 1200] {
+        kill_after(ms);
+        assert!(!out.join("training.h5").exists(), "killed after {ms} ms");
+    }
+    // A complete build (which also clears what the killed runs left behind).
+    assert!(build().status().unwrap().success());
+    let names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["training.h5"], "no partial files left: {names:?}");
+    let complete = read_back(&out.join("training.h5"));
+    assert_eq!(complete.2.len(), 2100);
+    // With a previous output: a kill during the rebuild leaves it whole and unchanged.
+    for ms in [150, 900] {
+        kill_after(ms);
+        assert!(
+            read_back(&out.join("training.h5")) == complete,
+            "killed after {ms} ms"
+        );
+    }
+}
+
+#[test]
+fn unreadable_entries_and_non_utf8_names_are_skipped_and_listed() {
+    use std::os::unix::ffi::OsStrExt;
+    let t = tempfile::tempdir().unwrap();
+    let data = t.path().join("data");
+    golden_dataset(&data);
+    let leak = data.join("training/leak");
+    let good = std::fs::read(leak.join("a.wav")).unwrap();
+    std::fs::write(
+        leak.join(std::ffi::OsStr::from_bytes(b"caf\xe9.wav")),
+        &good,
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(leak.join("gone.wav"), leak.join("dangling.wav")).unwrap();
+    std::fs::create_dir(leak.join("folder.wav")).unwrap();
+    let out = t.path().join("out");
+    let report = t.path().join("report.json");
+    let run = melctl()
+        .args(["build", "--split", "training", "--input"])
+        .arg(&data)
+        .arg("--output")
+        .arg(&out)
+        .arg("--report")
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let skipped: Vec<(String, String)> = r["splits"][0]["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["path"].as_str().unwrap_or("").to_string(),
+                s["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let find = |needle: &str| {
+        skipped
+            .iter()
+            .find(|(p, _)| p.contains(needle))
+            .unwrap_or_else(|| panic!("{needle} not in {skipped:?}"))
+            .1
+            .clone()
+    };
+    assert!(find("caf").contains("not valid UTF-8"));
+    assert!(find("dangling.wav").contains("cannot read"));
+    assert!(find("broken.wav").contains("not a valid WAV"));
+    let (_, _, paths) = read_back(&out.join("training.h5"));
+    assert_eq!(paths, ["training/leak/a.wav", "training/quiet/b.wav"]);
+}

@@ -3,8 +3,10 @@
 pub mod filterbank;
 pub mod framing;
 pub mod reference;
+pub mod tables;
 pub mod window;
 
 pub use filterbank::{MelFilter, SparseFilterbank, hz_to_mel, mel_to_hz, melscale_fbanks};
 pub use framing::{frame_count, pad_segment};
+pub use tables::{FilterSpans, SegmentCsr, dft_twiddles};
 pub use window::window;

@@ -1,0 +1,71 @@
+//! Times the wgpu shader alone on resident data (GPU timestamp queries, median of many
+//! dispatches) for the leak-4k preset, and the backend end to end from host memory
+//! (uploads, both passes, readback). Prints one JSON line per measurement, like the
+//! CUDA backend's `kernel_time`.
+//!
+//! `wgpu_time [CLIPS] [REPS]` (defaults 4096 and 30); `MEL_WGPU_DEVICE` picks the adapter.
+
+use std::time::Instant;
+
+use mel_core::{Config, Dtype, MelBackend, MelPlan, OutputBuf};
+use mel_wgpu::{AdapterChoice, WgpuBackend};
+
+fn median(mut v: Vec<f32>) -> f32 {
+    v.sort_by(f32::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let clips = args.first().copied().unwrap_or(4096);
+    let reps = args.get(1).copied().unwrap_or(30);
+    let choice = match std::env::var("MEL_WGPU_DEVICE") {
+        Ok(v) => match v.parse() {
+            Ok(i) => AdapterChoice::Index(i),
+            Err(_) => AdapterChoice::Name(v),
+        },
+        Err(_) => AdapterChoice::Best,
+    };
+    for dtype in [Dtype::F16, Dtype::F32] {
+        let mut config = Config::default();
+        config.output.dtype = dtype;
+        let plan = MelPlan::new(&config)?;
+        let mut b = WgpuBackend::new(plan.clone(), &choice, clips)?;
+        let n = clips.min(b.chunk_clips());
+        let t = b.time_kernel(n, reps)?;
+        let ms = median(t.clone());
+        let min = t.iter().copied().fold(f32::INFINITY, f32::min);
+        println!(
+            "{{\"what\":\"wgpu_kernel\",\"dtype\":\"{}\",\"adapter\":\"{}\",\"clips\":{n},\"reps\":{reps},\"median_ms\":{ms:.4},\"min_ms\":{min:.4},\"clips_per_s\":{:.0}}}",
+            dtype.name(),
+            b.adapter().name,
+            n as f64 / (ms as f64 / 1e3)
+        );
+        // The backend from host memory: two buffer sets, uploads and readbacks overlapped.
+        for (batch, chunk) in [(1024usize, 256usize), (4096, 1024)] {
+            let mut b = WgpuBackend::new(plan.clone(), &choice, chunk)?;
+            let input: Vec<f32> = (0..batch * plan.clip_samples)
+                .map(|i| ((i % 1000) as f32 / 1000.0) - 0.5)
+                .collect();
+            let mut out = OutputBuf::zeros(dtype, batch * plan.values_per_clip());
+            b.compute(&input, out.as_mut_slice())?;
+            let mut times = Vec::new();
+            for _ in 0..5 {
+                let t = Instant::now();
+                b.compute(&input, out.as_mut_slice())?;
+                times.push(t.elapsed().as_secs_f32() * 1e3);
+            }
+            let ms = median(times);
+            println!(
+                "{{\"what\":\"wgpu_backend_from_host\",\"dtype\":\"{}\",\"batch\":{batch},\"chunk\":{},\"median_ms\":{ms:.3},\"clips_per_s\":{:.0}}}",
+                dtype.name(),
+                b.chunk_clips(),
+                batch as f64 / (ms as f64 / 1e3)
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,488 @@
+//! The wgpu mel backend: the fused pipeline of the CUDA backend as one WGSL compute
+//! shader (`mel.wgsl`), for any GPU with a Vulkan, Metal or DX12 driver and 64-bit float
+//! shaders. One context per run (device, queue, pipeline, tables, two sets of buffers
+//! and bind groups); a batch is cut into chunks that alternate between the two sets, so
+//! the host copies one chunk in or out while the GPU computes the other.
+#![warn(missing_docs)]
+
+pub mod adapters;
+pub mod source;
+
+use std::sync::{Arc, Mutex, mpsc};
+
+use half::slice::HalfFloatSliceExt;
+use mel_core::{MelBackend, MelPlan, OutputSlice, Result};
+use wgpu::util::DeviceExt;
+
+use adapters::err;
+pub use adapters::{AdapterChoice, AdapterInfo, adapters};
+pub use source::{DeviceOut, SHADER_SOURCE, Tables};
+
+/// Largest workgroup grid dimension every adapter supports (`group_index` in the shader).
+const MAX_GROUPS_X: usize = 65535;
+
+/// The shader's bindings (see `mel.wgsl`): storage buffers 0–5 and 7, uniform 6.
+fn bind_group_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
+    let entry = |binding: u32, ty| wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty,
+        count: None,
+    };
+    let storage = |read_only| wgpu::BindingType::Buffer {
+        ty: wgpu::BufferBindingType::Storage { read_only },
+        has_dynamic_offset: false,
+        min_binding_size: None,
+    };
+    let uniform = wgpu::BindingType::Buffer {
+        ty: wgpu::BufferBindingType::Uniform,
+        has_dynamic_offset: false,
+        min_binding_size: None,
+    };
+    let entries = [
+        entry(0, storage(true)),
+        entry(1, storage(false)),
+        entry(2, storage(true)),
+        entry(3, storage(true)),
+        entry(4, storage(true)),
+        entry(5, storage(true)),
+        entry(6, uniform),
+        entry(7, storage(false)),
+    ];
+    device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some("mel"),
+        entries: &entries,
+    })
+}
+
+/// One set of chunk buffers: a chunk in flight.
+struct Slot {
+    input: wgpu::Buffer,
+    output: wgpu::Buffer,
+    readback: wgpu::Buffer,
+    params: wgpu::Buffer,
+    bind_group: wgpu::BindGroup,
+    /// Mel values of segments that do not fit in workgroup memory (held by the bind group).
+    _scratch: wgpu::Buffer,
+    /// (first clip in the batch, clips, submission) of the chunk in flight.
+    pending: Option<(usize, usize, wgpu::SubmissionIndex)>,
+}
+
+/// The wgpu backend.
+pub struct WgpuBackend {
+    plan: MelPlan,
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    /// The shader's passes in dispatch order, each with its workgroups per distinct segment.
+    pipelines: Vec<(wgpu::ComputePipeline, usize)>,
+    slots: Vec<Slot>,
+    chunk_clips: usize,
+    device_out: DeviceOut,
+    adapter: AdapterInfo,
+    /// The first error wgpu reported outside an error scope (device lost, out of memory).
+    uncaptured: Arc<Mutex<Option<String>>>,
+}
+
+impl WgpuBackend {
+    /// Opens the adapter `choice` names, compiles the shader for `plan` and allocates
+    /// two sets of buffers for chunks of at most `chunk_clips` clips (fewer when the
+    /// adapter's buffer limits are smaller).
+    pub fn new(plan: MelPlan, choice: &AdapterChoice, chunk_clips: usize) -> Result<Self> {
+        let instance = adapters::instance();
+        let (info, adapter) = adapters::pick(&instance, choice)?;
+        if !info.shader_f64 {
+            return Err(err(format!(
+                "{} has no 64-bit floats in shaders (SHADER_F64); the transform needs them to \
+                 match torchaudio within 0.01 dB",
+                info.name
+            )));
+        }
+        // A segment's mel values stay in workgroup memory when they fit, else in `scratch`.
+        let wg_limit = info.max_workgroup_storage as usize;
+        // The two-pass direct DFT always keeps mel values in `scratch` (pass 2 reads them).
+        let mel_in_workgroup =
+            source::one_pass(&plan) && source::workgroup_bytes(&plan, true) <= wg_limit;
+        let need = source::workgroup_bytes(&plan, mel_in_workgroup);
+        if need > wg_limit {
+            return Err(err(format!(
+                "n_fft {} with {} mels × {} frames needs {need} bytes of workgroup memory; {} allows {}",
+                plan.n_fft, plan.n_mels, plan.n_frames, info.name, info.max_workgroup_storage
+            )));
+        }
+        let device_out = DeviceOut::for_plan(&plan);
+        let in_bytes = plan.clip_samples * 4;
+        let out_bytes = plan.values_per_clip() * device_out.bytes();
+        let scratch_bytes = if mel_in_workgroup {
+            0
+        } else {
+            plan.distinct_offsets.len() * plan.values_per_segment() * 4
+        };
+        let per_clip = in_bytes.max(out_bytes).max(scratch_bytes);
+        let max_binding = usize::try_from(info.max_storage_binding).unwrap_or(usize::MAX);
+        let fit = max_binding / per_clip;
+        if fit == 0 {
+            return Err(err(format!(
+                "one clip needs a {per_clip}-byte buffer; {} binds at most {max_binding} bytes",
+                info.name
+            )));
+        }
+        let chunk_clips = chunk_clips.clamp(1, fit);
+
+        let limits = adapter.limits();
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("melctl"),
+            // Timestamp queries where offered: `time_kernel` uses them.
+            required_features: wgpu::Features::SHADER_F64
+                | (adapter.features() & wgpu::Features::TIMESTAMP_QUERY),
+            required_limits: limits,
+            ..Default::default()
+        }))
+        .map_err(|e| err(format!("{}: could not open the device: {e}", info.name)))?;
+        let uncaptured = Arc::new(Mutex::new(None));
+        let sink = uncaptured.clone();
+        device.on_uncaptured_error(Box::new(move |e| {
+            let mut first = sink.lock().unwrap_or_else(|p| p.into_inner());
+            first.get_or_insert_with(|| e.to_string());
+        }));
+        let sink = uncaptured.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            let mut first = sink.lock().unwrap_or_else(|p| p.into_inner());
+            first.get_or_insert_with(|| format!("device lost ({reason:?}): {message}"));
+        });
+
+        let tables = Tables::new(&plan);
+        device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("mel.wgsl"),
+            source: wgpu::ShaderSource::Wgsl(
+                source::shader(&plan, &tables, mel_in_workgroup).into(),
+            ),
+        });
+        let layout = bind_group_layout(&device);
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("mel"),
+            bind_group_layouts: &[&layout],
+            push_constant_ranges: &[],
+        });
+        let pipelines = source::passes(&plan)
+            .into_iter()
+            .map(|(entry, groups_per_segment)| {
+                let p = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                    label: Some(entry),
+                    layout: Some(&pipeline_layout),
+                    module: &module,
+                    entry_point: Some(entry),
+                    compilation_options: Default::default(),
+                    cache: None,
+                });
+                (p, groups_per_segment)
+            })
+            .collect();
+        if let Some(e) = pollster::block_on(device.pop_error_scope()) {
+            return Err(err(format!(
+                "the shader did not compile for this plan: {e}"
+            )));
+        }
+
+        let init = |label: &str, contents: &[u8]| {
+            device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents,
+                usage: wgpu::BufferUsages::STORAGE,
+            })
+        };
+        let window = init("window", bytemuck::cast_slice(&plan.window));
+        let twiddle = init("twiddle", bytemuck::cast_slice(&tables.twiddle));
+        let ints = init("ints", bytemuck::cast_slice(&tables.ints));
+        let weights = init("weights", bytemuck::cast_slice(&tables.weights));
+        let buffer = |label: &str, size: usize, usage| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: size as u64,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        use wgpu::BufferUsages as U;
+        device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let slots = (0..2)
+            .map(|_| {
+                let input = buffer("clips", chunk_clips * in_bytes, U::STORAGE | U::COPY_DST);
+                let output = buffer("out", chunk_clips * out_bytes, U::STORAGE | U::COPY_SRC);
+                let readback = buffer(
+                    "readback",
+                    chunk_clips * out_bytes,
+                    U::MAP_READ | U::COPY_DST,
+                );
+                let params = buffer("params", 16, U::UNIFORM | U::COPY_DST);
+                let scratch = buffer("scratch", (chunk_clips * scratch_bytes).max(4), U::STORAGE);
+                let entries: Vec<wgpu::BindGroupEntry> = [
+                    &input, &output, &window, &twiddle, &ints, &weights, &params, &scratch,
+                ]
+                .iter()
+                .enumerate()
+                .map(|(i, b)| wgpu::BindGroupEntry {
+                    binding: i as u32,
+                    resource: b.as_entire_binding(),
+                })
+                .collect();
+                let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some("mel"),
+                    layout: &layout,
+                    entries: &entries,
+                });
+                Slot {
+                    input,
+                    output,
+                    readback,
+                    params,
+                    bind_group,
+                    _scratch: scratch,
+                    pending: None,
+                }
+            })
+            .collect();
+        if let Some(e) = pollster::block_on(device.pop_error_scope()) {
+            return Err(err(format!(
+                "{}: buffers for {chunk_clips} clips per chunk: {e}",
+                info.name
+            )));
+        }
+        Ok(WgpuBackend {
+            plan,
+            device,
+            queue,
+            pipelines,
+            slots,
+            chunk_clips,
+            device_out,
+            adapter: info,
+            uncaptured,
+        })
+    }
+
+    /// The adapter in use.
+    pub fn adapter(&self) -> &AdapterInfo {
+        &self.adapter
+    }
+
+    /// Clips per chunk (the requested size, capped by the adapter's buffer limits).
+    pub fn chunk_clips(&self) -> usize {
+        self.chunk_clips
+    }
+
+    /// Times the shader alone on `clips` resident clips (at most [`chunk_clips`](Self::chunk_clips)):
+    /// `reps` dispatches (after 2 warm-up ones) in one submission, each timed with GPU
+    /// timestamp queries around its passes. Returns milliseconds per dispatch.
+    pub fn time_kernel(&mut self, clips: usize, reps: usize) -> Result<Vec<f32>> {
+        if clips == 0 || clips > self.chunk_clips {
+            return Err(err(format!(
+                "time_kernel: 1..={} clips, not {clips}",
+                self.chunk_clips
+            )));
+        }
+        if !self
+            .device
+            .features()
+            .contains(wgpu::Features::TIMESTAMP_QUERY)
+        {
+            return Err(err(format!(
+                "{} offers no timestamp queries",
+                self.adapter.name
+            )));
+        }
+        let host: Vec<f32> = (0..clips * self.plan.clip_samples)
+            .map(|i| (((i as u64).wrapping_mul(2654435761) >> 7) % 65536) as f32 / 32768.0 - 1.0)
+            .collect();
+        let slot = &self.slots[0];
+        self.queue
+            .write_buffer(&slot.input, 0, bytemuck::cast_slice(&host));
+        self.queue.write_buffer(
+            &slot.params,
+            0,
+            bytemuck::cast_slice(&[clips as u32, 0, 0, 0]),
+        );
+        let runs = reps.max(1) + 2;
+        let queries = self.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("time_kernel"),
+            ty: wgpu::QueryType::Timestamp,
+            count: 2 * runs as u32,
+        });
+        let bytes = (16 * runs) as u64;
+        let buffer = |usage| {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("timestamps"),
+                size: bytes,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        use wgpu::BufferUsages as U;
+        let resolved = buffer(U::QUERY_RESOLVE | U::COPY_SRC);
+        let readback = buffer(U::MAP_READ | U::COPY_DST);
+        let segments = clips * self.plan.distinct_offsets.len();
+        let mut enc = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        let last = self.pipelines.len() - 1;
+        for r in 0..runs as u32 {
+            for (p, (pipeline, per_segment)) in self.pipelines.iter().enumerate() {
+                let groups = segments * per_segment;
+                let gx = groups.min(MAX_GROUPS_X);
+                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: None,
+                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                        query_set: &queries,
+                        beginning_of_pass_write_index: (p == 0).then_some(2 * r),
+                        end_of_pass_write_index: (p == last).then_some(2 * r + 1),
+                    }),
+                });
+                pass.set_pipeline(pipeline);
+                pass.set_bind_group(0, &slot.bind_group, &[]);
+                pass.dispatch_workgroups(gx as u32, groups.div_ceil(gx) as u32, 1);
+            }
+        }
+        enc.resolve_query_set(&queries, 0..2 * runs as u32, &resolved, 0);
+        enc.copy_buffer_to_buffer(&resolved, 0, &readback, 0, bytes);
+        let index = self.queue.submit([enc.finish()]);
+        let (tx, rx) = mpsc::channel();
+        readback.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.device
+            .poll(wgpu::PollType::WaitForSubmissionIndex(index))
+            .map_err(|e| err(format!("waiting for the GPU: {e}")))?;
+        self.check_device()?;
+        rx.recv()
+            .map_err(|_| err("the readback was dropped"))?
+            .map_err(|e| err(format!("reading timestamps: {e}")))?;
+        let period_ns = self.queue.get_timestamp_period() as f64;
+        let ticks: Vec<u64> = bytemuck::cast_slice(&readback.slice(..).get_mapped_range()).to_vec();
+        readback.unmap();
+        Ok(ticks
+            .chunks(2)
+            .skip(2) // warm-up
+            .map(|t| (t[1].wrapping_sub(t[0]) as f64 * period_ns / 1e6) as f32)
+            .collect())
+    }
+
+    fn check_device(&self) -> Result<()> {
+        let first = self.uncaptured.lock().unwrap_or_else(|p| p.into_inner());
+        match first.as_ref() {
+            Some(e) => Err(err(format!("{}: {e}", self.adapter.name))),
+            None => Ok(()),
+        }
+    }
+
+    /// Uploads `clips` (whole clips) into slot `i` and submits the shader and the copy back.
+    fn submit(&mut self, i: usize, first: usize, clips: &[f32]) -> Result<()> {
+        let n = clips.len() / self.plan.clip_samples;
+        let segments = n * self.plan.distinct_offsets.len();
+        let slot = &self.slots[i];
+        self.queue
+            .write_buffer(&slot.input, 0, bytemuck::cast_slice(clips));
+        let params = [n as u32, 0, 0, 0];
+        self.queue
+            .write_buffer(&slot.params, 0, bytemuck::cast_slice(&params));
+        let out_bytes = (n * self.plan.values_per_clip() * self.device_out.bytes()) as u64;
+        let mut enc = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("mel") });
+        // One compute pass per shader pass: the second reads what the first wrote.
+        for (pipeline, per_segment) in &self.pipelines {
+            let groups = segments * per_segment;
+            let gx = groups.min(MAX_GROUPS_X);
+            let gy = groups.div_ceil(gx);
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            pass.set_pipeline(pipeline);
+            pass.set_bind_group(0, &slot.bind_group, &[]);
+            pass.dispatch_workgroups(gx as u32, gy as u32, 1);
+        }
+        enc.copy_buffer_to_buffer(&slot.output, 0, &slot.readback, 0, out_bytes);
+        let index = self.queue.submit([enc.finish()]);
+        self.slots[i].pending = Some((first, n, index));
+        Ok(())
+    }
+
+    /// Waits for slot `i`'s chunk, if any, and copies its output into `out`.
+    fn drain(&mut self, i: usize, out: &mut OutputSlice<'_>) -> Result<()> {
+        let Some((first, n, index)) = self.slots[i].pending.take() else {
+            return Ok(());
+        };
+        let vpc = self.plan.values_per_clip();
+        let bytes = (n * vpc * self.device_out.bytes()) as u64;
+        let slice = self.slots[i].readback.slice(..bytes);
+        let (tx, rx) = mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.device
+            .poll(wgpu::PollType::WaitForSubmissionIndex(index))
+            .map_err(|e| err(format!("{}: waiting for the GPU: {e}", self.adapter.name)))?;
+        self.check_device()?;
+        rx.recv()
+            .map_err(|_| err("the readback was dropped"))?
+            .map_err(|e| err(format!("reading results back: {e}")))?;
+        {
+            let data = slice.get_mapped_range();
+            let range = first * vpc..(first + n) * vpc;
+            match (self.device_out, out) {
+                (DeviceOut::F32, OutputSlice::F32(o)) => {
+                    o[range].copy_from_slice(bytemuck::cast_slice(&data))
+                }
+                (DeviceOut::F32, OutputSlice::F16(o)) => {
+                    o[range].convert_from_f32_slice(bytemuck::cast_slice(&data))
+                }
+                (DeviceOut::F32, OutputSlice::Bf16(o)) => {
+                    o[range].convert_from_f32_slice(bytemuck::cast_slice(&data))
+                }
+                (DeviceOut::F16, OutputSlice::F16(o)) => {
+                    bytemuck::cast_slice_mut::<_, u8>(&mut o[range]).copy_from_slice(&data)
+                }
+                (DeviceOut::Bf16, OutputSlice::Bf16(o)) => {
+                    bytemuck::cast_slice_mut::<_, u8>(&mut o[range]).copy_from_slice(&data)
+                }
+                _ => return Err(err("output dtype does not match the plan")),
+            }
+        }
+        self.slots[i].readback.unmap();
+        Ok(())
+    }
+}
+
+impl MelBackend for WgpuBackend {
+    fn name(&self) -> &str {
+        "wgpu"
+    }
+
+    fn plan(&self) -> &MelPlan {
+        &self.plan
+    }
+
+    fn compute(&mut self, clips: &[f32], mut out: OutputSlice<'_>) -> Result<()> {
+        let n = self.plan.check_batch(clips.len(), &out)?;
+        let cs = self.plan.clip_samples;
+        let mut first = 0;
+        let mut k = 0;
+        let result = (|| {
+            while first < n {
+                let count = self.chunk_clips.min(n - first);
+                let i = k % self.slots.len();
+                self.drain(i, &mut out)?; // this slot's previous chunk
+                self.submit(i, first, &clips[first * cs..(first + count) * cs])?;
+                first += count;
+                k += 1;
+            }
+            // The chunks still in flight, oldest first.
+            for j in 0..self.slots.len() {
+                self.drain((k + j) % self.slots.len(), &mut out)?;
+            }
+            Ok(())
+        })();
+        if result.is_err() {
+            // Forget chunks in flight: the next batch starts from clean slots.
+            self.slots.iter_mut().for_each(|s| s.pending = None);
+        }
+        result
+    }
+}

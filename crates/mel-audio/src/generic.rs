@@ -1,0 +1,198 @@
+//! Every format symphonia reads (FLAC, Ogg Vorbis, MP3, AIFF, WAV variants hound does
+//! not take: WAVE_FORMAT_EXTENSIBLE, float 64, A-law/µ-law, ADPCM), detected from the
+//! content, downmixed, resampled with rubato when the rate differs, then padded or
+//! trimmed into the row. Memory stays bounded: with `trim = "start"` decoding stops once
+//! enough audio is in hand; otherwise a file longer than `MAX_CLIPS_LONG` clip lengths is
+//! refused instead of being held whole.
+
+use std::path::Path;
+
+use mel_core::config::{AudioConfig, TrimPolicy};
+use mel_core::{Error, Result};
+use symphonia::core::codecs::audio::AudioDecoderOptions;
+use symphonia::core::errors::Error as SymError;
+use symphonia::core::formats::probe::Hint;
+use symphonia::core::formats::{FormatOptions, TrackType};
+use symphonia::core::io::{MediaSource, MediaSourceStream};
+use symphonia::core::meta::MetadataOptions;
+
+use crate::decode::{DecodeInfo, check_channel, placement, takes};
+use crate::resample::resample;
+
+/// A file may hold at most this many clip lengths of audio when all of it is needed.
+pub const MAX_CLIPS_LONG: usize = 64;
+
+/// Source frames read beyond the kept part when trimming from the start, so that the
+/// resampler's filter sees real audio around the cut.
+const RESAMPLE_MARGIN: usize = 16_384;
+
+fn describe(e: SymError) -> String {
+    match e {
+        SymError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            "truncated: the file ends inside its header or data".into()
+        }
+        SymError::IoError(io) => format!("read error: {io}"),
+        SymError::DecodeError(m) => format!("corrupt audio data: {m}"),
+        SymError::Unsupported(m) => format!("unsupported format or codec: {m}"),
+        SymError::LimitError(m) => format!("beyond a decoder limit: {m}"),
+        other => other.to_string(),
+    }
+}
+
+/// Decodes `source` (the file at `path`) into `dst`. `hound_said` is hound's reason for
+/// not reading it, kept for the message if symphonia cannot either. A panic inside a
+/// third-party decoder on a hostile file becomes this file's error, not the run's end.
+pub fn decode(
+    source: Box<dyn MediaSource>,
+    path: &Path,
+    hound_said: Option<String>,
+    audio: &AudioConfig,
+    dst: &mut [f32],
+) -> Result<DecodeInfo> {
+    let run = std::panic::AssertUnwindSafe(|| decode_inner(source, path, hound_said, audio, dst));
+    std::panic::catch_unwind(run).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("unknown");
+        Err(Error::bad_input(
+            path,
+            format!("the decoder failed on this file ({what})"),
+        ))
+    })
+}
+
+fn decode_inner(
+    source: Box<dyn MediaSource>,
+    path: &Path,
+    hound_said: Option<String>,
+    audio: &AudioConfig,
+    dst: &mut [f32],
+) -> Result<DecodeInfo> {
+    let bad = |reason: String| Error::bad_input(path, reason);
+    let mss = MediaSourceStream::new(source, Default::default());
+    let mut hint = Hint::new();
+    if let Some(ext) = path.extension().and_then(|e| e.to_str()) {
+        hint.with_extension(ext);
+    }
+    let mut format = symphonia::default::get_probe()
+        .probe(
+            &hint,
+            mss,
+            FormatOptions::default(),
+            MetadataOptions::default(),
+        )
+        .map_err(|e| match (&e, &hound_said) {
+            (SymError::Unsupported(_), Some(h)) => bad(format!(
+                "{h}, and not another supported audio format either"
+            )),
+            _ => bad(describe(e)),
+        })?;
+    let track = format
+        .default_track(TrackType::Audio)
+        .ok_or_else(|| bad("no audio track".into()))?;
+    let track_id = track.id;
+    let params = track
+        .codec_params
+        .as_ref()
+        .and_then(|p| p.audio())
+        .ok_or_else(|| bad("no audio codec parameters".into()))?
+        .clone();
+    let bits = params.bits_per_sample.unwrap_or(0) as u16;
+    let mut decoder = symphonia::default::get_codecs()
+        .make_audio_decoder(&params, &AudioDecoderOptions::default())
+        .map_err(|e| bad(describe(e)))?;
+
+    let clip = dst.len();
+    let mut rate: Option<u32> = None;
+    let mut channels = 0usize;
+    let mut mono: Vec<f32> = Vec::new();
+    let mut interleaved: Vec<f32> = Vec::new();
+    let mut limit = usize::MAX;
+    loop {
+        let packet = match format.next_packet() {
+            Ok(Some(p)) => p,
+            Ok(None) => break,
+            Err(SymError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(bad(describe(e))),
+        };
+        if packet.track_id != track_id {
+            continue;
+        }
+        let buf = decoder.decode(&packet).map_err(|e| bad(describe(e)))?;
+        let spec = buf.spec();
+        let (r, ch) = (spec.rate(), spec.channels().count());
+        if ch == 0 {
+            return Err(bad("zero channels".into()));
+        }
+        if r == 0 {
+            return Err(bad("zero sample rate".into()));
+        }
+        if rate.is_none() {
+            check_channel(audio.downmix, ch).map_err(bad)?;
+            // Source frames needed for the clip; beyond the limit decoding stops
+            // (trim from the start) or the file is refused (anything else).
+            let needed =
+                (clip as u128 * r as u128).div_ceil(audio.sample_rate.max(1) as u128) as usize;
+            limit = match audio.trim {
+                TrimPolicy::Start => needed + RESAMPLE_MARGIN,
+                TrimPolicy::Center => needed.saturating_mul(MAX_CLIPS_LONG).max(1 << 20),
+            };
+        }
+        if rate.is_some_and(|x| x != r) || (channels != 0 && channels != ch) {
+            return Err(bad(
+                "the sample rate or channel count changes inside the file".into(),
+            ));
+        }
+        rate = Some(r);
+        channels = ch;
+        interleaved.resize(buf.samples_interleaved(), 0.0);
+        buf.copy_to_slice_interleaved(&mut interleaved);
+        let scale = match audio.downmix {
+            mel_core::config::Downmix::Mean => 1.0 / ch as f32,
+            _ => 1.0,
+        };
+        for frame in interleaved.chunks_exact(ch) {
+            let mut acc = 0.0f32;
+            for (c, &v) in frame.iter().enumerate() {
+                if takes(audio.downmix, c) {
+                    acc += v;
+                }
+            }
+            mono.push(acc * scale);
+        }
+        if mono.len() >= limit {
+            if audio.trim == TrimPolicy::Start {
+                mono.truncate(limit);
+                break;
+            }
+            return Err(bad(format!(
+                "longer than {MAX_CLIPS_LONG} clip lengths ({:.1} s at {r} Hz so far); with audio.trim = \"start\" only the beginning is read",
+                mono.len() as f64 / r as f64
+            )));
+        }
+    }
+    let rate = rate.ok_or_else(|| bad("no audio samples".into()))?;
+    if let Some(i) = mono.iter().position(|x| !x.is_finite()) {
+        return Err(bad(format!(
+            "non-finite sample (NaN or infinity) at frame {i}"
+        )));
+    }
+    let source_frames = mono.len();
+    let at_rate = resample(&mono, rate, audio.sample_rate, audio.resample_quality).map_err(bad)?;
+    // A file cut short for trimming counts only its kept part.
+    let frames = if audio.trim == TrimPolicy::Start {
+        at_rate.len().min(clip)
+    } else {
+        at_rate.len()
+    };
+    let (kept, skip, pad_before) = placement(frames, clip, audio);
+    dst.fill(0.0);
+    dst[pad_before..pad_before + kept].copy_from_slice(&at_rate[skip..skip + kept]);
+    Ok(DecodeInfo {
+        frames: source_frames,
+        channels: channels as u16,
+        bits,
+    })
+}

@@ -1,0 +1,231 @@
+//! The format and bad-input corpus (fixtures/corpus, written by fixtures/make_corpus.py):
+//! every good file decodes to the known signal, every bad file fails with its reason,
+//! from the file and from its bytes alike.
+#![allow(clippy::needless_range_loop)] // index loops over aligned signals read best
+
+use std::path::{Path, PathBuf};
+
+use mel_audio::{decode_bytes_into, decode_into};
+use mel_core::config::{AudioConfig, Downmix, TrimPolicy};
+
+fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/corpus")
+}
+
+fn manifest() -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(corpus().join("manifest.json")).unwrap()).unwrap()
+}
+
+fn audio(clip_seconds: f64) -> AudioConfig {
+    AudioConfig {
+        sample_rate: 4096,
+        clip_seconds,
+        ..AudioConfig::default()
+    }
+}
+
+/// The corpus signal at 4096 Hz, mixed as `downmix` mixes `channels` channels.
+fn reference(channels: usize, downmix: Downmix) -> Vec<f64> {
+    let gain = match downmix {
+        Downmix::Mean => (channels + 1) as f64 / (2 * channels) as f64,
+        Downmix::First => 1.0 / channels as f64,
+        Downmix::Channel(k) => (k as f64 + 1.0) / channels as f64,
+    };
+    (0..2048)
+        .map(|i| {
+            let t = i as f64 / 4096.0;
+            gain * (0.3 * (2.0 * std::f64::consts::PI * 200.0 * t).sin()
+                + 0.3 * (2.0 * std::f64::consts::PI * 700.0 * t).sin())
+        })
+        .collect()
+}
+
+/// (max |error| over the middle half, SNR in dB over the middle half, rms ratio in dB).
+fn compare(got: &[f32], want: &[f64]) -> (f64, f64, f64) {
+    let (lo, hi) = (want.len() / 4, 3 * want.len() / 4);
+    let (mut max, mut err, mut sig, mut got_e) = (0.0f64, 0.0, 0.0, 0.0);
+    for i in lo..hi {
+        let d = got[i] as f64 - want[i];
+        max = max.max(d.abs());
+        err += d * d;
+        sig += want[i] * want[i];
+        got_e += (got[i] as f64).powi(2);
+    }
+    (
+        max,
+        10.0 * (sig / err.max(1e-300)).log10(),
+        10.0 * (got_e / sig).log10(),
+    )
+}
+
+/// SNR in dB over the middle half after a least-squares fit of the two tones (amplitude
+/// and phase free): insensitive to the fraction-of-a-sample delay resampling may leave,
+/// to which a power spectrum is blind too.
+fn fitted_snr(got: &[f32]) -> f64 {
+    let (lo, hi) = (got.len() / 4, 3 * got.len() / 4);
+    let basis = |i: usize| {
+        let t = i as f64 / 4096.0;
+        let (a, b) = (
+            2.0 * std::f64::consts::PI * 200.0 * t,
+            2.0 * std::f64::consts::PI * 700.0 * t,
+        );
+        [a.sin(), a.cos(), b.sin(), b.cos()]
+    };
+    // Normal equations, 4x4, solved by Gaussian elimination.
+    let mut m = [[0.0f64; 5]; 4];
+    for i in lo..hi {
+        let v = basis(i);
+        for r in 0..4 {
+            for c in 0..4 {
+                m[r][c] += v[r] * v[c];
+            }
+            m[r][4] += v[r] * got[i] as f64;
+        }
+    }
+    for p in 0..4 {
+        for r in p + 1..4 {
+            let f = m[r][p] / m[p][p];
+            for c in p..5 {
+                m[r][c] -= f * m[p][c];
+            }
+        }
+    }
+    let mut x = [0.0; 4];
+    for r in (0..4).rev() {
+        x[r] = (m[r][4] - (r + 1..4).map(|c| m[r][c] * x[c]).sum::<f64>()) / m[r][r];
+    }
+    let (mut sig, mut err) = (0.0, 0.0);
+    for i in lo..hi {
+        let fit: f64 = basis(i).iter().zip(&x).map(|(b, k)| b * k).sum();
+        sig += fit * fit;
+        err += (got[i] as f64 - fit).powi(2);
+    }
+    10.0 * (sig / err.max(1e-300)).log10()
+}
+
+fn decode_both(path: &Path, a: &AudioConfig) -> Result<Vec<f32>, String> {
+    let mut x = vec![9.0; a.clip_samples()];
+    let mut y = vec![9.0; a.clip_samples()];
+    let rx = decode_into(path, a, &mut x)
+        .map(|_| ())
+        .map_err(|e| e.to_string());
+    let bytes = std::fs::read(path).unwrap();
+    let ry = decode_bytes_into(&bytes, path, a, &mut y)
+        .map(|_| ())
+        .map_err(|e| e.to_string());
+    assert_eq!(rx, ry, "{}: file and bytes must agree", path.display());
+    if rx.is_ok() {
+        assert_eq!(x, y, "{}", path.display());
+    }
+    rx.map(|_| x)
+}
+
+#[test]
+fn every_good_file_decodes_to_the_signal() {
+    for g in manifest()["good"].as_array().unwrap() {
+        let name = g["file"].as_str().unwrap();
+        let channels = g["channels"].as_u64().unwrap() as usize;
+        let check = g["check"].as_str().unwrap();
+        for downmix in [
+            Downmix::Mean,
+            Downmix::First,
+            Downmix::Channel(channels as u16 - 1),
+        ] {
+            let mut a = audio(0.5);
+            a.downmix = downmix;
+            let got =
+                decode_both(&corpus().join(name), &a).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let (max, snr, level) = compare(&got, &reference(channels, downmix));
+            println!(
+                "{name:<22} {downmix:?}: max err {max:.2e}, SNR {snr:.1} dB, level {level:+.2} dB"
+            );
+            match check {
+                "exact" => assert!(max <= 1.5 / 32768.0, "{name} {downmix:?}: max error {max}"),
+                // Lossy codecs with encoder delay: the level must hold.
+                "level" => assert!(
+                    level.abs() < 1.5,
+                    "{name} {downmix:?}: level {level:+.2} dB"
+                ),
+                snr_check => {
+                    let min: f64 = snr_check.trim_start_matches("snr:").parse().unwrap();
+                    let fitted = fitted_snr(&got);
+                    println!("{name:<22} {downmix:?}: fitted SNR {fitted:.1} dB");
+                    assert!(
+                        fitted > min,
+                        "{name} {downmix:?}: SNR {fitted:.1} dB, want > {min}"
+                    );
+                    assert!(
+                        level.abs() < 0.1,
+                        "{name} {downmix:?}: level {level:+.2} dB"
+                    );
+                    let _ = snr;
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_bad_file_fails_with_its_reason() {
+    for b in manifest()["bad"].as_array().unwrap() {
+        let name = b["file"].as_str().unwrap();
+        let want = b["reason_contains"].as_str().unwrap();
+        let e = decode_both(&corpus().join(name), &audio(0.5)).unwrap_err();
+        println!("{name:<22} -> {e}");
+        assert!(e.contains(name), "{name}: the error names the file: {e}");
+        assert!(e.contains(want), "{name}: expected {want:?} in: {e}");
+    }
+}
+
+#[test]
+fn a_picked_channel_that_does_not_exist_is_an_error() {
+    let mut a = audio(0.5);
+    a.downmix = Downmix::Channel(2);
+    let e = decode_both(&corpus().join("pcm24-stereo.wav"), &a).unwrap_err();
+    assert!(e.contains("2 channel(s)") && e.contains("channel 2"), "{e}");
+    let e = decode_both(&corpus().join("clip.flac"), &a).unwrap_err();
+    assert!(e.contains("1 channel(s)"), "{e}");
+}
+
+#[test]
+fn files_far_longer_than_the_clip_are_bounded() {
+    let long = corpus().join("long-silence.flac"); // 2^21 frames
+    // From the start: only the beginning is decoded.
+    let got = decode_both(&long, &audio(1.0)).unwrap();
+    assert!(got.iter().all(|&x| x == 0.0));
+    // From the centre the whole file is needed: refused, not held.
+    let mut a = audio(1.0);
+    a.trim = TrimPolicy::Center;
+    let e = decode_both(&long, &a).unwrap_err();
+    assert!(e.contains("longer than 64 clip lengths"), "{e}");
+    // A WAV far longer than the clip (hound path) streams only the kept frames.
+    let mut a = audio(20.0 / 4096.0);
+    a.trim = TrimPolicy::Center;
+    let mid = decode_both(&corpus().join("pcm16.wav"), &a).unwrap();
+    assert_eq!(mid.len(), 20);
+    let want = reference(1, Downmix::Mean);
+    for (i, &v) in mid.iter().enumerate() {
+        assert!((v as f64 - want[1014 + i]).abs() < 1.5 / 32768.0);
+    }
+}
+
+#[test]
+fn unreadable_paths_are_errors_not_panics() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("folder.wav");
+    std::fs::create_dir(&dir).unwrap();
+    let mut dst = vec![0.0; 2048];
+    let e = decode_into(&dir, &audio(0.5), &mut dst)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("folder.wav"), "{e}");
+    let link = t.path().join("dangling.wav");
+    std::os::unix::fs::symlink(t.path().join("nowhere.wav"), &link).unwrap();
+    let e = decode_into(&link, &audio(0.5), &mut dst)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("dangling.wav") && e.contains("cannot read"),
+        "{e}"
+    );
+}

@@ -1,0 +1,11 @@
+//! The pipeline runner: loader → mel backend → sink as concurrent stages joined by
+//! bounded queues, with per-stage metrics and a bottleneck verdict.
+
+mod metrics;
+mod queue;
+mod runner;
+mod verdict;
+
+pub use metrics::{QueueMetrics, StageMetrics};
+pub use runner::{RunOptions, RunResult, run};
+pub use verdict::{Verdict, verdict};

@@ -1,0 +1,259 @@
+//! Runs one split: a loader thread, the backend on the calling thread, a sink thread.
+//!
+//! Batches carry their first output row (assigned in file order by the loader stage),
+//! so the sink may receive them in any order. Queues are bounded: a slow stage makes
+//! the others wait (backpressure) instead of memory growing. Every thread is joined
+//! before `run` returns; the sink commits only after an explicit end-of-input message,
+//! so an error or a cancellation anywhere drops the sink uncommitted (its temporary
+//! file is removed and nothing appears at the final path).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use super::metrics::{QueueMetrics, StageMetrics};
+use super::queue::bounded;
+use crate::buffer::OutputBuf;
+use crate::error::{Error, Result};
+use crate::traits::{ClipBatch, ClipFailure, ClipMeta, Loader, LoaderStats, MelBackend, Sink};
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Batches each queue holds at most.
+    pub queue_depth: usize,
+    /// Stop at the first file that fails to load (`--on-error fail`).
+    pub stop_on_failure: bool,
+    /// Set from outside (Ctrl-C) to stop the run; the output is not committed.
+    pub cancel: Arc<AtomicBool>,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// The committed output.
+    pub output: PathBuf,
+    /// Clips written.
+    pub rows: usize,
+    /// Files left out, in file order.
+    pub failures: Vec<ClipFailure>,
+    /// The loader's own account of its work.
+    pub loader: LoaderStats,
+    /// load, mel, write.
+    pub stages: Vec<StageMetrics>,
+    /// load->mel, mel->write.
+    pub queues: Vec<QueueMetrics>,
+    /// Wall time of the whole run.
+    pub wall: Duration,
+}
+
+enum Loaded {
+    Batch(usize, ClipBatch),
+    End(usize),
+}
+
+enum Computed {
+    Batch(usize, Vec<ClipMeta>, OutputBuf),
+    End(usize),
+}
+
+type LoadOutcome = (Vec<ClipFailure>, LoaderStats, StageMetrics);
+
+/// Runs `loader` → `backend` → `sink` to completion and commits the sink.
+/// `meta(i)` gives the label and path of file `i`; `progress(n)` is called as clips finish.
+pub fn run(
+    loader: Box<dyn Loader>,
+    backend: &mut dyn MelBackend,
+    sink: Box<dyn Sink>,
+    meta: &(dyn Fn(usize) -> ClipMeta + Sync),
+    opts: &RunOptions,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<RunResult> {
+    let started = Instant::now();
+    let depth = opts.queue_depth.max(1);
+    let (load_tx, load_rx) = bounded::<Loaded>("load->mel", depth);
+    let (mel_tx, mel_rx) = bounded::<Computed>("mel->write", depth);
+    // A fixed set of output buffers, recycled first-in first-out: the queue's worth, one
+    // being computed and one being written. Peak memory does not depend on the run's length.
+    let (free_tx, free_rx) = mpsc::channel::<OutputBuf>();
+    for _ in 0..depth + 2 {
+        let _ = free_tx.send(OutputBuf::zeros(backend.plan().dtype, 0));
+    }
+    let stop_flag = AtomicBool::new(false);
+    let stop = &stop_flag;
+    let stopped = move || stop.load(Ordering::Relaxed) || opts.cancel.load(Ordering::Relaxed);
+    let plan = backend.plan().clone();
+    let backend_name = backend.name().to_string();
+
+    std::thread::scope(|scope| {
+        let loader_thread = std::thread::Builder::new()
+            .name("melctl-load".into())
+            .spawn_scoped(scope, move || -> Result<LoadOutcome> {
+                let mut loader = loader;
+                let mut m = StageMetrics::new("load", loader.name());
+                let mut row = 0;
+                let r = (|| {
+                    loop {
+                        if stopped() {
+                            return Err(Error::Cancelled);
+                        }
+                        let t = Instant::now();
+                        let next = loader.next_batch();
+                        m.busy(t.elapsed());
+                        if opts.stop_on_failure
+                            && let Some(f) = loader.failures().first()
+                        {
+                            return Err(Error::bad_input(&f.path, f.reason.clone()));
+                        }
+                        let Some(batch) = next else { break };
+                        let batch = batch?;
+                        let n = batch.indices.len();
+                        m.items += n as u64;
+                        m.batches += 1;
+                        m.bytes += (batch.samples.samples().len() * 4) as u64;
+                        match load_tx.send(Loaded::Batch(row, batch)) {
+                            Ok(w) => m.wait_output(w),
+                            Err(()) => return Err(Error::Cancelled),
+                        }
+                        row += n;
+                    }
+                    load_tx
+                        .send(Loaded::End(row))
+                        .map_err(|()| Error::Cancelled)?;
+                    Ok(())
+                })();
+                if r.is_err() {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                r.map(|()| (loader.failures().to_vec(), loader.stats(), m))
+            })
+            .map_err(|e| Error::io("load thread", e))?;
+
+        let sink_thread = std::thread::Builder::new()
+            .name("melctl-write".into())
+            .spawn_scoped(
+                scope,
+                move || -> Result<(PathBuf, usize, StageMetrics, QueueMetrics)> {
+                    let mut sink = sink;
+                    let mut m = StageMetrics::new("write", sink.name());
+                    let r = loop {
+                        let (msg, waited) = mel_rx.recv();
+                        m.wait_input(waited);
+                        match msg {
+                            Some(Computed::Batch(row, metas, data)) => {
+                                let t = Instant::now();
+                                if let Err(e) = sink.write(row, &metas, &data) {
+                                    break Err(e);
+                                }
+                                m.busy(t.elapsed());
+                                m.items += metas.len() as u64;
+                                m.batches += 1;
+                                m.bytes += data.as_bytes().len() as u64;
+                                let _ = free_tx.send(data);
+                            }
+                            Some(Computed::End(rows)) => {
+                                let t = Instant::now();
+                                let out = sink.commit(rows);
+                                m.busy(t.elapsed());
+                                m.finish_seconds = t.elapsed().as_secs_f64();
+                                break out.map(|p| (p, rows));
+                            }
+                            // Upstream stopped without an end: never commit.
+                            None => break Err(Error::Cancelled),
+                        }
+                    };
+                    if r.is_err() {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                    let q = mel_rx.metrics();
+                    r.map(|(p, rows)| (p, rows, m, q))
+                },
+            )
+            .map_err(|e| Error::io("write thread", e))?;
+
+        // The mel stage, on this thread (the backend's device context lives here).
+        let mut m = StageMetrics::new("mel", &backend_name);
+        let mel_result = (|| -> Result<()> {
+            loop {
+                let (msg, waited) = load_rx.recv();
+                m.wait_input(waited);
+                if stopped() {
+                    return Err(Error::Cancelled);
+                }
+                match msg {
+                    Some(Loaded::Batch(row, batch)) => {
+                        let n = batch.indices.len();
+                        let (out, waited) = {
+                            let t = Instant::now();
+                            (free_rx.recv().map_err(|_| Error::Cancelled)?, t.elapsed())
+                        };
+                        m.wait_output(waited);
+                        let mut out = out;
+                        out.resize(n * plan.values_per_clip());
+                        let t = Instant::now();
+                        backend.compute(batch.samples.samples(), out.as_mut_slice())?;
+                        m.busy(t.elapsed());
+                        m.items += n as u64;
+                        m.batches += 1;
+                        m.bytes += (batch.samples.samples().len() * 4) as u64;
+                        let metas = batch.indices.iter().map(|&i| meta(i)).collect();
+                        drop(batch);
+                        match mel_tx.send(Computed::Batch(row, metas, out)) {
+                            Ok(w) => m.wait_output(w),
+                            Err(()) => return Err(Error::Cancelled),
+                        }
+                        progress(n);
+                    }
+                    Some(Loaded::End(rows)) => {
+                        return mel_tx
+                            .send(Computed::End(rows))
+                            .map(|_| ())
+                            .map_err(|()| Error::Cancelled);
+                    }
+                    None => return Err(Error::Cancelled),
+                }
+            }
+        })();
+        if mel_result.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        let load_probe = load_rx.probe();
+        drop(load_rx);
+        drop(mel_tx);
+        let loaded = loader_thread.join().map_err(|_| panicked("load"))?;
+        let written = sink_thread.join().map_err(|_| panicked("write"))?;
+        let load_q = load_probe.metrics();
+        match (loaded, mel_result, written) {
+            (Ok((failures, loader_stats, load_m)), Ok(()), Ok((output, rows, write_m, mel_q))) => {
+                Ok(RunResult {
+                    output,
+                    rows,
+                    failures,
+                    loader: loader_stats,
+                    stages: vec![load_m, m, write_m],
+                    queues: vec![load_q, mel_q],
+                    wall: started.elapsed(),
+                })
+            }
+            (l, me, w) => Err(root_cause([l.err(), me.err(), w.err()])),
+        }
+    })
+}
+
+fn panicked(stage: &str) -> Error {
+    Error::Backend {
+        backend: format!("{stage} stage"),
+        message: "the thread panicked".into(),
+    }
+}
+
+/// The error that caused the others: the first that is not the `Cancelled` it led to.
+fn root_cause(errors: [Option<Error>; 3]) -> Error {
+    errors
+        .into_iter()
+        .flatten()
+        .reduce(|a, b| if matches!(a, Error::Cancelled) { b } else { a })
+        .unwrap_or(Error::Cancelled)
+}

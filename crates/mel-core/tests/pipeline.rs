@@ -1,0 +1,244 @@
+//! The runner with stand-in stages: rows, failures, metrics, errors and cancellation.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use mel_core::pipeline::{RunOptions, run};
+use mel_core::{
+    ClipBatch, ClipFailure, ClipMeta, Config, Error, Loader, MelBackend, MelPlan, OutputBuf,
+    OutputSlice, Result, SampleBlock, Sink,
+};
+
+fn plan() -> MelPlan {
+    MelPlan::new(&Config::default()).unwrap()
+}
+
+/// Yields `batches` batches of 3 clips; file 4 fails.
+struct FakeLoader {
+    next: usize,
+    batches: usize,
+    clip: usize,
+    failures: Vec<ClipFailure>,
+}
+
+impl Loader for FakeLoader {
+    fn name(&self) -> &str {
+        "fake"
+    }
+    fn next_batch(&mut self) -> Option<Result<ClipBatch>> {
+        if self.next >= self.batches {
+            return None;
+        }
+        let b = self.next;
+        self.next += 1;
+        let mut indices: Vec<usize> = (b * 3..b * 3 + 3).collect();
+        if indices.contains(&4) {
+            indices.retain(|&i| i != 4);
+            self.failures.push(ClipFailure {
+                index: 4,
+                path: "f4.wav".into(),
+                reason: "broken".into(),
+            });
+        }
+        let samples = indices
+            .iter()
+            .flat_map(|&i| std::iter::repeat_n(i as f32, self.clip))
+            .collect();
+        Some(Ok(ClipBatch {
+            indices,
+            samples: SampleBlock::owned(samples),
+        }))
+    }
+    fn failures(&self) -> &[ClipFailure] {
+        &self.failures
+    }
+}
+
+/// Writes the first sample of each clip as every value; fails on request.
+struct FakeBackend {
+    plan: MelPlan,
+    fail_at_call: Option<usize>,
+    calls: usize,
+}
+
+impl MelBackend for FakeBackend {
+    fn name(&self) -> &str {
+        "fake"
+    }
+    fn plan(&self) -> &MelPlan {
+        &self.plan
+    }
+    fn compute(&mut self, clips: &[f32], out: OutputSlice<'_>) -> Result<()> {
+        self.calls += 1;
+        if Some(self.calls) == self.fail_at_call {
+            return Err(Error::Backend {
+                backend: "fake".into(),
+                message: "device lost".into(),
+            });
+        }
+        let OutputSlice::F16(o) = out else {
+            panic!("f16")
+        };
+        let per = self.plan.values_per_clip();
+        let cs = self.plan.clip_samples;
+        for (k, chunk) in o.chunks_mut(per).enumerate() {
+            chunk.fill(half::f16::from_f32(clips[k * cs]));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct Seen {
+    rows: Vec<(usize, usize, f32, String)>,
+    committed: Option<usize>,
+}
+
+struct FakeSink {
+    seen: Arc<Mutex<Seen>>,
+    fail: bool,
+}
+
+impl Sink for FakeSink {
+    fn name(&self) -> &str {
+        "fake"
+    }
+    fn write(&mut self, first_row: usize, meta: &[ClipMeta], data: &OutputBuf) -> Result<()> {
+        if self.fail {
+            return Err(Error::Sink {
+                path: "x.h5".into(),
+                message: "disk full".into(),
+            });
+        }
+        let per = data.len() / meta.len();
+        let mut s = self.seen.lock().unwrap();
+        for (k, m) in meta.iter().enumerate() {
+            s.rows.push((
+                first_row + k,
+                m.label as usize,
+                data.get_f64(k * per) as f32,
+                m.path.clone(),
+            ));
+        }
+        Ok(())
+    }
+    fn commit(self: Box<Self>, rows: usize) -> Result<PathBuf> {
+        self.seen.lock().unwrap().committed = Some(rows);
+        Ok("x.h5".into())
+    }
+}
+
+fn go(
+    batches: usize,
+    fail_backend: Option<usize>,
+    fail_sink: bool,
+    stop_on_failure: bool,
+    cancel: bool,
+) -> (Result<mel_core::pipeline::RunResult>, Seen) {
+    let plan = plan();
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let loader = FakeLoader {
+        next: 0,
+        batches,
+        clip: plan.clip_samples,
+        failures: vec![],
+    };
+    let mut backend = FakeBackend {
+        plan,
+        fail_at_call: fail_backend,
+        calls: 0,
+    };
+    let sink = FakeSink {
+        seen: seen.clone(),
+        fail: fail_sink,
+    };
+    let opts = RunOptions {
+        queue_depth: 1,
+        stop_on_failure,
+        cancel: Arc::new(AtomicBool::new(cancel)),
+    };
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let r = run(
+        Box::new(loader),
+        &mut backend,
+        Box::new(sink),
+        &|i| ClipMeta {
+            label: i as i64 * 10,
+            path: format!("f{i}.wav"),
+        },
+        &opts,
+        &|n| {
+            done.fetch_add(n, Ordering::Relaxed);
+        },
+    );
+    if let Ok(result) = &r {
+        assert_eq!(done.load(Ordering::Relaxed), result.rows);
+    }
+    let s = std::mem::take(&mut *seen.lock().unwrap());
+    (r, s)
+}
+
+#[test]
+fn rows_are_assigned_in_file_order_with_failures_compacted_out() {
+    let (r, seen) = go(20, None, false, false, false);
+    let r = r.unwrap();
+    assert_eq!(r.rows, 59);
+    assert_eq!(seen.committed, Some(59));
+    assert_eq!(r.failures.len(), 1);
+    let mut rows = seen.rows;
+    rows.sort_by_key(|x| x.0);
+    for (row, (r_, label, value, path)) in rows.iter().enumerate() {
+        let file = if row < 4 { row } else { row + 1 };
+        assert_eq!(
+            (*r_, *label, *value, path.as_str()),
+            (row, file * 10, file as f32, format!("f{file}.wav").as_str())
+        );
+    }
+    let names: Vec<_> = r.stages.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["load", "mel", "write"]);
+    for s in &r.stages {
+        assert_eq!(s.items, 59, "{}", s.name);
+        assert_eq!(s.batches, 20);
+    }
+    assert_eq!(r.queues.len(), 2);
+    assert!(
+        r.queues.iter().all(|q| q.pushes == 21 && q.max_depth == 1),
+        "{:?}",
+        r.queues
+    );
+}
+
+#[test]
+fn a_backend_error_is_reported_and_nothing_is_committed() {
+    let (r, seen) = go(20, Some(5), false, false, false);
+    let e = r.unwrap_err();
+    assert!(e.to_string().contains("device lost"), "{e}");
+    assert_eq!(seen.committed, None);
+}
+
+#[test]
+fn a_sink_error_is_reported_and_nothing_is_committed() {
+    let (r, seen) = go(20, None, true, false, false);
+    let e = r.unwrap_err();
+    assert!(e.to_string().contains("disk full"), "{e}");
+    assert_eq!(seen.committed, None);
+}
+
+#[test]
+fn stop_on_failure_names_the_file_and_commits_nothing() {
+    let (r, seen) = go(20, None, false, true, false);
+    let e = r.unwrap_err();
+    assert!(
+        e.to_string().contains("f4.wav") && e.to_string().contains("broken"),
+        "{e}"
+    );
+    assert_eq!(seen.committed, None);
+}
+
+#[test]
+fn cancellation_stops_the_run_without_committing() {
+    let (r, seen) = go(20, None, false, false, true);
+    assert!(matches!(r.unwrap_err(), Error::Cancelled));
+    assert_eq!(seen.committed, None);
+}

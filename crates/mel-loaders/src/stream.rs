@@ -1,0 +1,379 @@
+//! The streaming loader: a pool of reader threads reads (`O_NOATIME`, `posix_fadvise`,
+//! fixed read size) and decodes tasks of consecutive files straight into batch buffers;
+//! batches are handed out in file order. At most `in_flight` tasks are outstanding, so
+//! memory is bounded by a few batches whatever the number of clips.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use mel_audio::FileEntry;
+use mel_core::config::{AudioConfig, StreamConfig};
+use mel_core::{ClipBatch, ClipFailure, Error, Loader, LoaderStats, Result};
+
+use crate::io::{ReadOptions, load_clip};
+use crate::pool::{BufferPool, PooledSamples};
+
+/// Work for one reader: files `first..first + count` decoded into `dst` (count × clip samples).
+struct Task {
+    batch: usize,
+    first: usize,
+    count: usize,
+    dst: SendPtr,
+}
+
+/// A raw pointer to a task's region of a batch buffer. The region is written by exactly
+/// one reader and read by the loader only after the reader reported the task done.
+struct SendPtr(*mut f32);
+// SAFETY: each pointer addresses a region no other thread touches until the task's
+// completion message (a happens-before edge through the channel) arrives.
+unsafe impl Send for SendPtr {}
+
+/// A finished task: (batch, per-file failure reasons indexed from the task's first file).
+struct Done {
+    batch: usize,
+    failures: Vec<(usize, String)>,
+}
+
+/// A batch being filled.
+struct Pending {
+    first: usize,
+    count: usize,
+    tasks_left: usize,
+    buf: Vec<f32>,
+    failures: Vec<(usize, String)>,
+}
+
+/// Counters shared with the readers.
+#[derive(Default)]
+struct Counters {
+    /// Reading and decoding, summed over readers.
+    decode_ns: AtomicU64,
+    bytes: AtomicU64,
+    files: AtomicU64,
+}
+
+/// The streaming loader (see the module documentation).
+pub struct StreamLoader {
+    files: Arc<Vec<FileEntry>>,
+    clip_samples: usize,
+    batch_clips: usize,
+    files_per_task: usize,
+    in_flight: usize,
+    tasks: Option<Sender<Task>>,
+    done: Receiver<Done>,
+    readers: Vec<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    counters: Arc<Counters>,
+    pool: BufferPool,
+    /// Batches issued and not yet handed out, in file order.
+    pending: VecDeque<Pending>,
+    next_file: usize,
+    outstanding_tasks: usize,
+    failures: Vec<ClipFailure>,
+}
+
+impl StreamLoader {
+    /// Starts the readers for `files`. `held` is how many batches the consumer may hold at
+    /// once (queued or in use): the loader creates at most that many batch buffers beyond
+    /// those it is filling, so peak memory does not depend on the number of clips.
+    pub fn start(
+        files: Vec<FileEntry>,
+        audio: &AudioConfig,
+        batch_clips: usize,
+        threads: usize,
+        cfg: &StreamConfig,
+        held: usize,
+    ) -> Result<Self> {
+        if cfg.files_per_task == 0 {
+            return Err(Error::config(
+                "run.stream.files_per_task",
+                "must be at least 1",
+            ));
+        }
+        let readers = if cfg.readers == 0 {
+            threads.max(1)
+        } else {
+            cfg.readers
+        };
+        let batch_clips = batch_clips.max(1);
+        let files_per_task = cfg.files_per_task.min(batch_clips);
+        let tasks_per_batch = batch_clips.div_ceil(files_per_task);
+        let in_flight = if cfg.in_flight == 0 {
+            (2 * readers).max(2 * tasks_per_batch)
+        } else {
+            cfg.in_flight.max(tasks_per_batch)
+        };
+        let clip_samples = audio.clip_samples();
+        let files = Arc::new(files);
+        let (task_tx, task_rx) = channel::<Task>();
+        let task_rx = Arc::new(Mutex::new(task_rx));
+        let (done_tx, done_rx) = channel::<Done>();
+        let stop = Arc::new(AtomicBool::new(false));
+        let counters = Arc::new(Counters::default());
+        let opts = ReadOptions {
+            read_size: cfg.read_size,
+            noatime: cfg.noatime,
+            fadvise: cfg.fadvise,
+        };
+        let mut handles = Vec::with_capacity(readers);
+        for i in 0..readers {
+            let reader = Reader {
+                files: files.clone(),
+                audio: audio.clone(),
+                clip_samples,
+                opts,
+                tasks: task_rx.clone(),
+                done: done_tx.clone(),
+                stop: stop.clone(),
+                counters: counters.clone(),
+            };
+            let h = std::thread::Builder::new()
+                .name(format!("melctl-reader-{i}"))
+                .spawn(move || reader.run())
+                .map_err(|e| Error::io("reader thread", e))?;
+            handles.push(h);
+        }
+        Ok(StreamLoader {
+            files,
+            clip_samples,
+            batch_clips,
+            files_per_task,
+            in_flight,
+            tasks: Some(task_tx),
+            done: done_rx,
+            readers: handles,
+            stop,
+            counters,
+            pool: BufferPool::new(in_flight.div_ceil(tasks_per_batch) + 1 + held),
+            pending: VecDeque::new(),
+            next_file: 0,
+            outstanding_tasks: 0,
+            failures: Vec::new(),
+        })
+    }
+
+    /// Issues the tasks of the next batch if the in-flight limit allows it.
+    fn issue_batch(&mut self) -> bool {
+        let n = self.files.len();
+        if self.next_file >= n {
+            return false;
+        }
+        let count = self.batch_clips.min(n - self.next_file);
+        let tasks = count.div_ceil(self.files_per_task);
+        if self.outstanding_tasks > 0 && self.outstanding_tasks + tasks > self.in_flight {
+            return false;
+        }
+        // Wait for a buffer only when nothing is in flight; otherwise go consume first.
+        let mut buf = if self.pending.is_empty() {
+            self.pool.take(count * self.clip_samples)
+        } else {
+            match self.pool.try_take(count * self.clip_samples) {
+                Some(b) => b,
+                None => return false,
+            }
+        };
+        let base = buf.as_mut_ptr();
+        let tx = self.tasks.as_ref().expect("tasks open until drop");
+        let batch_id = self.next_file;
+        for t in 0..tasks {
+            let first = t * self.files_per_task;
+            let task_count = self.files_per_task.min(count - first);
+            // SAFETY: `first * clip_samples + task_count * clip_samples <= buf.len()`; the
+            // buffer's heap block stays put while it sits in `pending` (never resized there).
+            let dst = SendPtr(unsafe { base.add(first * self.clip_samples) });
+            let _ = tx.send(Task {
+                batch: batch_id,
+                first: self.next_file + first,
+                count: task_count,
+                dst,
+            });
+        }
+        self.pending.push_back(Pending {
+            first: self.next_file,
+            count,
+            tasks_left: tasks,
+            buf,
+            failures: Vec::new(),
+        });
+        self.outstanding_tasks += tasks;
+        self.next_file += count;
+        true
+    }
+
+    /// Turns a complete batch into a `ClipBatch`, compacting out failed files.
+    fn finish(&mut self, p: Pending) -> ClipBatch {
+        let tasks = p.count.div_ceil(self.files_per_task);
+        self.outstanding_tasks -= tasks;
+        let mut buf = p.buf;
+        let mut failed = vec![false; p.count];
+        let mut reasons = p.failures;
+        reasons.sort_by_key(|(i, _)| *i);
+        for (i, reason) in reasons {
+            failed[i - p.first] = true;
+            self.failures.push(ClipFailure {
+                index: i,
+                path: self.files[i].path.clone(),
+                reason,
+            });
+        }
+        let cs = self.clip_samples;
+        let mut indices = Vec::with_capacity(p.count);
+        for (k, bad) in failed.iter().enumerate() {
+            if !bad {
+                let dst = indices.len();
+                if dst != k {
+                    buf.copy_within(k * cs..(k + 1) * cs, dst * cs);
+                }
+                indices.push(p.first + k);
+            }
+        }
+        buf.truncate(indices.len() * cs);
+        let len = buf.len();
+        ClipBatch {
+            indices,
+            samples: mel_core::SampleBlock::new(
+                Arc::new(PooledSamples::new(buf, self.pool.clone())),
+                0,
+                len,
+            ),
+        }
+    }
+}
+
+impl Loader for StreamLoader {
+    fn name(&self) -> &str {
+        "stream"
+    }
+
+    fn next_batch(&mut self) -> Option<Result<ClipBatch>> {
+        loop {
+            while self.issue_batch() {}
+            let front = self.pending.front()?;
+            if front.tasks_left == 0 {
+                let p = self.pending.pop_front().expect("front exists");
+                let batch = self.finish(p);
+                if batch.indices.is_empty() {
+                    continue; // every file of this batch failed
+                }
+                return Some(Ok(batch));
+            }
+            let Ok(done) = self.done.recv() else {
+                return Some(Err(Error::Backend {
+                    backend: "stream loader".into(),
+                    message: "a reader thread stopped unexpectedly".into(),
+                }));
+            };
+            let p = self
+                .pending
+                .iter_mut()
+                .find(|p| p.first == done.batch)
+                .expect("a done task belongs to a pending batch");
+            p.tasks_left -= 1;
+            p.failures.extend(done.failures);
+        }
+    }
+
+    fn failures(&self) -> &[ClipFailure] {
+        &self.failures
+    }
+
+    fn stats(&self) -> LoaderStats {
+        let c = &self.counters;
+        LoaderStats {
+            workers: self.readers.len(),
+            decode_seconds: c.decode_ns.load(Ordering::Relaxed) as f64 * 1e-9,
+            bytes_read: c.bytes.load(Ordering::Relaxed),
+            files: c.files.load(Ordering::Relaxed),
+            note: format!(
+                "{} readers, {} files per task, at most {} tasks in flight",
+                self.readers.len(),
+                self.files_per_task,
+                self.in_flight
+            ),
+        }
+    }
+}
+
+impl Drop for StreamLoader {
+    /// Stops the readers and waits for them before any batch buffer is freed.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.tasks = None;
+        for h in self.readers.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+/// One reader thread's state.
+struct Reader {
+    files: Arc<Vec<FileEntry>>,
+    audio: AudioConfig,
+    clip_samples: usize,
+    opts: ReadOptions,
+    tasks: Arc<Mutex<Receiver<Task>>>,
+    done: Sender<Done>,
+    stop: Arc<AtomicBool>,
+    counters: Arc<Counters>,
+}
+
+impl Reader {
+    fn run(self) {
+        let mut bytes = Vec::new();
+        loop {
+            let task = {
+                let Ok(rx) = self.tasks.lock() else { return };
+                match rx.recv() {
+                    Ok(t) => t,
+                    Err(_) => return,
+                }
+            };
+            let mut failures = Vec::new();
+            for k in 0..task.count {
+                let i = task.first + k;
+                // SAFETY: see `SendPtr`; this region belongs to this task alone.
+                let row = unsafe {
+                    std::slice::from_raw_parts_mut(
+                        task.dst.0.add(k * self.clip_samples),
+                        self.clip_samples,
+                    )
+                };
+                if self.stop.load(Ordering::Relaxed) {
+                    failures.push((i, "cancelled".to_string()));
+                    continue;
+                }
+                if let Err(reason) = self.load_one(&self.files[i].path, row, &mut bytes) {
+                    failures.push((i, reason));
+                }
+            }
+            if self
+                .done
+                .send(Done {
+                    batch: task.batch,
+                    failures,
+                })
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+
+    fn load_one(&self, path: &Path, row: &mut [f32], bytes: &mut Vec<u8>) -> Result<(), String> {
+        let t0 = Instant::now();
+        let r = load_clip(path, &self.audio, self.opts, row, bytes);
+        self.counters
+            .decode_ns
+            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.counters.files.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .bytes
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        r
+    }
+}

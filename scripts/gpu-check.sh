@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# The GPU check, run ON the GPU machine from the repository root after
+# `cargo xtask gpu-check` staged the binaries in .device-bin/ (see README):
+#   bash scripts/gpu-check.sh [--quick|--wgpu] [CLIPS]
+# 1. the conformance suites on the GPU: CUDA (MEL_REQUIRE_GPU=1) and wgpu through the
+#    NVIDIA Vulkan driver (MEL_REQUIRE_WGPU=1): a skip is a failure;
+# 2. the kernels alone on resident data: CUDA (device events) and wgpu (timestamp
+#    queries), medians of many launches;
+# 3. torchaudio's MelSpectrogram on the same GPU;
+# 4. the whole leak-4k build (51,434 clips by default, generated here), warm page cache,
+#    melctl --backend cuda with each loader, wgpu and auto, then the torchaudio + h5py pipeline.
+# `--quick` stops after step 3; `--wgpu` runs the wgpu and CUDA conformance, both
+# kernels, and cuda / wgpu / auto builds only (CLIPS default 20,000), for a short lease.
+# Everything lands in $OUT/gpu-check.tgz (or ./gpu-check-out/).
+set -uo pipefail
+QUICK=0
+WGPU_ONLY=0
+if [ "${1:-}" = "--quick" ]; then QUICK=1; shift; fi
+if [ "${1:-}" = "--wgpu" ]; then WGPU_ONLY=1; shift; fi
+if [ $WGPU_ONLY = 1 ]; then CLIPS=${1:-20000}; else CLIPS=${1:-51434}; fi
+FINAL=${OUT:-gpu-check-out}
+OUT=$(mktemp -d)
+trap 'tar czf "$FINAL/gpu-check.tgz" -C "$OUT" . ; cp "$OUT/summary.txt" "$FINAL/"' EXIT
+mkdir -p "$FINAL"
+BIN=.device-bin
+export MEL_FIXTURES=$PWD/fixtures
+log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+log "$(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
+log "cpus $(nproc), $(free -g | awk '/Mem/{print $2}') GB RAM"
+chmod +x $BIN/* 2>/dev/null
+# The Vulkan loader for wgpu (README: the .gl folder of Debian packages, carried).
+if ! ldconfig -p | grep -q libvulkan && [ -d .gl ]; then
+  for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+fi
+for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json; do
+  if [ -f "$icd" ] && [ -z "${VK_DRIVER_FILES:-}" ]; then export VK_DRIVER_FILES=$icd; fi
+done
+export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
+log "vulkan: loader $(ldconfig -p | grep -c libvulkan) entries, VK_DRIVER_FILES=${VK_DRIVER_FILES:-unset}"
+log "devices"; $BIN/melctl devices 2>&1 | tee -a "$OUT/summary.txt"
+
+log "1a. wgpu conformance suite on the GPU (Vulkan)"
+MEL_REQUIRE_WGPU=1 MEL_WGPU_DEVICE=${MEL_WGPU_DEVICE:-nvidia} $BIN/conformance_wgpu --nocapture --test-threads 1 2>&1 | tee "$OUT/conformance-wgpu.txt" | grep -E "^wgpu|worst|test |result|odd|differ|skipped|panicked|adapter: " | sort -u | tee -a "$OUT/summary.txt"
+
+log "1b. CUDA conformance suite on the GPU"
+MEL_REQUIRE_GPU=1 MEL_REQUIRE_NVRTC=1 $BIN/conformance_cuda --nocapture --test-threads 1 2>&1 | tee "$OUT/conformance.txt" | grep -E "worst|test |result|odd|differ|skipped|panicked" | tee -a "$OUT/summary.txt"
+
+log "2. kernels alone: CUDA, then wgpu"
+if [ $WGPU_ONLY = 1 ]; then
+  $BIN/kernel_time 8192 50 default 2>&1 | tee "$OUT/kernel.jsonl" | tee -a "$OUT/summary.txt"
+else
+  $BIN/kernel_time 8192 50 2>&1 | tee "$OUT/kernel.jsonl" | tee -a "$OUT/summary.txt"
+fi
+MEL_WGPU_DEVICE=${MEL_WGPU_DEVICE:-nvidia} $BIN/wgpu_time 8192 30 2>&1 | tee "$OUT/wgpu-kernel.jsonl" | tee -a "$OUT/summary.txt"
+
+if [ $WGPU_ONLY = 1 ]; then
+  log "4. builds of $CLIPS clips: cuda, wgpu, auto (stream loader, batch 512, warm cache)"
+  DATA=/tmp/leak/data
+  [ -d $DATA ] || $BIN/melctl demo /tmp/leak --clips "$CLIPS" --no-build 2>&1 | tail -1
+  warm() { find $DATA -name '*.wav' -print0 | xargs -0 -P 8 cat > /dev/null; }
+  for backend in cuda wgpu auto; do
+    warm; rm -rf /tmp/leak/out-$backend
+    log "melctl $backend"
+    /usr/bin/time -v $BIN/melctl build -i $DATA -o /tmp/leak/out-$backend --backend $backend --loader stream --batch 512 \
+      --report "$OUT/build-$backend.json" > "$OUT/build-$backend.txt" 2> "$OUT/build-$backend.err"
+    echo "exit $?" | tee -a "$OUT/summary.txt"
+    grep -E "^backend|clips/s|bottleneck|mel " "$OUT/build-$backend.txt" | tee -a "$OUT/summary.txt"
+    grep -E "Maximum resident|Elapsed|warning" "$OUT/build-$backend.err" | tee -a "$OUT/summary.txt"
+  done
+  log "outputs agree: wgpu vs cuda (h5py, every value)"
+  python3 - <<'PY' 2>&1 | tee -a "$OUT/summary.txt"
+import h5py, numpy as np
+for s in ["training", "validation", "testing"]:
+    a = h5py.File(f"/tmp/leak/out-wgpu/{s}.h5")["mel"]
+    b = h5py.File(f"/tmp/leak/out-cuda/{s}.h5")["mel"]
+    x, y = a[:].astype(np.float32), b[:].astype(np.float32)
+    print(s, len(a), "wgpu-cuda max |diff| dB", float(np.abs(x - y).max()), "values differing", int((x != y).sum()), "of", x.size)
+PY
+  log "done"; exit 0
+fi
+
+log "3. torchaudio MelSpectrogram alone"
+python3 benches/peer_torchaudio.py kernel --clips 2048 --reps 20 2>&1 | tail -1 | tee -a "$OUT/summary.txt"
+if [ $QUICK = 1 ]; then
+  if command -v ncu > /dev/null; then
+    log "2b. ncu profile of the default kernel"
+    ncu -k mel_kernel -c 1 --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
+      --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats $BIN/kernel_time 4096 2 default > "$OUT/ncu.txt" 2>&1
+    grep -E "Throughput|Pipe|Occupancy|Registers|Shared Memory|Stall|Warp Cycles|Issued|Bank|Duration|Eligible|L1|DRAM|Active Warps" "$OUT/ncu.txt" | head -60 | tee -a "$OUT/summary.txt"
+  fi
+  log "quick: done"; exit 0
+fi
+
+log "4. whole build of $CLIPS clips"
+DATA=/tmp/leak/data
+[ -d $DATA ] || $BIN/melctl demo /tmp/leak --clips "$CLIPS" --no-build 2>&1 | tail -1
+du -sh $DATA | tee -a "$OUT/summary.txt"
+warm() { find $DATA -name '*.wav' -print0 | xargs -0 -P 8 cat > /dev/null; }
+for run in stream:512 stream:2048 preload:512 memmap:512 memmap:512; do
+  loader=${run%%:*}; batch=${run##*:}
+  warm; rm -rf /tmp/leak/out-$loader
+  log "melctl cuda loader=$loader batch=$batch"
+  /usr/bin/time -v $BIN/melctl build -i $DATA -o /tmp/leak/out-$loader --backend cuda --loader $loader --batch $batch \
+    --cache-dir /tmp/leak/cache --report "$OUT/build-$loader-$batch.json" > "$OUT/build-$loader-$batch.txt" 2> "$OUT/build-$loader-$batch.err"
+  echo "exit $?" | tee -a "$OUT/summary.txt"
+  grep -E "clips/s|bottleneck|loader|load |mel |write " "$OUT/build-$loader-$batch.txt" | tee -a "$OUT/summary.txt"
+  grep -E "Maximum resident|Elapsed" "$OUT/build-$loader-$batch.err" | tee -a "$OUT/summary.txt"
+done
+warm; rm -rf /tmp/leak/out-wgpu
+log "melctl wgpu loader=stream batch=512"
+/usr/bin/time -v $BIN/melctl build -i $DATA -o /tmp/leak/out-wgpu --backend wgpu --loader stream --batch 512 \
+  --report "$OUT/build-wgpu.json" > "$OUT/build-wgpu.txt" 2> "$OUT/build-wgpu.err"
+grep -E "^backend|clips/s|bottleneck" "$OUT/build-wgpu.txt" | tee -a "$OUT/summary.txt"
+grep -E "Maximum resident|Elapsed" "$OUT/build-wgpu.err" | tee -a "$OUT/summary.txt"
+warm; rm -rf /tmp/leak/out-nofsync
+printf '[output]\nfsync = false\n' > /tmp/leak/nofsync.toml
+log "melctl cuda loader=stream, output.fsync = false"
+$BIN/melctl build -i $DATA -o /tmp/leak/out-nofsync --backend cuda --loader stream --batch 512 --config /tmp/leak/nofsync.toml \
+  --report "$OUT/build-nofsync.json" > "$OUT/build-nofsync.txt" 2>&1
+grep -E "clips/s|bottleneck|commit" "$OUT/build-nofsync.txt" | tee -a "$OUT/summary.txt"
+warm; rm -rf /tmp/leak/out-cpu
+log "melctl cpu (16 cores) loader=stream"
+$BIN/melctl build -i $DATA -o /tmp/leak/out-cpu --backend cpu --loader stream --report "$OUT/build-cpu.json" > "$OUT/build-cpu.txt" 2>&1
+grep -E "^total|bottleneck" "$OUT/build-cpu.txt" | tee -a "$OUT/summary.txt"
+warm; rm -rf /tmp/leak/out-peer
+log "torchaudio + h5py pipeline"
+python3 benches/peer_torchaudio.py pipeline --root $DATA --out /tmp/leak/out-peer 2>&1 | tail -1 | tee -a "$OUT/summary.txt"
+log "outputs agree: cuda vs cpu (h5py, max |diff| in dB)"
+python3 - <<'PY' 2>&1 | tee -a "$OUT/summary.txt"
+import h5py, numpy as np
+for s in ["training", "validation", "testing"]:
+    a = h5py.File(f"/tmp/leak/out-stream/{s}.h5")["mel"]
+    b = h5py.File(f"/tmp/leak/out-cpu/{s}.h5")["mel"]
+    c = h5py.File(f"/tmp/leak/out-peer/{s}.h5")["mel"]
+    n = min(len(a), 2000)
+    x, y, z = a[:n].astype(np.float32), b[:n].astype(np.float32), c[:n].astype(np.float32)
+    print(s, len(a), "cuda-cpu", float(np.abs(x - y).max()), "cuda-torchaudio", float(np.abs(x - z).max()))
+PY
+log "done"

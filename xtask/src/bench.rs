@@ -1,0 +1,395 @@
+//! `cargo xtask bench`: the configuration matrix (loaders × backends × dtypes × sinks)
+//! against the plain Python peer (soundfile + librosa + h5py), on generated leak-4k
+//! datasets of the given sizes, in one run. Prints a table (wall time, clips/s, ratio
+//! to the peer, peak RSS), writes `target/bench/bench.json` and a PNG chart.
+//!
+//! `cargo xtask bench [--clips 5000,20000] [--quick]`
+//! `--quick`: f16 only, no peer. Sinks: hdf5 and npy. Datasets are kept under `target/bench-data/` and reused.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+
+use crate::{cargo, root};
+
+/// One measured configuration.
+#[derive(Debug, Clone)]
+struct Row {
+    clips: usize,
+    name: String,
+    wall_s: f64,
+    peak_rss_mb: Option<f64>,
+    note: String,
+}
+
+impl Row {
+    fn clips_per_s(&self) -> f64 {
+        self.clips as f64 / self.wall_s.max(1e-9)
+    }
+}
+
+/// Runs the bench (see the module documentation).
+pub fn run(args: &[String]) -> Result<()> {
+    let mut sizes = vec![5000usize, 20000];
+    let mut quick = false;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--clips" => {
+                let v = it.next().context("--clips needs N[,N..]")?;
+                sizes = v
+                    .split(',')
+                    .map(|x| x.parse().context("--clips takes numbers"))
+                    .collect::<Result<_>>()?;
+            }
+            "--quick" => quick = true,
+            other => bail!("unknown argument {other:?} (see `cargo xtask`)"),
+        }
+    }
+    cargo(&["build", "--release", "-p", "melctl"])?;
+    let melctl = root().join("target/release/melctl");
+    let out = root().join("target/bench");
+    std::fs::create_dir_all(&out)?;
+    let cuda = Command::new(&melctl)
+        .arg("devices")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("cuda 0:"))
+        .unwrap_or(false);
+    let backends: Vec<&str> = if cuda {
+        vec!["cpu", "cuda"]
+    } else {
+        vec!["cpu"]
+    };
+    let dtypes: &[&str] = if quick { &["f16"] } else { &["f16", "f32"] };
+    let machine = machine();
+    println!("machine: {machine}; backends: {}", backends.join(", "));
+    let mut rows = Vec::new();
+    for &n in &sizes {
+        let data = dataset(&melctl, n)?;
+        for backend in &backends {
+            for dtype in dtypes {
+                for sink in ["hdf5", "npy"] {
+                    let cache = out.join(format!("cache-{n}-{backend}-{dtype}"));
+                    let _ = std::fs::remove_dir_all(&cache);
+                    for (loader, tag) in [
+                        ("preload", "preload"),
+                        ("stream", "stream"),
+                        ("memmap", "memmap (first run: builds the cache)"),
+                        ("memmap", "memmap (second run: cache hit)"),
+                    ] {
+                        let name = format!("{backend} {dtype} {tag} → {sink}");
+                        let row = run_melctl(
+                            &melctl,
+                            &data,
+                            &out,
+                            &cache,
+                            n,
+                            [backend, dtype, loader, sink],
+                            &name,
+                        )?;
+                        println!(
+                            "{n:>6} clips  {:<52} {:>7.2} s {:>8.0} clips/s  peak {}",
+                            row.name,
+                            row.wall_s,
+                            row.clips_per_s(),
+                            rss(row.peak_rss_mb)
+                        );
+                        rows.push(row);
+                    }
+                }
+            }
+        }
+        if !quick {
+            let row = run_peer(&data, &out, n)?;
+            println!(
+                "{n:>6} clips  {:<52} {:>7.2} s {:>8.0} clips/s  peak {}",
+                row.name,
+                row.wall_s,
+                row.clips_per_s(),
+                rss(row.peak_rss_mb)
+            );
+            rows.push(row);
+        }
+    }
+    println!("\n{}", table(&rows));
+    let report = json!({
+        "machine": machine,
+        "date": chrono_like_now(),
+        "rows": rows.iter().map(|r| json!({
+            "clips": r.clips, "configuration": r.name, "wall_seconds": r.wall_s,
+            "clips_per_second": r.clips_per_s(), "peak_rss_mb": r.peak_rss_mb, "note": r.note,
+            "ratio_to_peer": peer_of(&rows, r.clips).map(|p| r.clips_per_s() / p.clips_per_s()),
+        })).collect::<Vec<_>>(),
+    });
+    std::fs::write(
+        out.join("bench.json"),
+        serde_json::to_string_pretty(&report)? + "\n",
+    )?;
+    let png = out.join("bench.png");
+    chart(&rows, &machine, &png)?;
+    println!(
+        "wrote {} and {}",
+        out.join("bench.json").display(),
+        png.display()
+    );
+    Ok(())
+}
+
+fn rss(mb: Option<f64>) -> String {
+    mb.map(|m| format!("{m:.0} MB"))
+        .unwrap_or_else(|| "n/a".into())
+}
+
+fn peer_of(rows: &[Row], clips: usize) -> Option<&Row> {
+    rows.iter()
+        .find(|r| r.clips == clips && r.name.starts_with("peer"))
+}
+
+/// The markdown table: one line per configuration.
+fn table(rows: &[Row]) -> String {
+    let mut s = String::from(
+        "| clips | configuration | wall s | clips/s | × peer | peak RSS |\n|---:|---|---:|---:|---:|---:|\n",
+    );
+    for r in rows {
+        let ratio = peer_of(rows, r.clips)
+            .map(|p| format!("{:.1}×", r.clips_per_s() / p.clips_per_s()))
+            .unwrap_or_else(|| "–".into());
+        s += &format!(
+            "| {} | {} | {:.2} | {:.0} | {} | {} |\n",
+            r.clips,
+            r.name,
+            r.wall_s,
+            r.clips_per_s(),
+            ratio,
+            rss(r.peak_rss_mb)
+        );
+    }
+    s
+}
+
+/// The dataset of `n` clips, generated once under target/bench-data.
+fn dataset(melctl: &Path, n: usize) -> Result<PathBuf> {
+    let dir = root().join(format!("target/bench-data/leak-{n}"));
+    let data = dir.join("data");
+    if !data.join(".complete").exists() {
+        let _ = std::fs::remove_dir_all(&dir);
+        let st = Command::new(melctl)
+            .args(["demo", "--no-build", "--clips", &n.to_string()])
+            .arg(&dir)
+            .status()?;
+        if !st.success() {
+            bail!("generating {n} clips failed");
+        }
+        std::fs::write(data.join(".complete"), b"")?;
+    }
+    Ok(data)
+}
+
+/// Reads every file once so that each run starts from a warm page cache.
+fn warm(data: &Path) -> Result<()> {
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg("find \"$0\" -name '*.wav' -print0 | xargs -0 cat > /dev/null")
+        .arg(data)
+        .status()?;
+    if !st.success() {
+        bail!("warming the page cache failed");
+    }
+    Ok(())
+}
+
+/// One `melctl build` with `[backend, dtype, loader, sink]`.
+fn run_melctl(
+    melctl: &Path,
+    data: &Path,
+    out: &Path,
+    cache: &Path,
+    n: usize,
+    [backend, dtype, loader, sink]: [&str; 4],
+    name: &str,
+) -> Result<Row> {
+    warm(data)?;
+    let dest = out.join("h5");
+    let _ = std::fs::remove_dir_all(&dest);
+    let report = out.join("last-report.json");
+    let o = Command::new(melctl)
+        .args([
+            "build",
+            "--backend",
+            backend,
+            "--dtype",
+            dtype,
+            "--loader",
+            loader,
+            "--sink",
+            sink,
+        ])
+        .arg("--input")
+        .arg(data)
+        .arg("--output")
+        .arg(&dest)
+        .arg("--cache-dir")
+        .arg(cache)
+        .arg("--report")
+        .arg(&report)
+        .output()?;
+    if !o.status.success() {
+        bail!("{name}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report)?)?;
+    let bottlenecks: Vec<String> = r["splits"]
+        .as_array()
+        .map(|s| {
+            s.iter()
+                .map(|x| {
+                    format!(
+                        "{}: {}",
+                        x["split"].as_str().unwrap_or("?"),
+                        x["bottleneck"]["stage"].as_str().unwrap_or("?")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Row {
+        clips: n,
+        name: name.to_string(),
+        wall_s: r["wall_seconds"].as_f64().unwrap_or(f64::NAN),
+        peak_rss_mb: r["peak_rss_bytes"].as_f64().map(|b| b / 1e6),
+        note: format!("bottleneck {}", bottlenecks.join(", ")),
+    })
+}
+
+fn run_peer(data: &Path, out: &Path, n: usize) -> Result<Row> {
+    warm(data)?;
+    let dest = out.join("peer-h5");
+    let _ = std::fs::remove_dir_all(&dest);
+    let procs = std::thread::available_parallelism()
+        .map(|p| p.get())
+        .unwrap_or(1);
+    let o = Command::new("/usr/bin/time")
+        .arg("-v")
+        .arg("python3")
+        .arg(root().join("benches/peer_librosa.py"))
+        .arg(data)
+        .arg(&dest)
+        .args(["--procs", &procs.to_string()])
+        .env("OPENBLAS_NUM_THREADS", "1")
+        .output()
+        .context(
+            "running the Python peer (needs /usr/bin/time, python3 with soundfile, librosa, h5py)",
+        )?;
+    if !o.status.success() {
+        bail!("peer: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    // "peer soundfile+librosa+h5py: N clips in T s = ..."
+    let wall = stdout
+        .split(" clips in ")
+        .nth(1)
+        .and_then(|t| t.split(" s").next())
+        .and_then(|t| t.trim().parse::<f64>().ok())
+        .context("peer output not understood")?;
+    let rss_kb = stderr
+        .lines()
+        .find(|l| l.contains("Maximum resident set size"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    Ok(Row {
+        clips: n,
+        name: format!("peer: soundfile + librosa + h5py, {procs} processes"),
+        wall_s: wall,
+        peak_rss_mb: rss_kb.map(|k| k * 1024.0 / 1e6),
+        note: "peak RSS of the largest single process".into(),
+    })
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism()
+        .map(|p| p.get())
+        .unwrap_or(0);
+    format!("{cpu}, {cores} threads")
+}
+
+fn chrono_like_now() -> String {
+    Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// A horizontal bar chart of clips/s, one group per dataset size, the peer in grey.
+fn chart(rows: &[Row], machine: &str, path: &Path) -> Result<()> {
+    use plotters::prelude::*;
+    let font = [
+        "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+        "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    ]
+    .iter()
+    .find_map(|p| std::fs::read(p).ok());
+    let Some(font) = font else {
+        println!("no DejaVuSans.ttf found (apt-get install fonts-dejavu-core): chart skipped");
+        return Ok(());
+    };
+    plotters::style::register_font(
+        "sans-serif",
+        FontStyle::Normal,
+        Box::leak(font.into_boxed_slice()),
+    )
+    .map_err(|_| anyhow::anyhow!("DejaVuSans.ttf is not a usable font"))?;
+    let n = rows.len();
+    let height = 120 + 26 * n as u32;
+    let root_area = BitMapBackend::new(path, (1200, height)).into_drawing_area();
+    root_area.fill(&WHITE)?;
+    let max = rows.iter().map(Row::clips_per_s).fold(1.0, f64::max) * 1.18;
+    let mut chart = ChartBuilder::on(&root_area)
+        .caption(
+            format!("melctl build, leak-4k: clips/s (higher is better) — {machine}"),
+            ("sans-serif", 18),
+        )
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(10)
+        .build_cartesian_2d(0f64..max, 0f64..n as f64)?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .disable_y_axis()
+        .x_desc("clips per second")
+        .label_style(("sans-serif", 13))
+        .draw()?;
+    for (i, r) in rows.iter().enumerate() {
+        let y = (n - 1 - i) as f64;
+        let color = if r.name.starts_with("peer") {
+            RGBColor(190, 190, 190)
+        } else if r.name.starts_with("cuda") {
+            RGBColor(160, 210, 80)
+        } else {
+            RGBColor(140, 180, 225)
+        };
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(0.0, y + 0.12), (r.clips_per_s(), y + 0.88)],
+            color.filled(),
+        )))?;
+        chart.draw_series(std::iter::once(Text::new(
+            format!("{} clips · {} — {:.0}/s", r.clips, r.name, r.clips_per_s()),
+            (max * 0.005, y + 0.72),
+            ("sans-serif", 13).into_font().color(&BLACK),
+        )))?;
+    }
+    root_area.present()?;
+    Ok(())
+}
