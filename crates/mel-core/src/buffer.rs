@@ -92,6 +92,22 @@ impl OutputBuf {
         self.slice_mut(0..len)
     }
 
+    /// A buffer holding `bytes` (native layout, as [`as_bytes`](Self::as_bytes) gives),
+    /// or `None` when the length is not a whole number of values.
+    pub fn from_bytes(dtype: Dtype, bytes: &[u8]) -> Option<Self> {
+        if bytes.len() % dtype.size() != 0 {
+            return None;
+        }
+        let mut buf = OutputBuf::zeros(dtype, bytes.len() / dtype.size());
+        let dst: &mut [u8] = match &mut buf {
+            OutputBuf::F32(v) => bytemuck::cast_slice_mut(v),
+            OutputBuf::F16(v) => bytemuck::cast_slice_mut(v),
+            OutputBuf::Bf16(v) => bytemuck::cast_slice_mut(v),
+        };
+        dst.copy_from_slice(bytes);
+        Some(buf)
+    }
+
     /// Value `i` widened to f64.
     pub fn get_f64(&self, i: usize) -> f64 {
         match self {

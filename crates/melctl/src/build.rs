@@ -16,6 +16,7 @@ use mel_sinks::{Hdf5Sink, NpySink};
 
 use crate::cli::OnError;
 use crate::progress::Progress;
+use crate::resume::Journal;
 
 /// What happened to one split.
 #[derive(Debug, Clone)]
@@ -61,16 +62,43 @@ pub struct BuildReport {
     pub backend: String,
 }
 
-/// Builds every split of `dataset` (or those named in `only`) into `out`.
+/// How `build` treats bad files, which splits it builds, and whether it journals.
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    /// Skip or stop at a file that cannot be decoded.
+    pub on_error: OnError,
+    /// Splits to build; empty: all.
+    pub only: Vec<String>,
+    /// Journal finished batches and continue an interrupted build (`resume.rs`).
+    pub resume: bool,
+}
+
+/// The sink `output.sink` names, for `spec`, under `out`.
+fn make_sink(config: &Config, out: &Path, spec: SinkSpec) -> Result<Box<dyn Sink>> {
+    Ok(match config.output.sink {
+        SinkKind::Hdf5 => Box::new(Hdf5Sink::create(out, spec)?),
+        SinkKind::Npy => Box::new(NpySink::create(out, spec)?),
+    })
+}
+
+/// Where the sink `output.sink` names puts split `split` under `out`.
+fn final_path(config: &Config, out: &Path, split: &str) -> PathBuf {
+    match config.output.sink {
+        SinkKind::Hdf5 => out.join(format!("{split}.h5")),
+        SinkKind::Npy => out.join(format!("{split}.npy.d")),
+    }
+}
+
+/// Builds every split of `dataset` (or those named in `options.only`) into `out`.
 pub fn build(
     dataset: &Dataset,
     config: &Config,
     out: &Path,
-    on_error: OnError,
-    only: &[String],
+    options: &BuildOptions,
     progress: &Progress,
     cancel: Arc<AtomicBool>,
 ) -> Result<BuildReport> {
+    let (on_error, only, resume) = (options.on_error, &options.only, options.resume);
     let plan = MelPlan::new(config)?;
     std::fs::create_dir_all(out)
         .with_context(|| format!("cannot create output folder {}", out.display()))?;
@@ -102,19 +130,44 @@ pub fn build(
         .filter(|s| only.is_empty() || only.contains(&s.name))
     {
         let t0 = Instant::now();
-        let (loader, loader_choice) = make_loader(dataset, split, config, threads)?;
         let spec = SinkSpec {
             split: split.name.clone(),
             rows: split.files.len(),
             plan: plan.clone(),
             label_names: dataset.label_names.clone(),
         };
-        let sink: Box<dyn Sink> = match config.output.sink {
-            SinkKind::Hdf5 => Box::new(Hdf5Sink::create(out, spec)?),
-            SinkKind::Npy => Box::new(NpySink::create(out, spec)?),
+        // With --resume, the pipeline computes only what the journal lacks, into it.
+        let mut journal = None;
+        let mut work = None;
+        if resume {
+            let j = Journal::open(
+                out,
+                &dataset.root,
+                split,
+                config,
+                &plan,
+                backend.name(),
+                &dataset.label_names,
+            )?;
+            eprintln!("{}: {}", split.name, j.note);
+            if j.committed() && final_path(config, out, &split.name).exists() {
+                eprintln!(
+                    "{}: resume: already built by the interrupted run; kept",
+                    split.name
+                );
+                continue;
+            }
+            work = Some(j.remaining(split));
+            journal = Some(j);
+        }
+        let work = work.as_ref().unwrap_or(split);
+        let (loader, loader_choice) = make_loader(dataset, work, config, threads)?;
+        let sink = match &journal {
+            Some(j) => j.sink(&split.files),
+            None => make_sink(config, out, spec.clone())?,
         };
-        let bar = progress.bar(split.files.len() as u64, &format!("build {}", split.name));
-        let files = &split.files;
+        let bar = progress.bar(work.files.len() as u64, &format!("build {}", split.name));
+        let files = &work.files;
         let meta = |i: usize| ClipMeta {
             label: files[i].label,
             path: files[i].rel.clone(),
@@ -136,20 +189,28 @@ pub fn build(
                     split.name
                 )
             }
+            mel_core::Error::Cancelled if resume => anyhow::anyhow!(
+                "interrupted: split {} was not written; its finished batches are in the journal: run the same command with --resume to continue",
+                split.name
+            ),
             mel_core::Error::Cancelled => anyhow::anyhow!(
                 "interrupted: split {} was not written (no partial file is left); splits finished before it are complete",
                 split.name
             ),
             other => other.into(),
         })?;
-        let output_bytes = std::fs::metadata(&r.output).map(|m| m.len()).unwrap_or(0);
+        let (output, clips) = match journal.as_mut() {
+            Some(j) => j.assemble(make_sink(config, out, spec)?, &split.files)?,
+            None => (r.output.clone(), r.rows),
+        };
+        let output_bytes = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
         let verdict = pipeline::verdict(&r.stages, r.wall.as_secs_f64(), &r.loader);
         splits.push(SplitReport {
             split: split.name.clone(),
             files: split.files.len(),
-            clips: r.rows,
+            clips,
             skipped: r.failures,
-            output: r.output,
+            output,
             output_bytes,
             loader_choice,
             loader: r.loader,
@@ -158,6 +219,13 @@ pub fn build(
             verdict,
             wall: t0.elapsed(),
         });
+    }
+    if resume {
+        let built: Vec<String> = splits
+            .iter()
+            .map(|s: &SplitReport| s.split.clone())
+            .collect();
+        crate::resume::remove_all(out, &built);
     }
     Ok(BuildReport {
         splits,

@@ -116,6 +116,11 @@ pub struct BuildArgs {
     /// Write the summary (stages, timings, skipped files) as JSON to this file.
     #[arg(long, value_name = "FILE.json")]
     pub report: Option<PathBuf>,
+    /// Journal finished batches beside the output (OUT/.SPLIT.resume/), and continue an
+    /// interrupted build of the same command from them: the result is identical to an
+    /// uninterrupted build.
+    #[arg(long)]
+    pub resume: bool,
 }
 
 /// `melctl inspect`.

@@ -7,6 +7,7 @@ mod demo;
 mod inspect;
 mod progress;
 mod report;
+mod resume;
 mod settings;
 
 use std::process::ExitCode;
@@ -70,6 +71,7 @@ fn run(cli: Cli) -> Result<()> {
                 on_error: OnError::Skip,
                 splits: vec![],
                 report: Some(args.dir.join("report.json")),
+                resume: false,
             })
         }
     }
@@ -98,15 +100,12 @@ fn run_build(args: &BuildArgs) -> Result<()> {
         }
         eprintln!("\ninterrupted: stopping; outputs not yet committed are discarded");
     });
-    let report = build::build(
-        &dataset,
-        &config,
-        &args.output,
-        args.on_error,
-        &args.splits,
-        &progress,
-        cancel,
-    )?;
+    let opts = build::BuildOptions {
+        on_error: args.on_error,
+        only: args.splits.clone(),
+        resume: args.resume,
+    };
+    let report = build::build(&dataset, &config, &args.output, &opts, &progress, cancel)?;
     print!("{}", report::text(&report));
     if let Some(path) = &args.report {
         let json = report::json(&report, &config.resolved_json());

@@ -604,3 +604,113 @@ fn unreadable_entries_and_non_utf8_names_are_skipped_and_listed() {
     let (_, _, paths) = read_back(&out.join("training.h5"));
     assert_eq!(paths, ["training/leak/a.wav", "training/quiet/b.wav"]);
 }
+
+#[test]
+fn resume_after_sigkill_continues_and_equals_an_uninterrupted_build() {
+    let t = tempfile::tempdir().unwrap();
+    let demo = t.path().join("demo");
+    let made = melctl()
+        .args(["demo", "--clips", "3000", "--no-build"])
+        .arg(&demo)
+        .output()
+        .unwrap();
+    assert!(made.status.success());
+    let build = |out: &Path, extra: &[&str]| {
+        let mut c = melctl();
+        c.args([
+            "build",
+            "--split",
+            "training",
+            "--threads",
+            "1",
+            "--batch",
+            "32",
+        ])
+        .args(extra)
+        .arg("--input")
+        .arg(demo.join("data"))
+        .arg("--output")
+        .arg(out);
+        c
+    };
+    let out = t.path().join("out");
+    let journal = out.join(".training.resume");
+    let batches = || -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = std::fs::read_dir(&journal)
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        v.retain(|p| p.file_name().unwrap().to_string_lossy().starts_with("b-"));
+        v.sort();
+        v
+    };
+    // Kill the first run once a few batches are journaled.
+    let mut child = build(&out, &["--resume"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while batches().len() < 4 && start.elapsed().as_secs() < 60 {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let kept = batches();
+    assert!(kept.len() >= 4, "journal batches: {kept:?}");
+    assert!(!out.join("training.h5").exists(), "no output after a kill");
+    // Damage one batch: it must be detected, dropped and redone.
+    let damaged = kept.last().unwrap();
+    let len = std::fs::metadata(damaged).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(damaged)
+        .unwrap()
+        .set_len(len - 100)
+        .unwrap();
+
+    let resumed = build(&out, &["--resume"]).output().unwrap();
+    let err = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{err}");
+    assert!(
+        err.contains("journal batches") && err.contains("dropped and redone"),
+        "{err}"
+    );
+    let n_from_journal: usize = err
+        .split("resume: ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(n_from_journal >= 3 * 32, "{err}");
+    assert!(
+        !journal.exists(),
+        "the journal is removed after a successful build"
+    );
+
+    let whole = t.path().join("whole");
+    let plain = build(&whole, &[]).output().unwrap();
+    assert!(plain.status.success());
+    let a = read_back(&out.join("training.h5"));
+    let b = read_back(&whole.join("training.h5"));
+    assert_eq!(a.2.len(), 2100);
+    assert!(a == b, "a resumed build equals an uninterrupted one");
+
+    // A journal from another configuration is not used.
+    let mut child = build(&out, &["--resume"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while batches().is_empty() && start.elapsed().as_secs() < 60 {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let other = build(&out, &["--resume", "--dtype", "f32"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(other.status.success(), "{err}");
+    assert!(err.contains("another configuration"), "{err}");
+}
