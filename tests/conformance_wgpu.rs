@@ -10,13 +10,7 @@ use mel_tests::{DTYPES, run_suite};
 use mel_wgpu::{AdapterChoice, WgpuBackend};
 
 fn choice() -> AdapterChoice {
-    match std::env::var("MEL_WGPU_DEVICE") {
-        Ok(v) => match v.parse() {
-            Ok(i) => AdapterChoice::Index(i),
-            Err(_) => AdapterChoice::Name(v),
-        },
-        Err(_) => AdapterChoice::Best,
-    }
+    AdapterChoice::from_env()
 }
 
 /// The adapter to test, or `None` after printing why not.

@@ -22,13 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     let clips = args.first().copied().unwrap_or(4096);
     let reps = args.get(1).copied().unwrap_or(30);
-    let choice = match std::env::var("MEL_WGPU_DEVICE") {
-        Ok(v) => match v.parse() {
-            Ok(i) => AdapterChoice::Index(i),
-            Err(_) => AdapterChoice::Name(v),
-        },
-        Err(_) => AdapterChoice::Best,
-    };
+    let choice = AdapterChoice::from_env();
     for dtype in [Dtype::F16, Dtype::F32] {
         let mut config = Config::default();
         config.output.dtype = dtype;
@@ -44,28 +38,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             b.adapter().name,
             n as f64 / (ms as f64 / 1e3)
         );
-        // The backend from host memory: two buffer sets, uploads and readbacks overlapped.
-        for (batch, chunk) in [(1024usize, 256usize), (4096, 1024)] {
-            let mut b = WgpuBackend::new(plan.clone(), &choice, chunk)?;
-            let input: Vec<f32> = (0..batch * plan.clip_samples)
-                .map(|i| ((i % 1000) as f32 / 1000.0) - 0.5)
-                .collect();
-            let mut out = OutputBuf::zeros(dtype, batch * plan.values_per_clip());
+        // The backend from host memory: a batch of CLIPS in chunks of CLIPS/4 alternating
+        // between the two buffer sets, uploads and readbacks overlapped with compute.
+        let (batch, chunk) = (clips, (clips / 4).max(1));
+        let mut b = WgpuBackend::new(plan.clone(), &choice, chunk)?;
+        let input: Vec<f32> = (0..batch * plan.clip_samples)
+            .map(|i| ((i % 1000) as f32 / 1000.0) - 0.5)
+            .collect();
+        let mut out = OutputBuf::zeros(dtype, batch * plan.values_per_clip());
+        b.compute(&input, out.as_mut_slice())?;
+        let mut times = Vec::new();
+        for _ in 0..reps.clamp(1, 5) {
+            let t = Instant::now();
             b.compute(&input, out.as_mut_slice())?;
-            let mut times = Vec::new();
-            for _ in 0..5 {
-                let t = Instant::now();
-                b.compute(&input, out.as_mut_slice())?;
-                times.push(t.elapsed().as_secs_f32() * 1e3);
-            }
-            let ms = median(times);
-            println!(
-                "{{\"what\":\"wgpu_backend_from_host\",\"dtype\":\"{}\",\"batch\":{batch},\"chunk\":{},\"median_ms\":{ms:.3},\"clips_per_s\":{:.0}}}",
-                dtype.name(),
-                b.chunk_clips(),
-                batch as f64 / (ms as f64 / 1e3)
-            );
+            times.push(t.elapsed().as_secs_f32() * 1e3);
         }
+        let ms = median(times);
+        println!(
+            "{{\"what\":\"wgpu_backend_from_host\",\"dtype\":\"{}\",\"batch\":{batch},\"chunk\":{},\"median_ms\":{ms:.3},\"clips_per_s\":{:.0}}}",
+            dtype.name(),
+            b.chunk_clips(),
+            batch as f64 / (ms as f64 / 1e3)
+        );
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! Finding wgpu adapters: listing them for `melctl devices`, and picking one by index,
 //! by name, or the best by kind (discrete, integrated, virtual, then CPU).
 
+use mel_core::config::DeviceSelector;
 use mel_core::{Error, Result};
 
 /// One wgpu adapter as `melctl devices` shows it.
@@ -64,6 +65,27 @@ pub enum AdapterChoice {
     Name(String),
 }
 
+impl From<Option<&DeviceSelector>> for AdapterChoice {
+    /// `--device N` or `--device NAME`; none: the best adapter.
+    fn from(d: Option<&DeviceSelector>) -> Self {
+        match d {
+            None => AdapterChoice::Best,
+            Some(DeviceSelector::Index(i)) => AdapterChoice::Index(*i),
+            Some(DeviceSelector::Name(n)) => AdapterChoice::Name(n.clone()),
+        }
+    }
+}
+
+impl AdapterChoice {
+    /// The adapter `MEL_WGPU_DEVICE` names (index or part of a name), else the best.
+    pub fn from_env() -> Self {
+        let d: Option<DeviceSelector> = std::env::var("MEL_WGPU_DEVICE")
+            .ok()
+            .and_then(|v| v.parse().ok());
+        AdapterChoice::from(d.as_ref())
+    }
+}
+
 pub(crate) fn err(message: impl std::fmt::Display) -> Error {
     Error::Backend {
         backend: "wgpu".into(),
@@ -71,10 +93,15 @@ pub(crate) fn err(message: impl std::fmt::Display) -> Error {
     }
 }
 
-pub(crate) fn instance() -> wgpu::Instance {
-    wgpu::Instance::new(&wgpu::InstanceDescriptor {
-        backends: wgpu::Backends::PRIMARY,
-        ..Default::default()
+/// The process's one wgpu instance: creating one per backend exhausted the NVIDIA Vulkan
+/// driver after a few dozen (no adapter was found any more).
+pub(crate) fn instance() -> &'static wgpu::Instance {
+    static INSTANCE: std::sync::OnceLock<wgpu::Instance> = std::sync::OnceLock::new();
+    INSTANCE.get_or_init(|| {
+        wgpu::Instance::new(&wgpu::InstanceDescriptor {
+            backends: wgpu::Backends::PRIMARY,
+            ..Default::default()
+        })
     })
 }
 
@@ -95,7 +122,7 @@ fn info(index: usize, a: &wgpu::Adapter) -> AdapterInfo {
 
 /// Every adapter wgpu finds (Vulkan, Metal or DX12), in a stable order.
 pub fn adapters() -> Vec<AdapterInfo> {
-    list(&instance()).iter().map(|(i, _)| i.clone()).collect()
+    list(instance()).iter().map(|(i, _)| i.clone()).collect()
 }
 
 fn list(instance: &wgpu::Instance) -> Vec<(AdapterInfo, wgpu::Adapter)> {

@@ -88,8 +88,7 @@ impl WgpuBackend {
     /// two sets of buffers for chunks of at most `chunk_clips` clips (fewer when the
     /// adapter's buffer limits are smaller).
     pub fn new(plan: MelPlan, choice: &AdapterChoice, chunk_clips: usize) -> Result<Self> {
-        let instance = adapters::instance();
-        let (info, adapter) = adapters::pick(&instance, choice)?;
+        let (info, adapter) = adapters::pick(adapters::instance(), choice)?;
         if !info.shader_f64 {
             return Err(err(format!(
                 "{} has no 64-bit floats in shaders (SHADER_F64); the transform needs them to \
@@ -100,9 +99,10 @@ impl WgpuBackend {
         // A segment's mel values stay in workgroup memory when they fit, else in `scratch`.
         let wg_limit = info.max_workgroup_storage as usize;
         // The two-pass direct DFT always keeps mel values in `scratch` (pass 2 reads them).
+        let wg = source::workgroup_size();
         let mel_in_workgroup =
-            source::one_pass(&plan) && source::workgroup_bytes(&plan, true) <= wg_limit;
-        let need = source::workgroup_bytes(&plan, mel_in_workgroup);
+            source::one_pass(&plan) && source::workgroup_bytes(&plan, true, wg) <= wg_limit;
+        let need = source::workgroup_bytes(&plan, mel_in_workgroup, wg);
         if need > wg_limit {
             return Err(err(format!(
                 "n_fft {} with {} mels × {} frames needs {need} bytes of workgroup memory; {} allows {}",
@@ -155,7 +155,7 @@ impl WgpuBackend {
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("mel.wgsl"),
             source: wgpu::ShaderSource::Wgsl(
-                source::shader(&plan, &tables, mel_in_workgroup).into(),
+                source::shader(&plan, &tables, mel_in_workgroup, wg).into(),
             ),
         });
         let layout = bind_group_layout(&device);
@@ -447,6 +447,17 @@ impl WgpuBackend {
         }
         self.slots[i].readback.unmap();
         Ok(())
+    }
+}
+
+impl Drop for WgpuBackend {
+    /// Waits for work in flight and destroys the device now: a dropped wgpu device
+    /// otherwise lingers until polled, and drivers limit how many a process may hold.
+    fn drop(&mut self) {
+        self.slots.clear();
+        self.pipelines.clear();
+        let _ = self.device.poll(wgpu::PollType::Wait);
+        self.device.destroy();
     }
 }
 

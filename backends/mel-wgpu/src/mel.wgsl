@@ -3,7 +3,7 @@
 // dtype, written in the final [clip][long][short][mel][frame] layout. The same
 // pipeline as the CUDA kernel (backends/mel-cuda/src/mel.cu).
 //
-// One workgroup computes one distinct segment. Frames go two at a time through one
+// One workgroup (256 invocations by default) computes one distinct segment. Frames go two at a time through one
 // complex FFT (frame a in the real part, frame b in the imaginary part): an in-place
 // radix-4 Stockham FFT (a radix-2 stage last when log2(N_FFT) is odd) in workgroup
 // memory, in f64 (SHADER_F64): a float FFT misses torchaudio's float64 reference by up

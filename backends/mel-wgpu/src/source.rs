@@ -31,8 +31,19 @@ pub fn passes(plan: &MelPlan) -> Vec<(&'static str, usize)> {
     }
 }
 
-/// Invocations per workgroup.
-pub const WORKGROUP: usize = 64;
+/// Invocations per workgroup, unless `MELCTL_WGPU_WORKGROUP` (a power of two, 32..=1024)
+/// says otherwise (for tuning). On the H100 (leak-4k, f16) 64 gave 83k clips/s, 128
+/// 115k, 256 123k (BENCHMARKS.md).
+pub const WORKGROUP: usize = 256;
+
+/// The workgroup size in force: [`WORKGROUP`] or a valid `MELCTL_WGPU_WORKGROUP`.
+pub fn workgroup_size() -> usize {
+    std::env::var("MELCTL_WGPU_WORKGROUP")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|w| w.is_power_of_two() && (32..=1024).contains(w))
+        .unwrap_or(WORKGROUP)
+}
 
 /// What the shader writes: f32 bits, or two 16-bit values per word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,13 +118,13 @@ impl Tables {
 
 /// Workgroup memory the shader needs for `plan`, bytes: with a segment's mel values
 /// (`mel_in_workgroup`) or without them (they then live in a global scratch buffer).
-pub fn workgroup_bytes(plan: &MelPlan, mel_in_workgroup: bool) -> usize {
+pub fn workgroup_bytes(plan: &MelPlan, mel_in_workgroup: bool, workgroup: usize) -> usize {
     let mel = if mel_in_workgroup {
         plan.values_per_segment()
     } else {
         1
     };
-    plan.n_fft * 16 + 2 * plan.n_freqs * 4 + mel * 4 + WORKGROUP * 4
+    plan.n_fft * 16 + 2 * plan.n_freqs * 4 + mel * 4 + workgroup * 4
 }
 
 fn f32_lit(v: f64) -> String {
@@ -126,7 +137,7 @@ fn f32_lit(v: f64) -> String {
 }
 
 /// The complete WGSL source for `plan`.
-pub fn shader(plan: &MelPlan, tables: &Tables, mel_in_workgroup: bool) -> String {
+pub fn shader(plan: &MelPlan, tables: &Tables, mel_in_workgroup: bool, workgroup: usize) -> String {
     let (log_kind, log_mul, amin, top, ln_off) = match plan.log {
         LogScale::Db { amin, top_db } => (1, plan.db_multiplier(), amin, top_db, 0.0),
         LogScale::Ln { offset } => (2, 1.0, 0.0, None, offset),
@@ -168,10 +179,10 @@ pub fn shader(plan: &MelPlan, tables: &Tables, mel_in_workgroup: bool) -> String
         ("TOP_DB", "f32", f32_lit(top.unwrap_or(0.0))),
         ("LN_OFFSET", "f32", f32_lit(ln_off)),
         ("OUT_KIND", "u32", u(out_kind)),
-        ("WG", "u32", u(WORKGROUP)),
-        ("BFLY4", "u32", u((n / 4).div_ceil(WORKGROUP).max(1))),
-        ("BFLY2", "u32", u((n / 2).div_ceil(WORKGROUP).max(1))),
-        ("PER_K", "u32", u(plan.n_freqs.div_ceil(WORKGROUP))),
+        ("WG", "u32", u(workgroup)),
+        ("BFLY4", "u32", u((n / 4).div_ceil(workgroup).max(1))),
+        ("BFLY2", "u32", u((n / 2).div_ceil(workgroup).max(1))),
+        ("PER_K", "u32", u(plan.n_freqs.div_ceil(workgroup))),
         ("MEL_IN_WG", "bool", mel_in_workgroup.to_string()),
         ("DFT_FRAMES", "u32", u(DFT_FRAMES)),
         ("DFT_BLOCKS", "u32", u(plan.n_frames.div_ceil(DFT_FRAMES))),
@@ -222,17 +233,20 @@ mod tests {
         let t = Tables::new(&plan);
         assert_eq!(t.sections, [0, 159, 319, 556, 588, 620]);
         assert_eq!(t.ints.len(), 652);
-        let s = shader(&plan, &t, true);
+        let s = shader(&plan, &t, true, WORKGROUP);
         assert!(s.contains("const N_FFT: u32 = 512u;"));
         assert!(s.contains("const OUT_KIND: u32 = 1u;"));
         // 512 = 4^4 · 2: four radix-4 stages and one radix-2 stage.
         assert!(s.contains("stage4(64u, lid);\n    stage2(256u, lid);"));
         assert!(s.contains("const MEL_IN_WG: bool = true;"));
         assert_eq!(
-            workgroup_bytes(&plan, true),
-            512 * 16 + 257 * 8 + 160 * 4 + 256
+            workgroup_bytes(&plan, true, 64),
+            512 * 16 + 257 * 8 + 160 * 4 + 64 * 4
         );
-        assert_eq!(workgroup_bytes(&plan, false), 512 * 16 + 257 * 8 + 4 + 256);
+        assert_eq!(
+            workgroup_bytes(&plan, false, 256),
+            512 * 16 + 257 * 8 + 4 + 256 * 4
+        );
     }
 
     #[test]
