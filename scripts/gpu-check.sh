@@ -40,18 +40,18 @@ log "vulkan: loader $(ldconfig -p | grep -c libvulkan) entries, VK_DRIVER_FILES=
 log "devices"; $BIN/melctl devices 2>&1 | tee -a "$OUT/summary.txt"
 
 log "1a. wgpu conformance suite on the GPU (Vulkan)"
-MEL_REQUIRE_WGPU=1 MEL_WGPU_DEVICE=${MEL_WGPU_DEVICE:-nvidia} $BIN/conformance_wgpu --nocapture --test-threads 1 2>&1 | tee "$OUT/conformance-wgpu.txt" | grep -E "^wgpu|worst|test |result|odd|differ|skipped|panicked|adapter: " | sort -u | tee -a "$OUT/summary.txt"
+MEL_REQUIRE_WGPU=1 MEL_WGPU_DEVICE=${MEL_WGPU_DEVICE:-nvidia} timeout 150 $BIN/conformance_wgpu --nocapture --test-threads 1 2>&1 | tee "$OUT/conformance-wgpu.txt" | grep -E "^wgpu|worst|test |result|odd|differ|skipped|panicked|adapter: " | sort -u | tee -a "$OUT/summary.txt"
 
 log "1b. CUDA conformance suite on the GPU"
-MEL_REQUIRE_GPU=1 MEL_REQUIRE_NVRTC=1 $BIN/conformance_cuda --nocapture --test-threads 1 2>&1 | tee "$OUT/conformance.txt" | grep -E "worst|test |result|odd|differ|skipped|panicked" | tee -a "$OUT/summary.txt"
+MEL_REQUIRE_GPU=1 MEL_REQUIRE_NVRTC=1 timeout 150 $BIN/conformance_cuda --nocapture --test-threads 1 2>&1 | tee "$OUT/conformance.txt" | grep -E "worst|test |result|odd|differ|skipped|panicked" | tee -a "$OUT/summary.txt"
 
 log "2. kernels alone: CUDA, then wgpu"
 if [ $WGPU_ONLY = 1 ]; then
-  $BIN/kernel_time 8192 50 default 2>&1 | tee "$OUT/kernel.jsonl" | tee -a "$OUT/summary.txt"
+  timeout 60 $BIN/kernel_time 8192 50 default 2>&1 | tee "$OUT/kernel.jsonl" | tee -a "$OUT/summary.txt"
 else
   $BIN/kernel_time 8192 50 2>&1 | tee "$OUT/kernel.jsonl" | tee -a "$OUT/summary.txt"
 fi
-MEL_WGPU_DEVICE=${MEL_WGPU_DEVICE:-nvidia} $BIN/wgpu_time 8192 30 2>&1 | tee "$OUT/wgpu-kernel.jsonl" | tee -a "$OUT/summary.txt"
+MEL_WGPU_DEVICE=${MEL_WGPU_DEVICE:-nvidia} timeout 90 $BIN/wgpu_time 8192 30 2>&1 | tee "$OUT/wgpu-kernel.jsonl" | tee -a "$OUT/summary.txt"
 
 if [ $WGPU_ONLY = 1 ]; then
   log "4. builds of $CLIPS clips: cuda, wgpu, auto (stream loader, batch 512, warm cache)"
@@ -61,7 +61,7 @@ if [ $WGPU_ONLY = 1 ]; then
   for backend in cuda wgpu auto; do
     warm; rm -rf /tmp/leak/out-$backend
     log "melctl $backend"
-    /usr/bin/time -v $BIN/melctl build -i $DATA -o /tmp/leak/out-$backend --backend $backend --loader stream --batch 512 \
+    /usr/bin/time -v timeout 90 $BIN/melctl build -i $DATA -o /tmp/leak/out-$backend --backend $backend --loader stream --batch 512 \
       --report "$OUT/build-$backend.json" > "$OUT/build-$backend.txt" 2> "$OUT/build-$backend.err"
     echo "exit $?" | tee -a "$OUT/summary.txt"
     grep -E "^backend|clips/s|bottleneck|mel " "$OUT/build-$backend.txt" | tee -a "$OUT/summary.txt"

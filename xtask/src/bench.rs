@@ -52,16 +52,22 @@ pub fn run(args: &[String]) -> Result<()> {
     let melctl = root().join("target/release/melctl");
     let out = root().join("target/bench");
     std::fs::create_dir_all(&out)?;
-    let cuda = Command::new(&melctl)
+    let devices = Command::new(&melctl)
         .arg("devices")
         .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).contains("cuda 0:"))
-        .unwrap_or(false);
-    let backends: Vec<&str> = if cuda {
-        vec!["cpu", "cuda"]
-    } else {
-        vec!["cpu"]
-    };
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    // GPU backends where a device exists; a software wgpu adapter (lavapipe) is left out.
+    let mut backends: Vec<&str> = vec!["cpu"];
+    if devices.contains("cuda 0:") {
+        backends.push("cuda");
+    }
+    if devices
+        .lines()
+        .any(|l| l.starts_with("wgpu ") && l.contains("f64 yes") && !l.contains(", Cpu;"))
+    {
+        backends.push("wgpu");
+    }
     let dtypes: &[&str] = if quick { &["f16"] } else { &["f16", "f32"] };
     let machine = machine();
     println!("machine: {machine}; backends: {}", backends.join(", "));
@@ -377,6 +383,8 @@ fn chart(rows: &[Row], machine: &str, path: &Path) -> Result<()> {
             RGBColor(190, 190, 190)
         } else if r.name.starts_with("cuda") {
             RGBColor(160, 210, 80)
+        } else if r.name.starts_with("wgpu") {
+            RGBColor(230, 170, 90)
         } else {
             RGBColor(140, 180, 225)
         };

@@ -27,14 +27,6 @@ fn cuda_ordinal(config: &Config) -> Result<usize> {
     }
 }
 
-fn wgpu_choice(config: &Config) -> AdapterChoice {
-    match &config.run.device {
-        None => AdapterChoice::Best,
-        Some(DeviceSelector::Index(i)) => AdapterChoice::Index(*i),
-        Some(DeviceSelector::Name(n)) => AdapterChoice::Name(n.clone()),
-    }
-}
-
 /// GPU backends take a batch as chunks of a quarter batch (at least 64 clips) that
 /// alternate between two buffer sets, so copies and compute of consecutive chunks overlap.
 fn gpu_chunk(config: &Config) -> usize {
@@ -47,7 +39,8 @@ fn cuda(plan: &MelPlan, config: &Config) -> Result<Box<dyn MelBackend>> {
 }
 
 fn wgpu(plan: &MelPlan, config: &Config) -> Result<(Box<dyn MelBackend>, String)> {
-    let b = WgpuBackend::new(plan.clone(), &wgpu_choice(config), gpu_chunk(config))?;
+    let choice = AdapterChoice::from(config.run.device.as_ref());
+    let b = WgpuBackend::new(plan.clone(), &choice, gpu_chunk(config))?;
     let name = format!("{} ({})", b.adapter().name, b.adapter().backend);
     Ok((Box::new(b), name))
 }
