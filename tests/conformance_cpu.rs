@@ -1,11 +1,10 @@
 //! The CPU backend through the shared conformance suite, plus its agreement with the
 //! core's direct-DFT f64 reference on configurations the goldens do not cover.
 
-use mel_core::config::{PadMode, Stage, StageSetting, WindowKind};
-use mel_core::dsp::reference;
-use mel_core::{Config, Dtype, LogScale, MelBackend, MelPlan, OutputBuf};
+use mel_core::{Config, Dtype, MelBackend, MelPlan, OutputBuf};
 use mel_cpu::CpuBackend;
-use mel_tests::{compare, goldens, run_suite};
+use mel_tests::extra::check_odd_configs;
+use mel_tests::{DTYPES, goldens, run_suite};
 
 #[test]
 fn cpu_backend_conforms_on_every_golden_variant_and_dtype() {
@@ -40,62 +39,11 @@ fn every_golden_variant_is_loaded() {
 #[test]
 fn cpu_matches_direct_dft_reference_on_odd_configurations() {
     // Odd FFT size, hamming window shorter than n_fft, constant padding, one stage only,
-    // slaney scale with power 1 and ln: configurations beyond the goldens.
-    let mut configs = Vec::new();
-    let mut c = Config::default();
-    c.audio.sample_rate = 8000;
-    c.audio.clip_seconds = 0.1;
-    c.segment.long = StageSetting::OFF;
-    c.segment.short = StageSetting::On(Stage {
-        window: 300,
-        hop: 100,
-    });
-    c.mel.n_fft = 255;
-    c.mel.win_length = Some(200);
-    c.mel.hop_length = Some(50);
-    c.mel.window = WindowKind::Hamming;
-    c.mel.pad_mode = PadMode::Constant;
-    c.mel.n_mels = 20;
-    c.mel.f_min = 100.0;
-    c.mel.f_max = Some(3900.0);
-    configs.push(c.clone());
-    c.mel.power = 1.0;
-    c.mel.mel_scale = mel_core::config::MelScale::Slaney;
-    c.log = LogScale::Ln { offset: 1e-3 };
-    configs.push(c.clone());
-    c.mel.center = false;
-    c.log = LogScale::Db {
-        amin: 1e-10,
-        top_db: Some(30.0),
-    };
-    configs.push(c);
-
-    for (i, mut config) in configs.into_iter().enumerate() {
-        config.output.dtype = Dtype::F32;
-        let plan = MelPlan::new(&config).unwrap();
-        let clip: Vec<f64> = (0..plan.clip_samples)
-            .map(|n| {
-                ((n as f64 * 0.37).sin() * 0.4 + (n as f64 * 0.011).cos() * 0.2)
-                    * ((n % 97) as f64 / 97.0)
-            })
-            .map(|x| (x * 32768.0).round() / 32768.0)
-            .collect();
-        let expected = reference::clip_mel(&plan, &clip);
-        let input: Vec<f32> = clip.iter().map(|&x| x as f32).collect();
-        let mut out = OutputBuf::zeros(Dtype::F32, plan.values_per_clip());
-        CpuBackend::new(plan.clone())
-            .compute(&input, out.as_mut_slice())
-            .unwrap();
-        let c = compare(&plan, &out, &expected);
-        assert!(
-            c.first_mismatch.is_none(),
-            "config {i}: {}",
-            c.first_mismatch.unwrap()
-        );
-        assert!(
-            c.compared > plan.values_per_clip() / 2,
-            "config {i}: too few bins compared"
-        );
+    // slaney scale with power 1 and ln, top_db, no centring, an odd segment size:
+    // configurations beyond the goldens, the same ones every GPU backend is checked on.
+    for dtype in DTYPES {
+        let failures = check_odd_configs(dtype, |plan| Box::new(CpuBackend::new(plan)));
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 }
 

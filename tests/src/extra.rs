@@ -115,6 +115,12 @@ pub fn check_odd_configs(
         if let Some(m) = c.first_mismatch {
             failures.push(format!("odd config {i} {}: {m}", dtype.name()));
         }
+        if c.compared <= clips * plan.values_per_clip() / 2 {
+            failures.push(format!(
+                "odd config {i}: too few bins compared ({})",
+                c.compared
+            ));
+        }
     }
     failures
 }
