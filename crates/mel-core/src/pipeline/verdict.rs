@@ -52,7 +52,7 @@ pub fn verdict(stages: &[StageMetrics], wall_seconds: f64, loader: &LoaderStats)
             _ => "decoding dominates and nothing overlaps it: use --loader stream to decode while computing, or --loader memmap to decode once".to_string(),
         },
         "mel" => match top.implementation.as_str() {
-            "cpu" => "the CPU mel backend is the limit: use the GPU backend (--backend cuda) or more --threads".to_string(),
+            "cpu" => "the CPU mel backend is the limit: use a GPU (--backend cuda, or wgpu for other GPUs; see melctl devices) or more --threads".to_string(),
             _ => "the mel backend is the limit: raise --batch so each launch does more work".to_string(),
         },
         "write" => "writing is the limit: keep hdf5.gzip at 0, raise hdf5.chunk_clips, or write to a faster disk".to_string(),
