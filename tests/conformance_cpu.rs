@@ -3,7 +3,7 @@
 
 use mel_core::{Config, Dtype, MelBackend, MelPlan, OutputBuf};
 use mel_cpu::CpuBackend;
-use mel_tests::extra::check_odd_configs;
+use mel_tests::extra::{check_fft_sizes, check_odd_configs};
 use mel_tests::{DTYPES, goldens, run_suite};
 
 #[test]
@@ -45,6 +45,14 @@ fn cpu_matches_direct_dft_reference_on_odd_configurations() {
         let failures = check_odd_configs(dtype, |plan| Box::new(CpuBackend::new(plan)));
         assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
+}
+
+#[test]
+fn cpu_matches_the_reference_for_every_power_of_two_fft_size() {
+    let (failures, ran) =
+        check_fft_sizes(|plan| Some(Box::new(CpuBackend::new(plan)) as Box<dyn MelBackend>));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_eq!(ran, [4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]);
 }
 
 #[test]

@@ -6,7 +6,9 @@
 use mel_core::{Config, MelBackend, MelPlan, OutputBuf};
 use mel_cpu::CpuBackend;
 use mel_cuda::{CudaBackend, Shape, compile_ptx};
-use mel_tests::extra::{check_odd_configs, f16_ulp_difference, noise_clips, odd_configs};
+use mel_tests::extra::{
+    check_fft_sizes, check_odd_configs, f16_ulp_difference, noise_clips, odd_configs,
+};
 use mel_tests::{DTYPES, goldens, run_suite};
 
 fn require(var: &str) -> bool {
@@ -64,6 +66,20 @@ fn cuda_matches_the_direct_dft_reference_on_odd_configurations() {
         });
         assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
+}
+
+#[test]
+fn cuda_matches_the_reference_for_every_power_of_two_fft_size() {
+    let Some(dev) = device() else { return };
+    let (failures, ran) = check_fft_sizes(|plan| match CudaBackend::new(plan, dev, 2) {
+        Ok(b) => Some(Box::new(b) as Box<dyn MelBackend>),
+        Err(e) => {
+            println!("refused: {e}");
+            None
+        }
+    });
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(ran.contains(&512) && ran.len() >= 8, "ran only {ran:?}");
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 use mel_core::{Config, Dtype, MelBackend, MelPlan, OutputBuf};
 use mel_cpu::CpuBackend;
-use mel_tests::extra::{check_odd_configs, f16_ulp_difference, noise_clips};
+use mel_tests::extra::{check_fft_sizes, check_odd_configs, f16_ulp_difference, noise_clips};
 use mel_tests::{DTYPES, run_suite};
 use mel_wgpu::{AdapterChoice, WgpuBackend};
 
@@ -71,6 +71,25 @@ fn wgpu_matches_the_direct_dft_reference_on_odd_configurations() {
     for dtype in DTYPES {
         let failures = check_odd_configs(dtype, |plan| backend(plan, 2));
         assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+}
+
+#[test]
+fn wgpu_matches_the_reference_for_every_power_of_two_fft_size() {
+    if adapter().is_none() {
+        return;
+    }
+    let (failures, ran) = check_fft_sizes(|plan| match WgpuBackend::new(plan, &choice(), 2) {
+        Ok(b) => Some(Box::new(b) as Box<dyn MelBackend>),
+        Err(e) => {
+            println!("refused: {e}");
+            None
+        }
+    });
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // Up to 1024 points fits every adapter with 32 KiB of workgroup memory.
+    for n in [4, 8, 16, 32, 64, 128, 256, 512, 1024] {
+        assert!(ran.contains(&n), "n_fft {n} did not run (ran: {ran:?})");
     }
 }
 

@@ -125,6 +125,73 @@ pub fn check_odd_configs(
     failures
 }
 
+/// Every power-of-two `n_fft` from 4 to 2048 on a whole 0.25 s clip at 16 kHz: each
+/// stage sequence a GPU FFT generator can emit (radix 8s, then a 4 or a 2).
+pub fn fft_size_configs() -> Vec<Config> {
+    (2..=11)
+        .map(|bits| {
+            let n_fft = 1usize << bits;
+            let mut c = Config::default();
+            c.audio.sample_rate = 16000;
+            c.audio.clip_seconds = 0.25;
+            c.segment.long = StageSetting::OFF;
+            c.segment.short = StageSetting::OFF;
+            c.mel.n_fft = n_fft;
+            c.mel.win_length = None;
+            c.mel.hop_length = Some((n_fft / 2).max(100));
+            c.mel.n_mels = (n_fft / 8).clamp(1, 24);
+            c.mel.f_max = None;
+            c.log = LogScale::Db {
+                amin: 1e-10,
+                top_db: Some(70.0),
+            };
+            c
+        })
+        .collect()
+}
+
+/// Runs every [`fft_size_configs`] plan in f32 through `backend_for` (`None`: the
+/// backend refused the plan, having said why) and compares with the direct-DFT f64
+/// reference. Returns the failures and the `n_fft`s that ran.
+pub fn check_fft_sizes(
+    mut backend_for: impl FnMut(MelPlan) -> Option<Box<dyn MelBackend>>,
+) -> (Vec<String>, Vec<usize>) {
+    let mut failures = Vec::new();
+    let mut ran = Vec::new();
+    for mut config in fft_size_configs() {
+        config.output.dtype = Dtype::F32;
+        let plan = MelPlan::new(&config).expect("fft size configurations are valid");
+        let clips = 2;
+        let (exact, input) = tone_clips(&plan, clips);
+        let expected: Vec<f64> = exact
+            .chunks(plan.clip_samples)
+            .flat_map(|c| reference::clip_mel(&plan, c))
+            .collect();
+        let n = plan.n_fft;
+        let Some(mut b) = backend_for(plan.clone()) else {
+            continue;
+        };
+        let mut out = OutputBuf::zeros(Dtype::F32, clips * plan.values_per_clip());
+        if let Err(e) = b.compute(&input, out.as_mut_slice()) {
+            failures.push(format!("n_fft {n}: {e}"));
+            continue;
+        }
+        ran.push(n);
+        let c = compare(&plan, &out, &expected);
+        println!(
+            "n_fft {n}: worst {:.5} dB over {} bins",
+            c.worst_error, c.compared
+        );
+        if let Some(m) = c.first_mismatch {
+            failures.push(format!("n_fft {n}: {m}"));
+        }
+        if c.compared <= clips * plan.values_per_clip() / 2 {
+            failures.push(format!("n_fft {n}: too few bins compared ({})", c.compared));
+        }
+    }
+    (failures, ran)
+}
+
 /// The largest difference, in f16 units in the last place, between two f16 outputs, and
 /// how many values differ.
 pub fn f16_ulp_difference(a: &OutputBuf, b: &OutputBuf) -> (u32, usize) {

@@ -33,10 +33,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let ms = median(t.clone());
         let min = t.iter().copied().fold(f32::INFINITY, f32::min);
         println!(
-            "{{\"what\":\"wgpu_kernel\",\"dtype\":\"{}\",\"adapter\":\"{}\",\"clips\":{n},\"reps\":{reps},\"median_ms\":{ms:.4},\"min_ms\":{min:.4},\"clips_per_s\":{:.0}}}",
+            "{{\"what\":\"wgpu_kernel\",\"dtype\":\"{}\",\"adapter\":\"{}\",\"clips\":{n},\"reps\":{reps},\"median_ms\":{ms:.4},\"min_ms\":{min:.4},\"clips_per_s\":{:.0},\"workgroup\":{},\"pairs_per_workgroup\":{}}}",
             dtype.name(),
             b.adapter().name,
-            n as f64 / (ms as f64 / 1e3)
+            n as f64 / (ms as f64 / 1e3),
+            b.layout().workgroup,
+            b.layout().fft.as_ref().map_or(0, |f| f.pairs),
         );
         // The backend from host memory: a batch of CLIPS in chunks of CLIPS/4 alternating
         // between the two buffer sets, uploads and readbacks overlapped with compute.

@@ -1,6 +1,6 @@
 //! The wgpu mel backend: the fused pipeline of the CUDA backend as one WGSL compute
-//! shader (`mel.wgsl`), for any GPU with a Vulkan, Metal or DX12 driver and 64-bit float
-//! shaders. One context per run (device, queue, pipeline, tables, two sets of buffers
+//! shader (`src/*.wgsl`, assembled by `source.rs`), for any GPU with a Vulkan, Metal or
+//! DX12 driver and 64-bit float shaders. One context per run (device, queue, pipeline, tables, two sets of buffers
 //! and bind groups); a batch is cut into chunks that alternate between the two sets, so
 //! the host copies one chunk in or out while the GPU computes the other.
 #![warn(missing_docs)]
@@ -16,12 +16,12 @@ use wgpu::util::DeviceExt;
 
 use adapters::err;
 pub use adapters::{AdapterChoice, AdapterInfo, adapters};
-pub use source::{DeviceOut, SHADER_SOURCE, Tables};
+pub use source::{DeviceOut, FftShape, Layout, Tables};
 
 /// Largest workgroup grid dimension every adapter supports (`group_index` in the shader).
 const MAX_GROUPS_X: usize = 65535;
 
-/// The shader's bindings (see `mel.wgsl`): storage buffers 0–5 and 7, uniform 6.
+/// The shader's bindings (see `common.wgsl`): storage buffers 0–5 and 7, uniform 6.
 fn bind_group_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
     let entry = |binding: u32, ty| wgpu::BindGroupLayoutEntry {
         binding,
@@ -79,6 +79,7 @@ pub struct WgpuBackend {
     chunk_clips: usize,
     device_out: DeviceOut,
     adapter: AdapterInfo,
+    shader_layout: Layout,
     /// The first error wgpu reported outside an error scope (device lost, out of memory).
     uncaptured: Arc<Mutex<Option<String>>>,
 }
@@ -96,19 +97,16 @@ impl WgpuBackend {
                 info.name
             )));
         }
-        // A segment's mel values stay in workgroup memory when they fit, else in `scratch`.
-        let wg_limit = info.max_workgroup_storage as usize;
-        // The two-pass direct DFT always keeps mel values in `scratch` (pass 2 reads them).
-        let wg = source::workgroup_size();
-        let mel_in_workgroup =
-            source::one_pass(&plan) && source::workgroup_bytes(&plan, true, wg) <= wg_limit;
-        let need = source::workgroup_bytes(&plan, mel_in_workgroup, wg);
-        if need > wg_limit {
-            return Err(err(format!(
-                "n_fft {} with {} mels × {} frames needs {need} bytes of workgroup memory; {} allows {}",
-                plan.n_fft, plan.n_mels, plan.n_frames, info.name, info.max_workgroup_storage
-            )));
-        }
+        // Workgroup size, frame pairs side by side, and where mel values live, within
+        // the adapter's limits.
+        let limits = adapter.limits();
+        let max_invocations = source::workgroup_size()
+            .min(limits.max_compute_invocations_per_workgroup as usize)
+            .min(limits.max_compute_workgroup_size_x as usize);
+        let shader_layout =
+            Layout::choose(&plan, max_invocations, info.max_workgroup_storage as usize)
+                .map_err(|e| err(format!("{}: {e}", info.name)))?;
+        let mel_in_workgroup = shader_layout.mel_in_workgroup;
         let device_out = DeviceOut::for_plan(&plan);
         let in_bytes = plan.clip_samples * 4;
         let out_bytes = plan.values_per_clip() * device_out.bytes();
@@ -128,7 +126,6 @@ impl WgpuBackend {
         }
         let chunk_clips = chunk_clips.clamp(1, fit);
 
-        let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("melctl"),
             // Timestamp queries where offered: `time_kernel` uses them.
@@ -153,10 +150,8 @@ impl WgpuBackend {
         let tables = Tables::new(&plan);
         device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("mel.wgsl"),
-            source: wgpu::ShaderSource::Wgsl(
-                source::shader(&plan, &tables, mel_in_workgroup, wg).into(),
-            ),
+            label: Some("melctl mel shader"),
+            source: wgpu::ShaderSource::Wgsl(source::shader(&plan, &tables, &shader_layout).into()),
         });
         let layout = bind_group_layout(&device);
         let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
@@ -257,6 +252,7 @@ impl WgpuBackend {
             chunk_clips,
             device_out,
             adapter: info,
+            shader_layout,
             uncaptured,
         })
     }
@@ -264,6 +260,11 @@ impl WgpuBackend {
     /// The adapter in use.
     pub fn adapter(&self) -> &AdapterInfo {
         &self.adapter
+    }
+
+    /// The shader's workgroup layout (size, frame pairs side by side, mel storage).
+    pub fn layout(&self) -> &Layout {
+        &self.shader_layout
     }
 
     /// Clips per chunk (the requested size, capped by the adapter's buffer limits).
