@@ -8,7 +8,9 @@
 #    queries), medians of many launches;
 # 3. torchaudio's MelSpectrogram on the same GPU;
 # 4. the whole leak-4k build (51,434 clips by default, generated here), warm page cache,
-#    melctl --backend cuda with each loader, wgpu and auto, then the torchaudio + h5py pipeline.
+#    melctl --backend cuda with each loader, wgpu, fsync off, compressed chunks (checked
+#    equal to the uncompressed output, with h5py random-read speed), cpu, then the
+#    torchaudio + h5py pipeline.
 # `--quick` stops after step 3; `--wgpu` runs the wgpu and CUDA conformance, both
 # kernels, and cuda / wgpu / auto builds only (CLIPS default 20,000), for a short lease.
 # Everything lands in $OUT/gpu-check.tgz (or ./gpu-check-out/).
@@ -118,6 +120,39 @@ log "melctl cuda loader=stream, output.fsync = false"
 $BIN/melctl build -i $DATA -o /tmp/leak/out-nofsync --backend cuda --loader stream --batch 512 --config /tmp/leak/nofsync.toml \
   --report "$OUT/build-nofsync.json" > "$OUT/build-nofsync.txt" 2>&1
 grep -E "clips/s|bottleneck|commit" "$OUT/build-nofsync.txt" | tee -a "$OUT/summary.txt"
+# Smaller output: shuffled + deflated chunks compressed on all cores (the disk flushes
+# at ~1.3 GB/s, so 3.9 GB uncompressed cannot be on disk in under ~3 s).
+for run in stream:16 memmap:16 memmap:1; do
+  loader=${run%%:*}; chunk=${run##*:}
+  printf '[hdf5]\nchunk_clips = %s\ngzip = 1\n' "$chunk" > /tmp/leak/gzip-$chunk.toml
+  warm; rm -rf /tmp/leak/out-gzip-$loader-$chunk
+  log "melctl cuda loader=$loader batch=512, hdf5 chunk_clips=$chunk gzip=1"
+  /usr/bin/time -v $BIN/melctl build -i $DATA -o /tmp/leak/out-gzip-$loader-$chunk --backend cuda --loader $loader --batch 512 \
+    --cache-dir /tmp/leak/cache --config /tmp/leak/gzip-$chunk.toml --report "$OUT/build-gzip-$loader-$chunk.json" \
+    > "$OUT/build-gzip-$loader-$chunk.txt" 2> "$OUT/build-gzip-$loader-$chunk.err"
+  echo "exit $?" | tee -a "$OUT/summary.txt"
+  grep -E "clips/s|bottleneck|load |mel |write " "$OUT/build-gzip-$loader-$chunk.txt" | tee -a "$OUT/summary.txt"
+  grep -E "Maximum resident|Elapsed" "$OUT/build-gzip-$loader-$chunk.err" | tee -a "$OUT/summary.txt"
+  du -sh /tmp/leak/out-gzip-$loader-$chunk | tee -a "$OUT/summary.txt"
+done
+log "compressed output equals the uncompressed one; random single-clip reads (h5py)"
+python3 - <<'PY' 2>&1 | tee -a "$OUT/summary.txt"
+import h5py, numpy as np, time
+for s in ["training", "validation", "testing"]:
+    a = h5py.File(f"/tmp/leak/out-stream/{s}.h5")["mel"]
+    for d in ["out-gzip-stream-16", "out-gzip-memmap-1"]:
+        b = h5py.File(f"/tmp/leak/{d}/{s}.h5")["mel"]
+        same = all(np.array_equal(a[i:i + 4096].view(np.uint16), b[i:i + 4096].view(np.uint16)) for i in range(0, len(a), 4096))
+        print(s, d, "identical" if same else "DIFFERENT", b.compression, b.shuffle, b.chunks)
+rng = np.random.default_rng(0)
+for d in ["out-stream", "out-gzip-stream-16", "out-gzip-memmap-1"]:
+    m = h5py.File(f"/tmp/leak/{d}/training.h5")["mel"]
+    idx = rng.integers(0, len(m), 2000)
+    t = time.perf_counter()
+    for i in idx:
+        m[int(i)]
+    print(d, f"random single-clip reads: {2000 / (time.perf_counter() - t):.0f} clips/s")
+PY
 warm; rm -rf /tmp/leak/out-cpu
 log "melctl cpu (16 cores) loader=stream"
 $BIN/melctl build -i $DATA -o /tmp/leak/out-cpu --backend cpu --loader stream --report "$OUT/build-cpu.json" > "$OUT/build-cpu.txt" 2>&1

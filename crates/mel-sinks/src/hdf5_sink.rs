@@ -9,6 +9,7 @@ use hdf5::{Dataset, Extent, File, Hyperslab, SimpleExtents, SliceOrIndex};
 use mel_core::{ClipMeta, Dtype, Error, OutputBuf, Result, Sink, SinkSpec};
 
 use crate::atomic;
+use crate::chunks::ChunkWriter;
 
 /// Writes `OUT/{split}.h5`.
 ///
@@ -16,9 +17,14 @@ use crate::atomic;
 /// created and batches are written straight to its bytes (positioned writes from
 /// several threads, writeback started as each batch lands), bypassing the HDF5
 /// library's single-threaded write path; the library writes everything else. With a
-/// chunked layout (`hdf5.chunk_clips > 0`, needed for gzip) the library writes all.
+/// chunked layout (`hdf5.chunk_clips > 0`, needed for gzip) each chunk is shuffled and
+/// deflated on the writer threads in parallel and stored with HDF5's direct chunk write
+/// (`chunks.rs`).
 pub struct Hdf5Sink {
     raw: Option<RawWriter>,
+    chunks: Option<ChunkWriter>,
+    /// The temporary file, for starting writeback of chunks as they land (fsync only).
+    writeback: Option<std::fs::File>,
     final_path: PathBuf,
     temp_path: PathBuf,
     file: Option<File>,
@@ -63,7 +69,8 @@ impl Hdf5Sink {
             chunk.extend(&clip_shape);
             builder = builder.chunk(chunk);
             if h5.gzip > 0 {
-                builder = builder.deflate(h5.gzip);
+                // Byte shuffle first: deflate then finds the exponent bytes together.
+                builder = builder.shuffle().deflate(h5.gzip);
             }
         } else {
             // Contiguous: storage reserved now (no fill values written), so its file
@@ -86,9 +93,29 @@ impl Hdf5Sink {
                 None => None,
             }
         };
+        let chunks = chunked.then(|| {
+            ChunkWriter::new(
+                chunk_clips,
+                spec.plan.bytes_per_clip(),
+                spec.rows,
+                spec.plan.dtype.size(),
+                h5.gzip,
+                clip_shape.len() + 1,
+            )
+        });
+        let writeback = if chunked && spec.plan.config.output.fsync {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&temp_path)
+                .ok()
+        } else {
+            None
+        };
         let rows = spec.rows;
         Ok(Hdf5Sink {
             raw,
+            chunks,
+            writeback,
             final_path,
             temp_path,
             file: Some(file),
@@ -225,7 +252,10 @@ fn hyperslab(first: usize, rows: usize, ndim: usize) -> Hyperslab {
 
 impl Sink for Hdf5Sink {
     fn name(&self) -> &str {
-        "hdf5"
+        match &self.chunks {
+            Some(c) if c.compresses() => "hdf5-gzip",
+            _ => "hdf5",
+        }
     }
 
     fn write(&mut self, first_row: usize, meta: &[ClipMeta], data: &OutputBuf) -> Result<()> {
@@ -253,6 +283,15 @@ impl Sink for Hdf5Sink {
             let offset = (first_row * self.spec.plan.bytes_per_clip()) as u64;
             raw.write_at(offset, data.as_bytes())
                 .map_err(|e| self.err(format!("writing rows {first_row}..: {e}")))?;
+            self.written += rows;
+            return Ok(());
+        }
+        if let Some(chunks) = &mut self.chunks {
+            let r = chunks.write(&self.mel, first_row, data.as_bytes(), writer_pool());
+            r.map_err(|e| self.err(format!("writing rows {first_row}..: {e}")))?;
+            if let Some(f) = &self.writeback {
+                start_writeback(f, 0, 0);
+            }
             self.written += rows;
             return Ok(());
         }
@@ -297,6 +336,11 @@ impl Sink for Hdf5Sink {
         }
         // Raw writes went through the page cache; HDF5 reads (a shrink) see them.
         self.raw = None;
+        if let Some(mut chunks) = self.chunks.take() {
+            let r = chunks.flush(&self.mel, writer_pool());
+            r.map_err(|e| self.err(format!("writing the last chunks: {e}")))?;
+        }
+        self.writeback = None;
         if rows < self.spec.rows {
             self.shrink(rows)?;
         }
@@ -326,13 +370,15 @@ fn bytemuck_cast(v: &[half::bf16]) -> &[u16] {
     half::slice::HalfFloatSliceExt::reinterpret_cast(v)
 }
 
-/// A few threads of its own for positioned writes, so that writing never waits for (or
-/// holds up) the worker pool the loaders and the CPU backend use.
+/// Threads of its own for positioned writes and chunk compression, so that writing never
+/// waits for (or holds up) the worker pool the loaders and the CPU backend use: one per
+/// core (compression is CPU work; positioned writes mostly wait), at least 8.
 fn writer_pool() -> Option<&'static rayon::ThreadPool> {
     static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
     POOL.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(8, |n| n.get());
         rayon::ThreadPoolBuilder::new()
-            .num_threads(8)
+            .num_threads(cores.max(8))
             .thread_name(|i| format!("melctl-hdf5-{i}"))
             .build()
             .ok()
@@ -378,19 +424,30 @@ impl RawWriter {
             Some(pool) => pool.install(write)?,
             None => write()?,
         }
-        #[cfg(target_os = "linux")]
         if self.early_writeback {
-            use std::os::fd::AsRawFd;
-            // SAFETY: a valid descriptor and an in-file range; the call only starts writeback.
-            unsafe {
-                libc::sync_file_range(
-                    self.file.as_raw_fd(),
-                    at as i64,
-                    bytes.len() as i64,
-                    libc::SYNC_FILE_RANGE_WRITE,
-                );
-            }
+            start_writeback(&self.file, at, bytes.len() as u64);
         }
         Ok(())
     }
+}
+
+/// Asks the kernel to start writing `len` bytes of `file` from `offset` back to disk
+/// (`len` 0: to the end), so that the commit's fsync has little left to do. Linux only;
+/// a hint, so failures are ignored.
+fn start_writeback(file: &std::fs::File, offset: u64, len: u64) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a valid descriptor and an in-file range; the call only starts writeback.
+        unsafe {
+            libc::sync_file_range(
+                file.as_raw_fd(),
+                offset as i64,
+                len as i64,
+                libc::SYNC_FILE_RANGE_WRITE,
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, offset, len);
 }

@@ -2,6 +2,7 @@
 #![warn(missing_docs)]
 
 pub mod atomic;
+mod chunks;
 pub mod hdf5_sink;
 pub mod npy_sink;
 

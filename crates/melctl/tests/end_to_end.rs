@@ -325,6 +325,104 @@ fn every_loader_writes_the_same_bytes_and_the_report_names_the_bottleneck() {
 }
 
 #[test]
+fn compressed_chunks_hold_the_contiguous_values_and_h5py_reads_them() {
+    let t = tempfile::tempdir().unwrap();
+    let data = t.path().join("data");
+    let out = t.path().join("demo");
+    let made = melctl()
+        .args(["demo", "--clips", "40", "--no-build"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(made.status.success());
+    std::fs::rename(out.join("data"), &data).unwrap();
+    // A skipped file: fewer rows than planned, so the last chunk is written partial
+    // and the dataset shrunk.
+    std::fs::write(
+        data.join("training/leak/zz-broken.wav"),
+        b"RIFF....WAVEjunk",
+    )
+    .unwrap();
+    let mut results = Vec::new();
+    // Contiguous; chunks of 3 clips straddling batches of 7, stored and deflated; one
+    // chunk larger than the whole split.
+    for (tag, toml) in [
+        ("contiguous", ""),
+        ("chunk3", "[hdf5]\nchunk_clips = 3\n"),
+        ("chunk3-gzip", "[hdf5]\nchunk_clips = 3\ngzip = 1\n"),
+        ("chunk64-gzip6", "[hdf5]\nchunk_clips = 64\ngzip = 6\n"),
+    ] {
+        let o = t.path().join(tag);
+        let config = t.path().join(format!("{tag}.toml"));
+        std::fs::write(&config, toml).unwrap();
+        let run = melctl()
+            .args(["build", "--split", "training", "--batch", "7", "--config"])
+            .arg(&config)
+            .arg("--input")
+            .arg(&data)
+            .arg("--output")
+            .arg(&o)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{tag}: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let file = o.join("training.h5");
+        let f = hdf5::File::open(&file).unwrap();
+        let mel = f.dataset("mel").unwrap();
+        let filters = mel.filters();
+        match tag {
+            "contiguous" => assert!(!mel.is_chunked()),
+            "chunk3" => assert!(mel.is_chunked() && filters.is_empty(), "{filters:?}"),
+            _ => assert_eq!(
+                filters.len(),
+                2,
+                "{tag}: shuffle then deflate, got {filters:?}"
+            ),
+        }
+        results.push((
+            tag,
+            read_back(&file),
+            std::fs::metadata(&file).unwrap().len(),
+        ));
+    }
+    let (_, first, contiguous_size) = &results[0];
+    assert!(!first.2.iter().any(|p| p.contains("broken")));
+    assert_eq!(first.0.len(), first.2.len() * 79 * 3 * 32 * 5);
+    for (tag, r, size) in &results[1..] {
+        assert!(
+            r == first,
+            "{tag}: the same values, labels and paths as contiguous"
+        );
+        if tag.contains("gzip") {
+            assert!(
+                *size * 3 < *contiguous_size * 2,
+                "{tag}: {size} bytes against {contiguous_size} uncompressed"
+            );
+        }
+    }
+    // h5py without plugins decodes the shuffled, deflated chunks to the same values.
+    let script = "import h5py, numpy as np, sys\n\
+        a = h5py.File(sys.argv[1])['mel']; b = h5py.File(sys.argv[2])['mel']\n\
+        assert a.compression == 'gzip' and a.shuffle, (a.compression, a.shuffle)\n\
+        assert a.chunks[0] == 3, a.chunks\n\
+        assert np.array_equal(a[:].view(np.uint16), b[:].view(np.uint16))\n\
+        print('h5py ok', a.shape)\n";
+    let py = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(t.path().join("chunk3-gzip/training.h5"))
+        .arg(t.path().join("contiguous/training.h5"))
+        .output()
+        .expect("python3 runs (pip install numpy h5py)");
+    let text =
+        String::from_utf8_lossy(&py.stdout).to_string() + &String::from_utf8_lossy(&py.stderr);
+    assert!(py.status.success() && text.contains("h5py ok"), "{text}");
+}
+
+#[test]
 fn the_npy_sink_holds_the_same_spectrograms_and_numpy_maps_them() {
     let t = tempfile::tempdir().unwrap();
     let data = t.path().join("data");

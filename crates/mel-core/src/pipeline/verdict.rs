@@ -55,7 +55,10 @@ pub fn verdict(stages: &[StageMetrics], wall_seconds: f64, loader: &LoaderStats)
             "cpu" => "the CPU mel backend is the limit: use a GPU (--backend cuda, or wgpu for other GPUs; see melctl devices) or more --threads".to_string(),
             _ => "the mel backend is the limit: raise --batch so each launch does more work".to_string(),
         },
-        "write" => "writing is the limit: keep hdf5.gzip at 0, raise hdf5.chunk_clips, or write to a faster disk".to_string(),
+        "write" => match top.implementation.as_str() {
+            "hdf5-gzip" => "compressing and writing chunks is the limit: use hdf5.gzip = 1 (the fastest level) on more cores, or gzip = 0 if the disk keeps up".to_string(),
+            _ => "writing is the limit: write to a faster disk, set output.fsync = false if a power cut may cost the build, or halve the bytes with [hdf5] chunk_clips = 16, gzip = 1 (compressed on all cores)".to_string(),
+        },
         _ => String::new(),
     };
     Verdict {
