@@ -55,8 +55,17 @@ fn bind_group_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
     })
 }
 
+/// Outcome of mapping a buffer, sent by wgpu's callback.
+type Mapping = mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>;
+
 /// One set of chunk buffers: a chunk in flight.
 struct Slot {
+    /// Host-visible staging for the input, reused for every chunk (mapped, filled,
+    /// unmapped, copied to `input`, then mapped again once the GPU is done with it):
+    /// `queue.write_buffer` allocated fresh staging memory for every chunk instead.
+    upload: wgpu::Buffer,
+    /// The pending re-mapping of `upload`; `None` while it is mapped.
+    upload_mapping: Option<Mapping>,
     input: wgpu::Buffer,
     output: wgpu::Buffer,
     readback: wgpu::Buffer,
@@ -202,6 +211,12 @@ impl WgpuBackend {
         device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let slots = (0..2)
             .map(|_| {
+                let upload = device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("upload"),
+                    size: (chunk_clips * in_bytes) as u64,
+                    usage: U::MAP_WRITE | U::COPY_SRC,
+                    mapped_at_creation: true,
+                });
                 let input = buffer("clips", chunk_clips * in_bytes, U::STORAGE | U::COPY_DST);
                 let output = buffer("out", chunk_clips * out_bytes, U::STORAGE | U::COPY_SRC);
                 let readback = buffer(
@@ -227,6 +242,8 @@ impl WgpuBackend {
                     entries: &entries,
                 });
                 Slot {
+                    upload,
+                    upload_mapping: None,
                     input,
                     output,
                     readback,
@@ -375,13 +392,45 @@ impl WgpuBackend {
         }
     }
 
+    /// Waits until slot `i`'s upload buffer is mapped again (its previous chunk is done:
+    /// `drain` waited for it, so this rarely has to poll).
+    fn wait_upload(&mut self, i: usize) -> Result<()> {
+        let Some(rx) = self.slots[i].upload_mapping.take() else {
+            return Ok(());
+        };
+        loop {
+            match rx.try_recv() {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(e)) => {
+                    // Ask again, so that no later chunk writes into an unmapped buffer.
+                    self.request_upload_map(i);
+                    return Err(err(format!("mapping the upload buffer: {e}")));
+                }
+                Err(mpsc::TryRecvError::Empty) => {
+                    self.device.poll(wgpu::PollType::Wait).map_err(|e| {
+                        err(format!("{}: waiting for the GPU: {e}", self.adapter.name))
+                    })?;
+                    self.check_device()?;
+                }
+                Err(mpsc::TryRecvError::Disconnected) => {
+                    return Err(err("the upload buffer's mapping was dropped"));
+                }
+            }
+        }
+    }
+
     /// Uploads `clips` (whole clips) into slot `i` and submits the shader and the copy back.
     fn submit(&mut self, i: usize, first: usize, clips: &[f32]) -> Result<()> {
         let n = clips.len() / self.plan.clip_samples;
         let segments = n * self.plan.distinct_offsets.len();
+        let in_bytes = std::mem::size_of_val(clips) as u64;
+        self.wait_upload(i)?;
         let slot = &self.slots[i];
-        self.queue
-            .write_buffer(&slot.input, 0, bytemuck::cast_slice(clips));
+        slot.upload
+            .slice(..in_bytes)
+            .get_mapped_range_mut()
+            .copy_from_slice(bytemuck::cast_slice(clips));
+        slot.upload.unmap();
         let params = [n as u32, 0, 0, 0];
         self.queue
             .write_buffer(&slot.params, 0, bytemuck::cast_slice(&params));
@@ -389,6 +438,7 @@ impl WgpuBackend {
         let mut enc = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("mel") });
+        enc.copy_buffer_to_buffer(&slot.upload, 0, &slot.input, 0, in_bytes);
         // One compute pass per shader pass: the second reads what the first wrote.
         for (pipeline, per_segment) in &self.pipelines {
             let groups = segments * per_segment;
@@ -401,8 +451,22 @@ impl WgpuBackend {
         }
         enc.copy_buffer_to_buffer(&slot.output, 0, &slot.readback, 0, out_bytes);
         let index = self.queue.submit([enc.finish()]);
+        // Mapped again once this submission is done with it.
+        self.request_upload_map(i);
         self.slots[i].pending = Some((first, n, index));
         Ok(())
+    }
+
+    /// Asks wgpu to map slot `i`'s upload buffer for writing once the GPU is done with it.
+    fn request_upload_map(&mut self, i: usize) {
+        let (tx, rx) = mpsc::channel();
+        let slot = &mut self.slots[i];
+        slot.upload
+            .slice(..)
+            .map_async(wgpu::MapMode::Write, move |r| {
+                let _ = tx.send(r);
+            });
+        slot.upload_mapping = Some(rx);
     }
 
     /// Waits for slot `i`'s chunk, if any, and copies its output into `out`.

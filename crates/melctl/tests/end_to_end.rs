@@ -423,6 +423,84 @@ fn compressed_chunks_hold_the_contiguous_values_and_h5py_reads_them() {
 }
 
 #[test]
+fn a_wgpu_build_matches_the_cpu_build() {
+    let devices = melctl().arg("devices").output().unwrap();
+    let listing = String::from_utf8_lossy(&devices.stdout).to_string();
+    if !listing
+        .lines()
+        .any(|l| l.starts_with("wgpu") && l.contains("f64 yes"))
+    {
+        let required = std::env::var("MEL_REQUIRE_WGPU").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "MEL_REQUIRE_WGPU=1 but no wgpu adapter with f64:\n{listing}"
+        );
+        println!("skipped: no wgpu adapter with 64-bit floats");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let made = melctl()
+        .args(["demo", "--clips", "12", "--no-build"])
+        .arg(t.path())
+        .output()
+        .unwrap();
+    assert!(made.status.success());
+    let mut results = Vec::new();
+    for backend in ["cpu", "wgpu"] {
+        let o = t.path().join(backend);
+        // Batches of 5: both upload buffers alternate, and the last batch is short.
+        let run = melctl()
+            .args([
+                "build",
+                "--split",
+                "training",
+                "--batch",
+                "5",
+                "--backend",
+                backend,
+            ])
+            .arg("--input")
+            .arg(t.path().join("data"))
+            .arg("--output")
+            .arg(&o)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&run.stdout);
+        assert!(
+            run.status.success(),
+            "{backend}: {stdout}{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        assert!(stdout.contains(&format!("backend  {backend}")), "{stdout}");
+        results.push(read_back(&o.join("training.h5")));
+    }
+    let (cpu, gpu) = (&results[0], &results[1]);
+    assert_eq!((&cpu.1, &cpu.2), (&gpu.1, &gpu.2), "labels and paths");
+    assert_eq!(cpu.0.len(), gpu.0.len());
+    assert!(!cpu.0.is_empty());
+    // The suite's rule: within 0.01 dB plus one f16 ulp of the value (near 0 dB an f16
+    // ulp is ~1e-7 dB, so counting ulps alone would flag meaningless differences).
+    let mut differ = 0;
+    for (i, (a, b)) in cpu.0.iter().zip(&gpu.0).enumerate() {
+        let (x, y) = (
+            half::f16::from_bits(*a).to_f64(),
+            half::f16::from_bits(*b).to_f64(),
+        );
+        let ulp = x.abs().max(6.1e-5) * 2f64.powi(-10);
+        assert!(
+            (x - y).abs() <= 0.01 + ulp,
+            "value {i}: cpu {x} dB, wgpu {y} dB"
+        );
+        differ += usize::from(a != b);
+    }
+    assert!(
+        differ * 100 < cpu.0.len(),
+        "{differ} of {} values differ",
+        cpu.0.len()
+    );
+}
+
+#[test]
 fn the_npy_sink_holds_the_same_spectrograms_and_numpy_maps_them() {
     let t = tempfile::tempdir().unwrap();
     let data = t.path().join("data");
