@@ -4,7 +4,7 @@
 //! to the peer, peak RSS), writes `target/bench/bench.json` and a PNG chart.
 //!
 //! `cargo xtask bench [--clips 5000,20000] [--quick]`
-//! `--quick`: f16 only, no peer. Sinks: hdf5 and npy. Datasets are kept under `target/bench-data/` and reused.
+//! `--quick`: f16 only, no peer. Sinks: hdf5 (contiguous), hdf5-gzip (chunks of 16 clips, shuffle + deflate 1) and npy. Datasets are kept under `target/bench-data/` and reused.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -76,7 +76,8 @@ pub fn run(args: &[String]) -> Result<()> {
         let data = dataset(&melctl, n)?;
         for backend in &backends {
             for dtype in dtypes {
-                for sink in ["hdf5", "npy"] {
+                // hdf5-gzip: chunks of 16 clips, shuffle + deflate 1 on all cores.
+                for sink in ["hdf5", "hdf5-gzip", "npy"] {
                     let cache = out.join(format!("cache-{n}-{backend}-{dtype}"));
                     let _ = std::fs::remove_dir_all(&cache);
                     for (loader, tag) in [
@@ -220,6 +221,12 @@ fn run_melctl(
     let dest = out.join("h5");
     let _ = std::fs::remove_dir_all(&dest);
     let report = out.join("last-report.json");
+    let config = out.join("bench-sink.toml");
+    let (sink, toml) = match sink {
+        "hdf5-gzip" => ("hdf5", "[hdf5]\nchunk_clips = 16\ngzip = 1\n"),
+        other => (other, ""),
+    };
+    std::fs::write(&config, toml)?;
     let o = Command::new(melctl)
         .args([
             "build",
@@ -232,6 +239,8 @@ fn run_melctl(
             "--sink",
             sink,
         ])
+        .arg("--config")
+        .arg(&config)
         .arg("--input")
         .arg(data)
         .arg("--output")
