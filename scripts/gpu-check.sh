@@ -54,6 +54,12 @@ else
   $BIN/kernel_time 8192 50 2>&1 | tee "$OUT/kernel.jsonl" | tee -a "$OUT/summary.txt"
 fi
 MEL_WGPU_DEVICE=${MEL_WGPU_DEVICE:-nvidia} timeout 90 $BIN/wgpu_time 8192 30 2>&1 | tee "$OUT/wgpu-kernel.jsonl" | tee -a "$OUT/summary.txt"
+# The invocation cap sets how many frame pairs share a workgroup (leak-4k: 64 → 1,
+# 128 → 2, 256 → 3, the default, measured above); f16 rows only.
+for wg in 64 128; do
+  MELCTL_WGPU_WORKGROUP=$wg MEL_WGPU_DEVICE=${MEL_WGPU_DEVICE:-nvidia} timeout 90 $BIN/wgpu_time 8192 30 2>&1 \
+    | grep '"dtype":"f16"' | tee -a "$OUT/wgpu-kernel.jsonl" | tee -a "$OUT/summary.txt"
+done
 
 if [ $WGPU_ONLY = 1 ]; then
   log "4. builds of $CLIPS clips: cuda, wgpu, auto (stream loader, batch 512, warm cache)"
