@@ -19,11 +19,15 @@ fn cpu_backend_conforms_on_every_golden_variant_and_dtype() {
 #[test]
 fn every_golden_variant_is_loaded() {
     let g = goldens();
-    assert!(
-        g.len() >= 9,
-        "expected the nine documented variants, found {}",
-        g.len()
-    );
+    let count = |set: &str| g.iter().filter(|v| v.set == set).count();
+    assert_eq!(count("torchaudio"), 9, "the nine definition variants");
+    // The stress set covers both presets' FFT sizes (512 and the non-power-of-two 400).
+    let stress_ffts: Vec<usize> = g
+        .iter()
+        .filter(|v| v.set == "stress")
+        .map(|v| v.config.mel.n_fft)
+        .collect();
+    assert_eq!(stress_ffts, [512, 400]);
     for v in &g {
         let plan = MelPlan::new(&v.config).unwrap();
         let mut shape = vec![v.clips];

@@ -12,6 +12,9 @@ use serde::Deserialize;
 pub struct Golden {
     /// Variant name.
     pub name: String,
+    /// Which golden set: `torchaudio` (the definition's variants) or `stress` (signals
+    /// hard on a float32 transform: int16-floor tones, DC offsets, 90 dB spreads, ...).
+    pub set: String,
     /// The configuration (preset + overrides), output dtype left at the preset's.
     pub config: Config,
     /// Number of clips.
@@ -34,6 +37,7 @@ struct Manifest {
 #[derive(Deserialize)]
 struct Entry {
     name: String,
+    set: String,
     preset: String,
     config: String,
     input: String,
@@ -78,6 +82,7 @@ pub fn goldens() -> Vec<Golden> {
             let input_i16: Vec<i16> = input.iter().copied().collect();
             Golden {
                 name: e.name,
+                set: e.set,
                 config,
                 clips,
                 input: input_i16.iter().map(|&s| s as f32 / 32768.0).collect(),
