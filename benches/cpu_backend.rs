@@ -14,7 +14,7 @@ fn bench(c: &mut Criterion) {
     for dtype in [Dtype::F16, Dtype::F32] {
         let mut config = Config::default();
         config.output.dtype = dtype;
-        let plan = MelPlan::new(&config).unwrap();
+        let plan = MelPlan::from_config(&config).unwrap();
         let mut out = OutputBuf::zeros(dtype, clips * plan.values_per_clip());
         let all = rayon::current_num_threads();
         for threads in [1, all] {

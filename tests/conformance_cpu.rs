@@ -29,7 +29,7 @@ fn every_golden_variant_is_loaded() {
         .collect();
     assert_eq!(stress_ffts, [512, 400]);
     for v in &g {
-        let plan = MelPlan::new(&v.config).unwrap();
+        let plan = MelPlan::from_config(&v.config).unwrap();
         let mut shape = vec![v.clips];
         shape.extend(plan.clip_shape());
         assert_eq!(
@@ -64,7 +64,7 @@ fn results_do_not_depend_on_thread_count_or_batch_split() {
     let g = &goldens()[0];
     let mut config = g.config.clone();
     config.output.dtype = Dtype::F32;
-    let plan = MelPlan::new(&config).unwrap();
+    let plan = MelPlan::from_config(&config).unwrap();
     let run = |threads: usize, input: &[f32]| {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -72,7 +72,7 @@ fn results_do_not_depend_on_thread_count_or_batch_split() {
             .unwrap();
         let mut out = OutputBuf::zeros(
             Dtype::F32,
-            input.len() / plan.clip_samples * plan.values_per_clip(),
+            input.len() / plan.clip_samples() * plan.values_per_clip(),
         );
         pool.install(|| CpuBackend::new(plan.clone()).compute(input, out.as_mut_slice()))
             .unwrap();
@@ -81,27 +81,27 @@ fn results_do_not_depend_on_thread_count_or_batch_split() {
     let all = run(2, &g.input);
     let one = run(1, &g.input);
     assert_eq!(all, one);
-    let second = run(1, &g.input[plan.clip_samples..]);
+    let second = run(1, &g.input[plan.clip_samples()..]);
     assert_eq!(second.as_bytes(), &all.as_bytes()[plan.bytes_per_clip()..]);
 }
 
 #[test]
 fn wrong_buffer_sizes_are_errors_not_panics() {
-    let plan = MelPlan::new(&Config::default()).unwrap();
+    let plan = MelPlan::from_config(&Config::default()).unwrap();
     let mut b = CpuBackend::new(plan.clone());
-    let mut out = OutputBuf::zeros(plan.dtype, plan.values_per_clip());
+    let mut out = OutputBuf::zeros(plan.dtype(), plan.values_per_clip());
     assert!(
-        b.compute(&vec![0.0; plan.clip_samples + 1], out.as_mut_slice())
+        b.compute(&vec![0.0; plan.clip_samples() + 1], out.as_mut_slice())
             .is_err()
     );
-    let mut short = OutputBuf::zeros(plan.dtype, 10);
+    let mut short = OutputBuf::zeros(plan.dtype(), 10);
     assert!(
-        b.compute(&vec![0.0; plan.clip_samples], short.as_mut_slice())
+        b.compute(&vec![0.0; plan.clip_samples()], short.as_mut_slice())
             .is_err()
     );
     let mut wrong = OutputBuf::zeros(Dtype::F32, plan.values_per_clip());
     assert!(
-        b.compute(&vec![0.0; plan.clip_samples], wrong.as_mut_slice())
+        b.compute(&vec![0.0; plan.clip_samples()], wrong.as_mut_slice())
             .is_err()
     );
 }

@@ -85,11 +85,11 @@ fn cuda_matches_the_reference_for_every_power_of_two_fft_size() {
 #[test]
 fn cuda_agrees_with_the_cpu_backend_on_a_large_random_batch() {
     let Some(dev) = device() else { return };
-    let plan = MelPlan::new(&Config::default()).unwrap();
+    let plan = MelPlan::from_config(&Config::default()).unwrap();
     let clips = 300;
     let input = noise_clips(&plan, clips);
-    let mut gpu = OutputBuf::zeros(plan.dtype, clips * plan.values_per_clip());
-    let mut cpu = OutputBuf::zeros(plan.dtype, clips * plan.values_per_clip());
+    let mut gpu = OutputBuf::zeros(plan.dtype(), clips * plan.values_per_clip());
+    let mut cpu = OutputBuf::zeros(plan.dtype(), clips * plan.values_per_clip());
     CudaBackend::new(plan.clone(), dev, 128)
         .unwrap()
         .compute(&input, gpu.as_mut_slice())
@@ -110,7 +110,7 @@ fn cuda_agrees_with_the_cpu_backend_on_a_large_random_batch() {
 
 #[test]
 fn device_errors_are_clear_and_never_panic() {
-    let plan = MelPlan::new(&Config::default()).unwrap();
+    let plan = MelPlan::from_config(&Config::default()).unwrap();
     match mel_cuda::devices() {
         Ok(d) if !d.is_empty() => {
             let e = CudaBackend::new(plan, 99, 1)
@@ -147,10 +147,10 @@ fn kernel_compiles_to_ptx_for_every_golden_configuration() {
         for dtype in DTYPES {
             let mut c = config.clone();
             c.output.dtype = dtype;
-            let plan = MelPlan::new(&c).unwrap();
+            let plan = MelPlan::from_config(&c).unwrap();
             let shape = Shape::choose(&plan, 227 * 1024).unwrap();
             let ptx = compile_ptx(&plan, shape, "compute_90")
-                .unwrap_or_else(|e| panic!("{dtype:?} n_fft {}: {e}", plan.n_fft));
+                .unwrap_or_else(|e| panic!("{dtype:?} n_fft {}: {e}", plan.n_fft()));
             assert!(ptx.to_src().contains(".entry mel_kernel"));
             n += 1;
         }

@@ -98,12 +98,12 @@ fn wgpu_agrees_with_the_cpu_backend_on_a_random_batch() {
     if adapter().is_none() {
         return;
     }
-    let plan = MelPlan::new(&Config::default()).unwrap();
-    assert_eq!(plan.dtype, Dtype::F16);
+    let plan = MelPlan::from_config(&Config::default()).unwrap();
+    assert_eq!(plan.dtype(), Dtype::F16);
     let clips = 24;
     let input = noise_clips(&plan, clips);
-    let mut gpu = OutputBuf::zeros(plan.dtype, clips * plan.values_per_clip());
-    let mut cpu = OutputBuf::zeros(plan.dtype, clips * plan.values_per_clip());
+    let mut gpu = OutputBuf::zeros(plan.dtype(), clips * plan.values_per_clip());
+    let mut cpu = OutputBuf::zeros(plan.dtype(), clips * plan.values_per_clip());
     backend(plan.clone(), 5)
         .compute(&input, gpu.as_mut_slice())
         .unwrap();
@@ -120,7 +120,7 @@ fn wgpu_agrees_with_the_cpu_backend_on_a_random_batch() {
 
 #[test]
 fn bad_arguments_and_adapters_are_clear_errors() {
-    let plan = MelPlan::new(&Config::default()).unwrap();
+    let plan = MelPlan::from_config(&Config::default()).unwrap();
     let e = WgpuBackend::new(plan.clone(), &AdapterChoice::Index(99), 1)
         .err()
         .expect("adapter 99 does not exist")
@@ -135,15 +135,15 @@ fn bad_arguments_and_adapters_are_clear_errors() {
         return;
     }
     let mut b = WgpuBackend::new(plan.clone(), &choice(), 4).unwrap();
-    let mut out = OutputBuf::zeros(plan.dtype, plan.values_per_clip());
+    let mut out = OutputBuf::zeros(plan.dtype(), plan.values_per_clip());
     let e = b
-        .compute(&vec![0.0; plan.clip_samples + 1], out.as_mut_slice())
+        .compute(&vec![0.0; plan.clip_samples() + 1], out.as_mut_slice())
         .unwrap_err()
         .to_string();
     assert!(e.contains("whole number"), "{e}");
     let mut wrong = OutputBuf::zeros(Dtype::F32, plan.values_per_clip());
     let e = b
-        .compute(&vec![0.0; plan.clip_samples], wrong.as_mut_slice())
+        .compute(&vec![0.0; plan.clip_samples()], wrong.as_mut_slice())
         .unwrap_err()
         .to_string();
     assert!(e.contains("the plan says f16"), "{e}");
@@ -153,7 +153,7 @@ fn bad_arguments_and_adapters_are_clear_errors() {
     c.segment.short = mel_core::config::StageSetting::OFF;
     c.mel.n_fft = 8192;
     c.mel.hop_length = Some(2048);
-    let big = MelPlan::new(&c).unwrap();
+    let big = MelPlan::from_config(&c).unwrap();
     let e = WgpuBackend::new(big, &choice(), 1)
         .err()
         .expect("too much workgroup memory")

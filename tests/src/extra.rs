@@ -53,7 +53,7 @@ pub fn odd_configs() -> Vec<Config> {
 pub fn tone_clips(plan: &MelPlan, clips: usize) -> (Vec<f64>, Vec<f32>) {
     let mut exact = Vec::new();
     for c in 0..clips {
-        exact.extend((0..plan.clip_samples).map(|n| {
+        exact.extend((0..plan.clip_samples()).map(|n| {
             let x = ((n as f64 * (0.37 + c as f64 * 0.1)).sin() * 0.4
                 + (n as f64 * 0.011).cos() * 0.2)
                 * ((n % 97) as f64 / 97.0);
@@ -66,14 +66,14 @@ pub fn tone_clips(plan: &MelPlan, clips: usize) -> (Vec<f64>, Vec<f32>) {
 
 /// `clips` clips of 16-bit-quantised white noise, every third one 54 dB quieter.
 pub fn noise_clips(plan: &MelPlan, clips: usize) -> Vec<f32> {
-    (0..clips * plan.clip_samples)
+    (0..clips * plan.clip_samples())
         .map(|i| {
             let r = ((i as u64)
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407)
                 >> 33) as f32;
             ((r / 2f32.powi(31)) * 2.0 - 1.0)
-                * if (i / plan.clip_samples) % 3 == 0 {
+                * if (i / plan.clip_samples()) % 3 == 0 {
                     0.001
                 } else {
                     0.5
@@ -92,11 +92,11 @@ pub fn check_odd_configs(
     let mut failures = Vec::new();
     for (i, mut config) in odd_configs().into_iter().enumerate() {
         config.output.dtype = dtype;
-        let plan = MelPlan::new(&config).expect("odd configurations are valid");
+        let plan = MelPlan::from_config(&config).expect("odd configurations are valid");
         let clips = 3;
         let (exact, input) = tone_clips(&plan, clips);
         let expected: Vec<f64> = exact
-            .chunks(plan.clip_samples)
+            .chunks(plan.clip_samples())
             .flat_map(|c| reference::clip_mel(&plan, c))
             .collect();
         let mut out = OutputBuf::zeros(dtype, clips * plan.values_per_clip());
@@ -160,14 +160,14 @@ pub fn check_fft_sizes(
     let mut ran = Vec::new();
     for mut config in fft_size_configs() {
         config.output.dtype = Dtype::F32;
-        let plan = MelPlan::new(&config).expect("fft size configurations are valid");
+        let plan = MelPlan::from_config(&config).expect("fft size configurations are valid");
         let clips = 2;
         let (exact, input) = tone_clips(&plan, clips);
         let expected: Vec<f64> = exact
-            .chunks(plan.clip_samples)
+            .chunks(plan.clip_samples())
             .flat_map(|c| reference::clip_mel(&plan, c))
             .collect();
-        let n = plan.n_fft;
+        let n = plan.n_fft();
         let Some(mut b) = backend_for(plan.clone()) else {
             continue;
         };

@@ -31,7 +31,7 @@ pub fn run_suite(
         for dtype in DTYPES {
             let mut config: Config = g.config.clone();
             config.output.dtype = dtype;
-            let plan = MelPlan::new(&config).expect("golden configurations are valid");
+            let plan = MelPlan::from_config(&config).expect("golden configurations are valid");
             let Some(mut backend) = backend_for(plan.clone()) else {
                 failures.push(format!(
                     "{} {}: backend refused the configuration",

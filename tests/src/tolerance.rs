@@ -77,7 +77,7 @@ pub fn compare(plan: &MelPlan, ours: &OutputBuf, reference: &[f64]) -> Compariso
     for (s, spec) in reference.chunks(vps).enumerate() {
         let peak = spec.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         for (j, &r) in spec.iter().enumerate() {
-            let (inside, bound) = match plan.log {
+            let (inside, bound) = match plan.log() {
                 LogScale::Db { .. } => (r >= peak - DYNAMIC_RANGE_DB, DB_TOLERANCE),
                 LogScale::Ln { .. } => (
                     r >= peak - DYNAMIC_RANGE_DB * std::f64::consts::LN_10 / 10.0,
@@ -123,7 +123,7 @@ mod tests {
         let mut c = Config::default();
         c.audio.clip_seconds = 0.25; // 1024 samples: one long window
         c.output.dtype = Dtype::F32;
-        MelPlan::new(&c).unwrap()
+        MelPlan::from_config(&c).unwrap()
     }
 
     #[test]

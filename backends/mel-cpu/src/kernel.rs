@@ -45,12 +45,12 @@ pub(crate) struct Scratch {
 impl Scratch {
     pub(crate) fn new(plan: &MelPlan, fft: &dyn RealToComplex<f64>) -> Self {
         Scratch {
-            padded: Vec::with_capacity(plan.segment_len + plan.n_fft),
+            padded: Vec::with_capacity(plan.segment_len() + plan.n_fft()),
             frame: fft.make_input_vec(),
             spectrum: fft.make_output_vec(),
             fft_scratch: fft.make_scratch_vec(),
-            power: vec![0.0; plan.n_freqs],
-            distinct: vec![0.0; plan.distinct_offsets.len() * plan.values_per_segment()],
+            power: vec![0.0; plan.n_freqs()],
+            distinct: vec![0.0; plan.distinct_offsets().len() * plan.values_per_segment()],
         }
     }
 }
@@ -67,28 +67,28 @@ pub(crate) fn clip_mel<T: OutElem>(
     dst: &mut [T],
 ) {
     let vps = plan.values_per_segment();
-    let pad = if plan.center { plan.n_fft / 2 } else { 0 };
-    for (d, &offset) in plan.distinct_offsets.iter().enumerate() {
+    let pad = if plan.center() { plan.n_fft() / 2 } else { 0 };
+    for (d, &offset) in plan.distinct_offsets().iter().enumerate() {
         pad_segment(
-            &clip[offset..offset + plan.segment_len],
+            &clip[offset..offset + plan.segment_len()],
             pad,
-            plan.pad_mode,
+            plan.pad_mode(),
             &mut s.padded,
         );
         let seg_out = &mut s.distinct[d * vps..(d + 1) * vps];
-        for t in 0..plan.n_frames {
-            let start = t * plan.hop_length;
+        for t in 0..plan.n_frames() {
+            let start = t * plan.hop_length();
             for ((f, &x), &w) in s
                 .frame
                 .iter_mut()
-                .zip(&s.padded[start..start + plan.n_fft])
-                .zip(&plan.window)
+                .zip(&s.padded[start..start + plan.n_fft()])
+                .zip(plan.window())
             {
                 *f = x as f64 * w;
             }
             fft.process_with_scratch(&mut s.frame, &mut s.spectrum, &mut s.fft_scratch)
                 .expect("buffer sizes come from the plan");
-            if plan.power == 2 {
+            if plan.power() == 2 {
                 for (p, c) in s.power.iter_mut().zip(&s.spectrum) {
                     *p = c.re * c.re + c.im * c.im;
                 }
@@ -99,13 +99,13 @@ pub(crate) fn clip_mel<T: OutElem>(
             }
             for (m, (start, weights)) in filters.iter().enumerate() {
                 let bins = &s.power[*start..*start + weights.len()];
-                seg_out[m * plan.n_frames + t] =
+                seg_out[m * plan.n_frames() + t] =
                     bins.iter().zip(weights).map(|(p, w)| p * w).sum::<f64>() as f32;
             }
         }
         apply_log(plan, seg_out);
     }
-    for (i, &d) in plan.segment_map.iter().enumerate() {
+    for (i, &d) in plan.segment_map().iter().enumerate() {
         let d = d as usize;
         T::convert(
             &s.distinct[d * vps..(d + 1) * vps],
@@ -116,7 +116,7 @@ pub(crate) fn clip_mel<T: OutElem>(
 
 /// Log compression of one spectrogram in place (top_db against its own peak).
 fn apply_log(plan: &MelPlan, values: &mut [f32]) {
-    match plan.log {
+    match plan.log() {
         LogScale::Db { amin, top_db } => {
             let k = plan.db_multiplier() as f32;
             let amin = amin as f32;

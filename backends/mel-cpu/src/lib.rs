@@ -24,10 +24,10 @@ pub struct CpuBackend {
 impl CpuBackend {
     /// Prepares the FFT plan and the filterbank's non-zero spans for `plan`.
     pub fn new(plan: MelPlan) -> Self {
-        let fft = RealFftPlanner::<f64>::new().plan_fft_forward(plan.n_fft);
-        let n_mels = plan.n_mels;
+        let fft = RealFftPlanner::<f64>::new().plan_fft_forward(plan.n_fft());
+        let n_mels = plan.n_mels();
         let filters = plan
-            .sparse_filterbank
+            .sparse_filterbank()
             .filters
             .iter()
             .enumerate()
@@ -35,7 +35,8 @@ impl CpuBackend {
                 let span = f.start..f.start + f.weights.len();
                 (
                     f.start,
-                    span.map(|bin| plan.filterbank[bin * n_mels + m]).collect(),
+                    span.map(|bin| plan.filterbank()[bin * n_mels + m])
+                        .collect(),
                 )
             })
             .collect();
@@ -43,7 +44,7 @@ impl CpuBackend {
     }
 
     fn run<T: OutElem>(&self, clips: &[f32], out: &mut [T]) {
-        let n = self.plan.clip_samples;
+        let n = self.plan.clip_samples();
         let vpc = self.plan.values_per_clip();
         out.par_chunks_mut(vpc)
             .zip(clips.par_chunks(n))

@@ -26,7 +26,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for dtype in [Dtype::F16, Dtype::F32] {
         let mut config = Config::default();
         config.output.dtype = dtype;
-        let plan = MelPlan::new(&config)?;
+        let plan = MelPlan::from_config(&config)?;
         let mut shapes: Vec<Option<Shape>> = vec![None];
         if only_default && dtype != Dtype::F16 {
             continue;
@@ -76,7 +76,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // The backend from host memory: pinned staging, two streams, copies both ways.
         for (batch, chunk) in [(1024usize, 256usize), (4096, 1024)] {
             let mut b = CudaBackend::new(plan.clone(), 0, chunk)?;
-            let input: Vec<f32> = (0..batch * plan.clip_samples)
+            let input: Vec<f32> = (0..batch * plan.clip_samples())
                 .map(|i| ((i % 1000) as f32 / 1000.0) - 0.5)
                 .collect();
             let mut out = OutputBuf::zeros(dtype, batch * plan.values_per_clip());

@@ -219,7 +219,7 @@ impl CudaBackend {
             f_w: s.clone_htod(&t.f_w).map_err(err)?,
         };
         let chunk_clips = chunk_clips.max(1);
-        let in_len = chunk_clips * plan.clip_samples;
+        let in_len = chunk_clips * plan.clip_samples();
         let out_len = chunk_clips * plan.bytes_per_clip();
         let mut slots = Vec::new();
         for _ in 0..2 {
@@ -240,14 +240,14 @@ impl CudaBackend {
             });
         }
         s.synchronize().map_err(err)?;
-        let segs_per_clip = plan.segment_map.len() as i32;
+        let segs_per_clip = plan.segment_map().len() as i32;
         let kernel = Kernel {
             func,
             shape,
             shared_bytes: shared as u32,
             tables,
             segs_per_clip,
-            distinct: plan.distinct_offsets.len(),
+            distinct: plan.distinct_offsets().len(),
         };
         Ok(CudaBackend {
             plan,
@@ -288,7 +288,7 @@ impl CudaBackend {
     /// device events. Returns milliseconds per launch.
     pub fn time_kernel(&mut self, clips: usize, reps: usize) -> Result<Vec<f32>> {
         let stream = self.ctx.new_stream().map_err(err)?;
-        let n = clips * self.plan.clip_samples;
+        let n = clips * self.plan.clip_samples();
         let host: Vec<f32> = (0..n)
             .map(|i| (((i as u64).wrapping_mul(2654435761) >> 7) % 65536) as f32 / 32768.0 - 1.0)
             .collect();
@@ -355,7 +355,7 @@ impl MelBackend for CudaBackend {
     }
 
     fn compute(&mut self, clips: &[f32], out: OutputSlice<'_>) -> Result<()> {
-        let cs = self.plan.clip_samples;
+        let cs = self.plan.clip_samples();
         let n = self.plan.check_batch(clips.len(), &out)?;
         let out: &mut [u8] = match out {
             OutputSlice::F32(o) => bytes_of_mut(o),

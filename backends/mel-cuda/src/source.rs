@@ -26,11 +26,11 @@ pub struct Shape {
 impl Shape {
     /// Dynamic shared memory one block needs for `plan`.
     pub fn shared_bytes(&self, plan: &MelPlan) -> usize {
-        let twiddles = plan.n_fft * 16;
-        let buffers = self.warps * (plan.n_fft + plan.n_fft / 8) * 16;
-        let window = plan.n_fft * 8;
+        let twiddles = plan.n_fft() * 16;
+        let buffers = self.warps * (plan.n_fft() + plan.n_fft() / 8) * 16;
+        let window = plan.n_fft() * 8;
         let weights = weight_count(plan).next_multiple_of(4) * 4;
-        let mel = self.segs * plan.n_mels * plan.n_frames * 4;
+        let mel = self.segs * plan.n_mels() * plan.n_frames() * 4;
         twiddles + buffers + window + weights + mel
     }
 
@@ -38,7 +38,7 @@ impl Shape {
     /// enough segments for 10 frames (5 pairs) per warp; fewer if memory is short.
     pub fn choose(plan: &MelPlan, max_shared: usize) -> Result<Shape> {
         let frames_wanted: usize = 40;
-        let mut segs = frames_wanted.div_ceil(plan.n_frames.max(1)).max(1);
+        let mut segs = frames_wanted.div_ceil(plan.n_frames().max(1)).max(1);
         let warps = 4;
         loop {
             let s = Shape {
@@ -67,7 +67,9 @@ impl Shape {
             backend: "cuda".into(),
             message: format!(
                 "n_fft {} with {} mels × {} frames needs {need} bytes of shared memory per block; the device allows {max_shared}",
-                plan.n_fft, plan.n_mels, plan.n_frames
+                plan.n_fft(),
+                plan.n_mels(),
+                plan.n_frames()
             ),
         })
     }
@@ -75,7 +77,7 @@ impl Shape {
 
 /// Non-zero filterbank weights (the kernel keeps them in shared memory).
 pub fn weight_count(plan: &MelPlan) -> usize {
-    plan.sparse_filterbank
+    plan.sparse_filterbank()
         .filters
         .iter()
         .map(|f| f.weights.len())
@@ -92,16 +94,16 @@ pub fn macros(plan: &MelPlan, shape: Shape) -> Result<Vec<String>> {
         backend: "cuda".into(),
         message: why,
     };
-    if plan.n_fft > 1 << 15 {
+    if plan.n_fft() > 1 << 15 {
         return Err(refuse(format!(
             "n_fft {} is above the CUDA backend's limit of 32768",
-            plan.n_fft
+            plan.n_fft()
         )));
     }
-    if plan.clip_samples > i32::MAX as usize {
+    if plan.clip_samples() > i32::MAX as usize {
         return Err(refuse("clips longer than 2^31 samples".into()));
     }
-    let (log_kind, log_mul, amin, has_top, top, ln_off) = match plan.log {
+    let (log_kind, log_mul, amin, has_top, top, ln_off) = match plan.log() {
         LogScale::Db { amin, top_db } => (
             1,
             plan.db_multiplier(),
@@ -113,29 +115,29 @@ pub fn macros(plan: &MelPlan, shape: Shape) -> Result<Vec<String>> {
         LogScale::Ln { offset } => (2, 1.0, 0.0, false, 0.0, offset),
         LogScale::None => (0, 1.0, 0.0, false, 0.0, 0.0),
     };
-    let out_kind = match plan.dtype {
+    let out_kind = match plan.dtype() {
         Dtype::F32 => 0,
         Dtype::F16 => 1,
         Dtype::Bf16 => 2,
     };
-    let pad = if plan.center { plan.n_fft / 2 } else { 0 };
+    let pad = if plan.center() { plan.n_fft() / 2 } else { 0 };
     let defs = [
-        ("N_FFT", plan.n_fft.to_string()),
-        ("POW2", u8::from(plan.n_fft.is_power_of_two()).to_string()),
-        ("N_FREQS", plan.n_freqs.to_string()),
-        ("HOP", plan.hop_length.to_string()),
-        ("N_FRAMES", plan.n_frames.to_string()),
-        ("SEG_LEN", plan.segment_len.to_string()),
+        ("N_FFT", plan.n_fft().to_string()),
+        ("POW2", u8::from(plan.n_fft().is_power_of_two()).to_string()),
+        ("N_FREQS", plan.n_freqs().to_string()),
+        ("HOP", plan.hop_length().to_string()),
+        ("N_FRAMES", plan.n_frames().to_string()),
+        ("SEG_LEN", plan.segment_len().to_string()),
         ("PAD", pad.to_string()),
         (
             "REFLECT",
-            u8::from(plan.pad_mode == PadMode::Reflect && pad > 0).to_string(),
+            u8::from(plan.pad_mode() == PadMode::Reflect && pad > 0).to_string(),
         ),
-        ("POWER", plan.power.to_string()),
-        ("N_MELS", plan.n_mels.to_string()),
+        ("POWER", plan.power().to_string()),
+        ("N_MELS", plan.n_mels().to_string()),
         ("N_WEIGHTS", weight_count(plan).to_string()),
-        ("CLIP_SAMPLES", plan.clip_samples.to_string()),
-        ("N_DISTINCT", plan.distinct_offsets.len().to_string()),
+        ("CLIP_SAMPLES", plan.clip_samples().to_string()),
+        ("N_DISTINCT", plan.distinct_offsets().len().to_string()),
         ("LOG_KIND", log_kind.to_string()),
         ("LOG_MUL", format!("{}f", lit(log_mul))),
         ("AMIN", format!("{}f", lit(amin))),
@@ -178,7 +180,7 @@ pub struct Tables {
 impl Tables {
     /// The tables for `plan`.
     pub fn new(plan: &MelPlan) -> Tables {
-        let n = plan.n_fft;
+        let n = plan.n_fft();
         let mut twiddle: Vec<f64> = if n.is_power_of_two() {
             stage_twiddles(n)
         } else {
@@ -189,9 +191,9 @@ impl Tables {
         let spans = FilterSpans::new(plan);
         let ints = |v: Vec<u32>| v.into_iter().map(|x| x as i32).collect::<Vec<i32>>();
         Tables {
-            window: plan.window.clone(),
+            window: plan.window().to_vec(),
             twiddle,
-            offsets: plan.distinct_offsets.iter().map(|&o| o as i32).collect(),
+            offsets: plan.distinct_offsets().iter().map(|&o| o as i32).collect(),
             map_start: ints(csr.start),
             map_out: ints(csr.out),
             f_start: ints(spans.first),
@@ -235,7 +237,7 @@ mod tests {
 
     #[test]
     fn leak_4k_tables_and_macros() {
-        let plan = MelPlan::new(&Config::default()).unwrap();
+        let plan = MelPlan::from_config(&Config::default()).unwrap();
         let t = Tables::new(&plan);
         assert_eq!(t.offsets.len(), 159);
         assert_eq!(t.map_start.len(), 160);
@@ -267,7 +269,7 @@ mod tests {
 
     #[test]
     fn a_block_that_cannot_fit_is_refused_with_the_numbers() {
-        let plan = MelPlan::new(&Config::default()).unwrap();
+        let plan = MelPlan::from_config(&Config::default()).unwrap();
         let e = Shape::choose(&plan, 1000).unwrap_err().to_string();
         assert!(e.contains("shared memory") && e.contains("1000"), "{e}");
     }

@@ -26,7 +26,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for dtype in [Dtype::F16, Dtype::F32] {
         let mut config = Config::default();
         config.output.dtype = dtype;
-        let plan = MelPlan::new(&config)?;
+        let plan = MelPlan::from_config(&config)?;
         let mut b = WgpuBackend::new(plan.clone(), &choice, clips)?;
         let n = clips.min(b.chunk_clips());
         let t = b.time_kernel(n, reps)?;
@@ -44,7 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // between the two buffer sets, uploads and readbacks overlapped with compute.
         let (batch, chunk) = (clips, (clips / 4).max(1));
         let mut b = WgpuBackend::new(plan.clone(), &choice, chunk)?;
-        let input: Vec<f32> = (0..batch * plan.clip_samples)
+        let input: Vec<f32> = (0..batch * plan.clip_samples())
             .map(|i| ((i % 1000) as f32 / 1000.0) - 0.5)
             .collect();
         let mut out = OutputBuf::zeros(dtype, batch * plan.values_per_clip());

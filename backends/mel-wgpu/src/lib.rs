@@ -117,12 +117,12 @@ impl WgpuBackend {
                 .map_err(|e| err(format!("{}: {e}", info.name)))?;
         let mel_in_workgroup = shader_layout.mel_in_workgroup;
         let device_out = DeviceOut::for_plan(&plan);
-        let in_bytes = plan.clip_samples * 4;
+        let in_bytes = plan.clip_samples() * 4;
         let out_bytes = plan.values_per_clip() * device_out.bytes();
         let scratch_bytes = if mel_in_workgroup {
             0
         } else {
-            plan.distinct_offsets.len() * plan.values_per_segment() * 4
+            plan.distinct_offsets().len() * plan.values_per_segment() * 4
         };
         let per_clip = in_bytes.max(out_bytes).max(scratch_bytes);
         let max_binding = usize::try_from(info.max_storage_binding).unwrap_or(usize::MAX);
@@ -195,7 +195,7 @@ impl WgpuBackend {
                 usage: wgpu::BufferUsages::STORAGE,
             })
         };
-        let window = init("window", bytemuck::cast_slice(&plan.window));
+        let window = init("window", bytemuck::cast_slice(plan.window()));
         let twiddle = init("twiddle", bytemuck::cast_slice(&tables.twiddle));
         let ints = init("ints", bytemuck::cast_slice(&tables.ints));
         let weights = init("weights", bytemuck::cast_slice(&tables.weights));
@@ -309,7 +309,7 @@ impl WgpuBackend {
                 self.adapter.name
             )));
         }
-        let host: Vec<f32> = (0..clips * self.plan.clip_samples)
+        let host: Vec<f32> = (0..clips * self.plan.clip_samples())
             .map(|i| (((i as u64).wrapping_mul(2654435761) >> 7) % 65536) as f32 / 32768.0 - 1.0)
             .collect();
         let slot = &self.slots[0];
@@ -338,7 +338,7 @@ impl WgpuBackend {
         use wgpu::BufferUsages as U;
         let resolved = buffer(U::QUERY_RESOLVE | U::COPY_SRC);
         let readback = buffer(U::MAP_READ | U::COPY_DST);
-        let segments = clips * self.plan.distinct_offsets.len();
+        let segments = clips * self.plan.distinct_offsets().len();
         let mut enc = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
@@ -421,8 +421,8 @@ impl WgpuBackend {
 
     /// Uploads `clips` (whole clips) into slot `i` and submits the shader and the copy back.
     fn submit(&mut self, i: usize, first: usize, clips: &[f32]) -> Result<()> {
-        let n = clips.len() / self.plan.clip_samples;
-        let segments = n * self.plan.distinct_offsets.len();
+        let n = clips.len() / self.plan.clip_samples();
+        let segments = n * self.plan.distinct_offsets().len();
         let in_bytes = std::mem::size_of_val(clips) as u64;
         self.wait_upload(i)?;
         let slot = &self.slots[i];
@@ -537,7 +537,7 @@ impl MelBackend for WgpuBackend {
 
     fn compute(&mut self, clips: &[f32], mut out: OutputSlice<'_>) -> Result<()> {
         let n = self.plan.check_batch(clips.len(), &out)?;
-        let cs = self.plan.clip_samples;
+        let cs = self.plan.clip_samples();
         let mut first = 0;
         let mut k = 0;
         let result = (|| {

@@ -23,7 +23,7 @@ pub const DFT_FRAMES: usize = 8;
 /// Whether `plan` runs the one-pass FFT shader (`mel_main`); otherwise the two direct-DFT
 /// passes (`mel_dft` for blocks of [`DFT_FRAMES`] frames, then `mel_finish`).
 pub fn one_pass(plan: &MelPlan) -> bool {
-    plan.n_fft.is_power_of_two() && plan.n_fft >= 4
+    plan.n_fft().is_power_of_two() && plan.n_fft() >= 4
 }
 
 /// The entry points to dispatch in order, each with its workgroups per distinct segment.
@@ -32,7 +32,7 @@ pub fn passes(plan: &MelPlan) -> Vec<(&'static str, usize)> {
         vec![("mel_main", 1)]
     } else {
         vec![
-            ("mel_dft", plan.n_frames.div_ceil(DFT_FRAMES)),
+            ("mel_dft", plan.n_frames().div_ceil(DFT_FRAMES)),
             ("mel_finish", 1),
         ]
     }
@@ -68,7 +68,7 @@ impl DeviceOut {
     /// The output the shader produces for `plan`.
     pub fn for_plan(plan: &MelPlan) -> DeviceOut {
         let even = plan.values_per_segment() % 2 == 0;
-        match plan.dtype {
+        match plan.dtype() {
             Dtype::F16 if even => DeviceOut::F16,
             Dtype::Bf16 if even => DeviceOut::Bf16,
             _ => DeviceOut::F32,
@@ -99,7 +99,7 @@ impl Tables {
     pub fn new(plan: &MelPlan) -> Tables {
         let csr = SegmentCsr::new(plan);
         let spans = FilterSpans::new(plan);
-        let offsets: Vec<u32> = plan.distinct_offsets.iter().map(|&o| o as u32).collect();
+        let offsets: Vec<u32> = plan.distinct_offsets().iter().map(|&o| o as u32).collect();
         let parts = [
             offsets,
             csr.start,
@@ -118,7 +118,7 @@ impl Tables {
             ints,
             sections,
             weights: spans.weights,
-            twiddle: dft_twiddles(plan.n_fft),
+            twiddle: dft_twiddles(plan.n_fft()),
         }
     }
 }
@@ -184,7 +184,9 @@ impl Layout {
             format!(
                 "n_fft {} with {} mels × {} frames needs {need} bytes of workgroup memory; \
                  the adapter allows {max_bytes}",
-                plan.n_fft, plan.n_mels, plan.n_frames
+                plan.n_fft(),
+                plan.n_mels(),
+                plan.n_frames()
             )
         };
         if !one_pass(plan) {
@@ -200,10 +202,10 @@ impl Layout {
                 Err(too_big(need))
             };
         }
-        let radices = radices(plan.n_fft);
-        let per_transform = (plan.n_fft / radices[0]).min(max_invocations);
+        let radices = radices(plan.n_fft());
+        let per_transform = (plan.n_fft() / radices[0]).min(max_invocations);
         let most_pairs = plan
-            .n_frames
+            .n_frames()
             .div_ceil(2)
             .min(max_invocations / per_transform)
             .max(1);
@@ -254,8 +256,8 @@ impl Layout {
             1
         };
         let path = match &self.fft {
-            Some(f) => f.buf_len(plan.n_fft) * 16,
-            None => plan.n_fft * 8 + plan.n_freqs * 4,
+            Some(f) => f.buf_len(plan.n_fft()) * 16,
+            None => plan.n_fft() * 8 + plan.n_freqs() * 4,
         };
         path + mel * 4 + 4
     }
@@ -276,7 +278,7 @@ fn f32_lit(v: f64) -> String {
 
 /// The complete WGSL source for `plan` in `layout`.
 pub fn shader(plan: &MelPlan, tables: &Tables, layout: &Layout) -> String {
-    let (log_kind, log_mul, amin, top, ln_off) = match plan.log {
+    let (log_kind, log_mul, amin, top, ln_off) = match plan.log() {
         LogScale::Db { amin, top_db } => (1, plan.db_multiplier(), amin, top_db, 0.0),
         LogScale::Ln { offset } => (2, 1.0, 0.0, None, offset),
         LogScale::None => (0, 1.0, 0.0, None, 0.0),
@@ -286,28 +288,28 @@ pub fn shader(plan: &MelPlan, tables: &Tables, layout: &Layout) -> String {
         DeviceOut::F16 => 1,
         DeviceOut::Bf16 => 2,
     };
-    let pad = if plan.center { plan.n_fft / 2 } else { 0 };
-    let n = plan.n_fft;
+    let pad = if plan.center() { plan.n_fft() / 2 } else { 0 };
+    let n = plan.n_fft();
     let u = |v: usize| format!("{v}u");
-    let pairs = plan.n_frames.div_ceil(2);
+    let pairs = plan.n_frames().div_ceil(2);
     let mut consts: Vec<(&str, &str, String)> = vec![
         ("N_FFT", "u32", u(n)),
-        ("N_FREQS", "u32", u(plan.n_freqs)),
-        ("HOP", "u32", u(plan.hop_length)),
-        ("N_FRAMES", "u32", u(plan.n_frames)),
+        ("N_FREQS", "u32", u(plan.n_freqs())),
+        ("HOP", "u32", u(plan.hop_length())),
+        ("N_FRAMES", "u32", u(plan.n_frames())),
         ("PAIRS", "u32", u(pairs)),
-        ("SEG_LEN", "u32", u(plan.segment_len)),
+        ("SEG_LEN", "u32", u(plan.segment_len())),
         ("PAD", "u32", u(pad)),
         (
             "REFLECT",
             "bool",
-            (plan.pad_mode == PadMode::Reflect && pad > 0).to_string(),
+            (plan.pad_mode() == PadMode::Reflect && pad > 0).to_string(),
         ),
-        ("POWER", "u32", u(plan.power as usize)),
-        ("N_MELS", "u32", u(plan.n_mels)),
-        ("CLIP_SAMPLES", "u32", u(plan.clip_samples)),
-        ("N_DISTINCT", "u32", u(plan.distinct_offsets.len())),
-        ("SEGS_PER_CLIP", "u32", u(plan.segment_map.len())),
+        ("POWER", "u32", u(plan.power() as usize)),
+        ("N_MELS", "u32", u(plan.n_mels())),
+        ("CLIP_SAMPLES", "u32", u(plan.clip_samples())),
+        ("N_DISTINCT", "u32", u(plan.distinct_offsets().len())),
+        ("SEGS_PER_CLIP", "u32", u(plan.segment_map().len())),
         ("VPS", "u32", u(plan.values_per_segment())),
         ("LOG_KIND", "u32", u(log_kind)),
         ("LOG_MUL", "f32", f32_lit(log_mul)),
@@ -344,7 +346,7 @@ pub fn shader(plan: &MelPlan, tables: &Tables, layout: &Layout) -> String {
         ]),
         None => consts.extend([
             ("DFT_FRAMES", "u32", u(DFT_FRAMES)),
-            ("DFT_BLOCKS", "u32", u(plan.n_frames.div_ceil(DFT_FRAMES))),
+            ("DFT_BLOCKS", "u32", u(plan.n_frames().div_ceil(DFT_FRAMES))),
         ]),
     }
     let mut src = String::from("// Generated for one plan by mel-wgpu (source.rs).\n");
@@ -500,7 +502,7 @@ mod tests {
 
     #[test]
     fn leak_4k_specialisation() {
-        let plan = MelPlan::new(&Config::default()).unwrap();
+        let plan = MelPlan::from_config(&Config::default()).unwrap();
         let t = Tables::new(&plan);
         assert_eq!(t.sections, [0, 159, 319, 556, 588, 620]);
         assert_eq!(t.ints.len(), 652);
@@ -556,7 +558,7 @@ mod tests {
         c.segment.long = mel_core::config::StageSetting::OFF;
         c.segment.short = mel_core::config::StageSetting::OFF;
         c.mel.n_fft = 4096;
-        let plan = MelPlan::new(&c).unwrap();
+        let plan = MelPlan::from_config(&c).unwrap();
         let e = Layout::choose(&plan, WORKGROUP, WG_32K).unwrap_err();
         assert!(
             e.contains("n_fft 4096") && e.contains("allows 32768"),
@@ -583,7 +585,7 @@ mod tests {
                 c.mel.f_max = None;
                 for dtype in [Dtype::F16, Dtype::F32] {
                     c.output.dtype = dtype;
-                    match MelPlan::new(&c) {
+                    match MelPlan::from_config(&c) {
                         Ok(plan) => plans.push(plan),
                         Err(e) => println!("n_fft {n_fft}, {n_mels} mels: {e}"),
                     }
@@ -599,14 +601,15 @@ mod tests {
                 };
                 assert!(layout.workgroup <= max_inv && layout.workgroup_bytes(plan) <= bytes);
                 let src = shader(plan, &Tables::new(plan), &layout);
-                let module = naga::front::wgsl::parse_str(&src)
-                    .unwrap_or_else(|e| panic!("n_fft {}: {}", plan.n_fft, e.emit_to_string(&src)));
+                let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| {
+                    panic!("n_fft {}: {}", plan.n_fft(), e.emit_to_string(&src))
+                });
                 naga::valid::Validator::new(
                     naga::valid::ValidationFlags::all(),
                     naga::valid::Capabilities::FLOAT64,
                 )
                 .validate(&module)
-                .unwrap_or_else(|e| panic!("n_fft {}: {}", plan.n_fft, e.emit_to_string(&src)));
+                .unwrap_or_else(|e| panic!("n_fft {}: {}", plan.n_fft(), e.emit_to_string(&src)));
                 validated += 1;
             }
         }
@@ -617,12 +620,12 @@ mod tests {
     fn odd_segments_are_written_as_f32_and_converted_on_the_host() {
         let mut c = Config::default();
         c.mel.n_mels = 31; // 31 × 5 values per segment: odd
-        let plan = MelPlan::new(&c).unwrap();
+        let plan = MelPlan::from_config(&c).unwrap();
         assert_eq!(DeviceOut::for_plan(&plan), DeviceOut::F32);
         c.mel.n_mels = 32;
         c.output.dtype = Dtype::Bf16;
         assert_eq!(
-            DeviceOut::for_plan(&MelPlan::new(&c).unwrap()),
+            DeviceOut::for_plan(&MelPlan::from_config(&c).unwrap()),
             DeviceOut::Bf16
         );
     }

@@ -35,6 +35,41 @@ impl Default for Config {
     }
 }
 
+/// Everything that determines the output values, and nothing else: the part of a
+/// [`Config`] a [`MelPlan`](crate::MelPlan) is made from. Two builds with equal specs
+/// write equal spectrograms, whatever their loaders, backends, sinks or thread counts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MelSpec {
+    /// How audio is brought to a fixed-length mono clip.
+    pub audio: AudioConfig,
+    /// The two-stage segmentation of each clip.
+    pub segment: SegmentConfig,
+    /// The mel spectrogram of each segment.
+    pub mel: MelConfig,
+    /// The log compression.
+    pub log: LogScale,
+    /// The stored element type.
+    pub dtype: Dtype,
+}
+
+impl Default for MelSpec {
+    fn default() -> Self {
+        Config::default().spec()
+    }
+}
+
+impl MelSpec {
+    /// The spec with every defaulted field made explicit (`win_length`, `hop_length`, `f_max`).
+    pub fn resolved(&self) -> MelSpec {
+        let mut r = self.clone();
+        r.mel.win_length = Some(self.mel.win_length());
+        r.mel.hop_length = Some(self.mel.hop_length());
+        r.mel.f_max = Some(self.mel.f_max(self.audio.sample_rate));
+        r
+    }
+}
+
 /// Audio normalisation: rate, clip length, pad/trim and downmix.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -654,6 +689,38 @@ impl Preset {
 }
 
 impl Config {
+    /// The part of the configuration that determines output values.
+    pub fn spec(&self) -> MelSpec {
+        MelSpec {
+            audio: self.audio.clone(),
+            segment: self.segment.clone(),
+            mel: self.mel.clone(),
+            log: self.log,
+            dtype: self.output.dtype,
+        }
+    }
+
+    /// Checks the options outside the spec (run, HDF5) and returns the first problem,
+    /// naming the field and the limit. The spec itself is checked by `MelPlan::new`.
+    pub fn check_options(&self) -> Result<()> {
+        if self.run.batch_clips == 0 {
+            return Err(Error::config("run.batch_clips", "must be at least 1"));
+        }
+        if self.hdf5.gzip > 9 {
+            return Err(Error::config(
+                "hdf5.gzip",
+                format!("= {} must be 0 (off) to 9", self.hdf5.gzip),
+            ));
+        }
+        if self.hdf5.gzip > 0 && self.hdf5.chunk_clips == 0 {
+            return Err(Error::config(
+                "hdf5.gzip",
+                "compression needs a chunked dataset: set hdf5.chunk_clips to 1 or more",
+            ));
+        }
+        Ok(())
+    }
+
     /// Parses a complete or partial TOML text on top of `base` (keys absent from the text keep `base`'s values).
     pub fn merge_toml(base: &Config, text: &str, source_name: Option<&str>) -> Result<Config> {
         let parse_err = |message: String| Error::ConfigParse {
@@ -681,9 +748,7 @@ impl Config {
     /// The configuration with every defaulted field made explicit, as JSON (stored in outputs).
     pub fn resolved_json(&self) -> String {
         let mut resolved = self.clone();
-        resolved.mel.win_length = Some(self.mel.win_length());
-        resolved.mel.hop_length = Some(self.mel.hop_length());
-        resolved.mel.f_max = Some(self.mel.f_max(self.audio.sample_rate));
+        resolved.mel = self.spec().resolved().mel;
         serde_json::to_string(&resolved).expect("a Config always serialises to JSON")
     }
 }

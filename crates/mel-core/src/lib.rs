@@ -11,7 +11,7 @@ pub mod plan;
 pub mod traits;
 
 pub use buffer::{OutputBuf, OutputSlice};
-pub use config::{Config, Dtype, LogScale, Preset};
+pub use config::{Config, Dtype, LogScale, MelSpec, Preset};
 pub use error::{Error, Result};
 pub use plan::MelPlan;
 pub use traits::{

@@ -1,7 +1,7 @@
 //! The resolved, validated plan a backend executes: segmentation offsets,
-//! window, filterbank, frame counts and output shape, derived once from a [`Config`].
+//! window, filterbank, frame counts and output shape, derived once from a [`MelSpec`].
 
-use crate::config::{Config, Dtype, LogScale, MelScale, PadMode};
+use crate::config::{Config, Dtype, LogScale, MelScale, MelSpec, PadMode};
 use crate::dsp::{SparseFilterbank, frame_count, melscale_fbanks, window};
 use crate::error::{Error, Result};
 
@@ -9,58 +9,66 @@ use crate::error::{Error, Result};
 /// a bound that keeps every allocation finite.
 pub const MAX_CLIP_SAMPLES: usize = 1 << 28;
 
-/// Everything a backend needs, derived and validated once.
+/// Everything a backend needs, derived and validated once. Read-only: every value is
+/// derived from the [`MelSpec`] by [`MelPlan::new`], so the fields cannot disagree.
 #[derive(Debug, Clone)]
 pub struct MelPlan {
-    /// The configuration this plan was made from.
-    pub config: Config,
+    /// The spec this plan was made from.
+    spec: MelSpec,
     /// Target sample rate in Hz.
-    pub sample_rate: u32,
+    sample_rate: u32,
     /// Samples per clip after pad/trim.
-    pub clip_samples: usize,
+    clip_samples: usize,
     /// Number of long windows, if that stage is on.
-    pub long_count: Option<usize>,
+    long_count: Option<usize>,
     /// Number of short windows per long window, if that stage is on.
-    pub short_count: Option<usize>,
+    short_count: Option<usize>,
     /// Samples in each segment (the signal given to the STFT).
-    pub segment_len: usize,
+    segment_len: usize,
     /// Start offsets (in the clip) of the distinct segments, ascending.
-    pub distinct_offsets: Vec<usize>,
+    distinct_offsets: Vec<usize>,
     /// For each output segment in `[long][short]` order, its index in `distinct_offsets`.
-    pub segment_map: Vec<u32>,
+    segment_map: Vec<u32>,
     /// FFT size.
-    pub n_fft: usize,
+    n_fft: usize,
     /// Frame hop.
-    pub hop_length: usize,
+    hop_length: usize,
     /// Frequency bins, `n_fft / 2 + 1`.
-    pub n_freqs: usize,
+    n_freqs: usize,
     /// STFT frames per segment.
-    pub n_frames: usize,
+    n_frames: usize,
     /// Mel bands.
-    pub n_mels: usize,
+    n_mels: usize,
     /// Whether frames are centred (padding `n_fft / 2` each side).
-    pub center: bool,
+    center: bool,
     /// How centre padding is filled.
-    pub pad_mode: PadMode,
+    pad_mode: PadMode,
     /// 1 (magnitude) or 2 (power).
-    pub power: u8,
+    power: u8,
     /// The analysis window zero-padded to `n_fft`, in f64.
-    pub window: Vec<f64>,
+    window: Vec<f64>,
     /// The dense filterbank `[n_freqs][n_mels]` in f64.
-    pub filterbank: Vec<f64>,
+    filterbank: Vec<f64>,
     /// The filterbank's non-zero spans in f32.
-    pub sparse_filterbank: SparseFilterbank,
+    sparse_filterbank: SparseFilterbank,
     /// Log compression.
-    pub log: LogScale,
+    log: LogScale,
     /// Output element type.
-    pub dtype: Dtype,
+    dtype: Dtype,
 }
 
 impl MelPlan {
-    /// Validates `config` and derives the plan; every rejection names the field and the limit.
-    pub fn new(config: &Config) -> Result<MelPlan> {
-        let a = &config.audio;
-        let m = &config.mel;
+    /// Validates the DSP part of `config` and its options ([`Config::check_options`]),
+    /// and derives the plan.
+    pub fn from_config(config: &Config) -> Result<MelPlan> {
+        config.check_options()?;
+        MelPlan::new(&config.spec())
+    }
+
+    /// Validates `spec` and derives the plan; every rejection names the field and the limit.
+    pub fn new(spec: &MelSpec) -> Result<MelPlan> {
+        let a = &spec.audio;
+        let m = &spec.mel;
         if a.sample_rate == 0 {
             return Err(Error::config("audio.sample_rate", "must be at least 1 Hz"));
         }
@@ -85,7 +93,7 @@ impl MelPlan {
         let mut region_len = clip_samples;
         let mut region_name =
             format!("the clip ({clip_samples} samples = audio.sample_rate × audio.clip_seconds)");
-        let long = config.segment.long.get();
+        let long = spec.segment.long.get();
         let long_count = match long {
             Some(s) => {
                 check_stage("segment.long", s.window, s.hop, region_len, &region_name)?;
@@ -96,7 +104,7 @@ impl MelPlan {
             }
             None => None,
         };
-        let short = config.segment.short.get();
+        let short = spec.segment.short.get();
         let short_count = match short {
             Some(s) => {
                 check_stage("segment.short", s.window, s.hop, region_len, &region_name)?;
@@ -234,7 +242,7 @@ impl MelPlan {
         }
 
         // Log and output.
-        match config.log {
+        match spec.log {
             LogScale::Db { amin, top_db } => {
                 if !(amin.is_finite() && amin > 0.0) {
                     return Err(Error::config(
@@ -258,24 +266,8 @@ impl MelPlan {
             }
             LogScale::None => {}
         }
-        if config.run.batch_clips == 0 {
-            return Err(Error::config("run.batch_clips", "must be at least 1"));
-        }
-        if config.hdf5.gzip > 9 {
-            return Err(Error::config(
-                "hdf5.gzip",
-                format!("= {} must be 0 (off) to 9", config.hdf5.gzip),
-            ));
-        }
-        if config.hdf5.gzip > 0 && config.hdf5.chunk_clips == 0 {
-            return Err(Error::config(
-                "hdf5.gzip",
-                "compression needs a chunked dataset: set hdf5.chunk_clips to 1 or more",
-            ));
-        }
-
         Ok(MelPlan {
-            config: config.clone(),
+            spec: spec.resolved(),
             sample_rate: a.sample_rate,
             clip_samples,
             long_count,
@@ -294,9 +286,122 @@ impl MelPlan {
             window: window(m.window, win_length, n_fft),
             filterbank,
             sparse_filterbank,
-            log: config.log,
-            dtype: config.output.dtype,
+            log: spec.log,
+            dtype: spec.dtype,
         })
+    }
+
+    /// The spec the plan was made from, with defaulted fields made explicit.
+    pub fn spec(&self) -> &MelSpec {
+        &self.spec
+    }
+
+    /// Target sample rate in Hz.
+    pub fn sample_rate(&self) -> u32 {
+        self.sample_rate
+    }
+
+    /// Samples per clip after pad/trim.
+    pub fn clip_samples(&self) -> usize {
+        self.clip_samples
+    }
+
+    /// Number of long windows, if that stage is on.
+    pub fn long_count(&self) -> Option<usize> {
+        self.long_count
+    }
+
+    /// Number of short windows per long window, if that stage is on.
+    pub fn short_count(&self) -> Option<usize> {
+        self.short_count
+    }
+
+    /// Samples in each segment (the signal given to the STFT).
+    pub fn segment_len(&self) -> usize {
+        self.segment_len
+    }
+
+    /// Start offsets (in the clip) of the distinct segments, ascending.
+    pub fn distinct_offsets(&self) -> &[usize] {
+        &self.distinct_offsets
+    }
+
+    /// For each output segment in `[long][short]` order, its index in `distinct_offsets`.
+    pub fn segment_map(&self) -> &[u32] {
+        &self.segment_map
+    }
+
+    /// FFT size.
+    pub fn n_fft(&self) -> usize {
+        self.n_fft
+    }
+
+    /// Frame hop.
+    pub fn hop_length(&self) -> usize {
+        self.hop_length
+    }
+
+    /// Frequency bins, `n_fft / 2 + 1`.
+    pub fn n_freqs(&self) -> usize {
+        self.n_freqs
+    }
+
+    /// STFT frames per segment.
+    pub fn n_frames(&self) -> usize {
+        self.n_frames
+    }
+
+    /// Mel bands.
+    pub fn n_mels(&self) -> usize {
+        self.n_mels
+    }
+
+    /// Whether frames are centred (padding `n_fft / 2` each side).
+    pub fn center(&self) -> bool {
+        self.center
+    }
+
+    /// How centre padding is filled.
+    pub fn pad_mode(&self) -> PadMode {
+        self.pad_mode
+    }
+
+    /// 1 (magnitude) or 2 (power).
+    pub fn power(&self) -> u8 {
+        self.power
+    }
+
+    /// The analysis window zero-padded to `n_fft`, in f64.
+    pub fn window(&self) -> &[f64] {
+        &self.window
+    }
+
+    /// The dense filterbank `[n_freqs][n_mels]` in f64.
+    pub fn filterbank(&self) -> &[f64] {
+        &self.filterbank
+    }
+
+    /// The filterbank's non-zero spans in f32.
+    pub fn sparse_filterbank(&self) -> &SparseFilterbank {
+        &self.sparse_filterbank
+    }
+
+    /// Log compression.
+    pub fn log(&self) -> LogScale {
+        self.log
+    }
+
+    /// Output element type.
+    pub fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+
+    /// The plan for the same spec with another output dtype (nothing else changes).
+    pub fn with_dtype(&self, dtype: Dtype) -> MelPlan {
+        let mut p = self.clone();
+        p.dtype = dtype;
+        p.spec.dtype = dtype;
+        p
     }
 
     /// Output dimensions of one clip: `[long?, short?, n_mels, frames]`.
@@ -407,12 +512,12 @@ mod tests {
     use crate::config::{Preset, StageSetting};
 
     fn err(cfg: &Config) -> String {
-        MelPlan::new(cfg).unwrap_err().to_string()
+        MelPlan::from_config(cfg).unwrap_err().to_string()
     }
 
     #[test]
     fn leak_4k_plan_matches_workload() {
-        let p = MelPlan::new(&Preset::Leak4k.config()).unwrap();
+        let p = MelPlan::from_config(&Preset::Leak4k.config()).unwrap();
         assert_eq!(p.clip_shape(), vec![79, 3, 32, 5]);
         assert_eq!(p.values_per_clip(), 37_920);
         assert_eq!(p.bytes_per_clip(), 75_840);
@@ -425,7 +530,7 @@ mod tests {
 
     #[test]
     fn speech_plan_is_one_spectrogram_per_clip() {
-        let p = MelPlan::new(&Preset::Speech16k.config()).unwrap();
+        let p = MelPlan::from_config(&Preset::Speech16k.config()).unwrap();
         assert_eq!(p.clip_shape(), vec![80, 101]);
         assert_eq!(p.distinct_offsets, vec![0]);
     }
@@ -491,7 +596,7 @@ mod tests {
         c.mel.n_fft = 1024;
         c.mel.win_length = Some(512);
         c.mel.pad_mode = PadMode::Constant;
-        let p = MelPlan::new(&c).unwrap();
+        let p = MelPlan::from_config(&c).unwrap();
         assert_eq!(p.n_frames, 5);
     }
 }

@@ -145,10 +145,13 @@ pub struct SinkSpec {
     pub split: String,
     /// Rows the output may hold at most (files in the split); the final count is given to `commit`.
     pub rows: usize,
-    /// The plan (shape, dtype, configuration).
+    /// The plan (shape, dtype, the spec behind it).
     pub plan: MelPlan,
     /// Class names, indexed by label.
     pub label_names: Vec<String>,
+    /// What the output records as its provenance: the resolved configuration as JSON
+    /// (stored as the `config` attribute or key).
+    pub provenance: String,
 }
 
 /// Receives finished batches in any order and commits the output atomically.

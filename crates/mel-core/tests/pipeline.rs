@@ -11,7 +11,7 @@ use mel_core::{
 };
 
 fn plan() -> MelPlan {
-    MelPlan::new(&Config::default()).unwrap()
+    MelPlan::from_config(&Config::default()).unwrap()
 }
 
 /// Yields `batches` batches of 3 clips; file 4 fails.
@@ -81,7 +81,7 @@ impl MelBackend for FakeBackend {
             panic!("f16")
         };
         let per = self.plan.values_per_clip();
-        let cs = self.plan.clip_samples;
+        let cs = self.plan.clip_samples();
         for (k, chunk) in o.chunks_mut(per).enumerate() {
             chunk.fill(half::f16::from_f32(clips[k * cs]));
         }
@@ -141,7 +141,7 @@ fn go(
     let loader = FakeLoader {
         next: 0,
         batches,
-        clip: plan.clip_samples,
+        clip: plan.clip_samples(),
         failures: vec![],
     };
     let mut backend = FakeBackend {

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use mel_core::{ClipMeta, Config, MelPlan, OutputBuf, Sink, SinkSpec};
-use mel_sinks::Hdf5Sink;
+use mel_sinks::{Hdf5Options, Hdf5Sink};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let clips: usize = std::env::args()
@@ -18,9 +18,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for chunk in [1usize, 16, 0] {
         let mut config = Config::default();
         config.hdf5.chunk_clips = chunk;
-        let plan = MelPlan::new(&config)?;
+        let plan = MelPlan::from_config(&config)?;
         let batch = 256;
-        let mut data = OutputBuf::zeros(plan.dtype, batch * plan.values_per_clip());
+        let mut data = OutputBuf::zeros(plan.dtype(), batch * plan.values_per_clip());
         for i in 0..data.len() {
             if let OutputBuf::F16(v) = &mut data {
                 v[i] = half::f16::from_f32(-((i % 97) as f32));
@@ -37,9 +37,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             rows: clips,
             plan: plan.clone(),
             label_names: vec!["a".into()],
+            provenance: config.resolved_json(),
         };
         let t0 = Instant::now();
-        let mut sink = Box::new(Hdf5Sink::create(std::path::Path::new(&dir), spec)?);
+        let mut sink = Box::new(Hdf5Sink::create(
+            std::path::Path::new(&dir),
+            spec,
+            Hdf5Options {
+                chunk_clips: chunk,
+                gzip: 0,
+                fsync: config.output.fsync,
+            },
+        )?);
         for first in (0..clips).step_by(batch) {
             let n = batch.min(clips - first);
             let mut d = data.clone();

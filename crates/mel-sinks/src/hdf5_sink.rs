@@ -11,6 +11,17 @@ use mel_core::{ClipMeta, Dtype, Error, OutputBuf, Result, Sink, SinkSpec};
 use crate::atomic;
 use crate::chunks::ChunkWriter;
 
+/// Options of the HDF5 sink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Hdf5Options {
+    /// Clips per chunk of `mel`; 0: contiguous (written straight to its bytes).
+    pub chunk_clips: usize,
+    /// Deflate level 1–9 after a byte shuffle (needs chunks); 0: none.
+    pub gzip: u8,
+    /// Flush the file to disk before renaming it into place.
+    pub fsync: bool,
+}
+
 /// Writes `OUT/{split}.h5`.
 ///
 /// With the default contiguous layout the `mel` storage is reserved when the file is
@@ -33,11 +44,12 @@ pub struct Hdf5Sink {
     labels: Vec<Option<i64>>,
     paths: Vec<Option<String>>,
     written: usize,
+    opts: Hdf5Options,
 }
 
 impl Hdf5Sink {
     /// Creates the temporary file and the `mel` dataset for `spec` in `out_dir`.
-    pub fn create(out_dir: &Path, spec: SinkSpec) -> Result<Self> {
+    pub fn create(out_dir: &Path, spec: SinkSpec, opts: Hdf5Options) -> Result<Self> {
         let final_path = out_dir.join(format!("{}.h5", spec.split));
         atomic::remove_stale_partials(&final_path);
         let temp_path = atomic::temp_path_for(&final_path);
@@ -47,9 +59,9 @@ impl Hdf5Sink {
         };
         let file = File::create(&temp_path).map_err(err)?;
         let clip_shape = spec.plan.clip_shape();
-        let h5 = &spec.plan.config.hdf5;
+        let h5 = &opts;
         let chunk_clips = h5.chunk_clips.min(spec.rows.max(1));
-        let builder = match spec.plan.dtype {
+        let builder = match spec.plan.dtype() {
             Dtype::F32 => file.new_dataset::<f32>(),
             Dtype::F16 => file.new_dataset::<half::f16>(),
             Dtype::Bf16 => file.new_dataset::<u16>(),
@@ -85,11 +97,7 @@ impl Hdf5Sink {
             None
         } else {
             match mel.offset() {
-                Some(offset) => Some(RawWriter::open(
-                    &temp_path,
-                    offset,
-                    spec.plan.config.output.fsync,
-                )?),
+                Some(offset) => Some(RawWriter::open(&temp_path, offset, opts.fsync)?),
                 None => None,
             }
         };
@@ -98,12 +106,12 @@ impl Hdf5Sink {
                 chunk_clips,
                 spec.plan.bytes_per_clip(),
                 spec.rows,
-                spec.plan.dtype.size(),
+                spec.plan.dtype().size(),
                 h5.gzip,
                 clip_shape.len() + 1,
             )
         });
-        let writeback = if chunked && spec.plan.config.output.fsync {
+        let writeback = if chunked && opts.fsync {
             std::fs::OpenOptions::new()
                 .write(true)
                 .open(&temp_path)
@@ -124,6 +132,7 @@ impl Hdf5Sink {
             labels: vec![None; rows],
             paths: vec![None; rows],
             written: 0,
+            opts,
         })
     }
 
@@ -144,7 +153,7 @@ impl Hdf5Sink {
         let file = self.file.as_ref().expect("file is open until commit");
         let e = |e: hdf5::Error| self.err(e);
         file.relink("mel", "mel_full").map_err(e)?;
-        let builder = match self.spec.plan.dtype {
+        let builder = match self.spec.plan.dtype() {
             Dtype::F32 => file.new_dataset::<f32>(),
             Dtype::F16 => file.new_dataset::<half::f16>(),
             Dtype::Bf16 => file.new_dataset::<u16>(),
@@ -159,7 +168,7 @@ impl Hdf5Sink {
         for first in (0..rows).step_by(step) {
             let n = step.min(rows - first);
             let slab = hyperslab(first, n, ndim);
-            match self.spec.plan.dtype {
+            match self.spec.plan.dtype() {
                 Dtype::F32 => {
                     let a = self.mel.read_slice::<f32, _, ndarray::IxDyn>(slab.clone());
                     a.and_then(|a| new.write_slice(&a, slab))
@@ -219,17 +228,17 @@ impl Hdf5Sink {
                 .write_scalar(&v)
                 .map_err(e)
         };
-        text_attr("config", &self.spec.plan.config.resolved_json())?;
+        text_attr("config", &self.spec.provenance)?;
         text_attr("melctl_version", env!("CARGO_PKG_VERSION"))?;
         text_attr("split", &self.spec.split)?;
         let dims: Vec<&str> = ["clip"]
             .into_iter()
-            .chain(self.spec.plan.long_count.map(|_| "long"))
-            .chain(self.spec.plan.short_count.map(|_| "short"))
+            .chain(self.spec.plan.long_count().map(|_| "long"))
+            .chain(self.spec.plan.short_count().map(|_| "short"))
             .chain(["mel", "frame"])
             .collect();
         text_attr("mel_dims", &dims.join(","))?;
-        let dtype_note = match self.spec.plan.dtype {
+        let dtype_note = match self.spec.plan.dtype() {
             Dtype::Bf16 => {
                 "bfloat16 stored as uint16 bit patterns: torch.from_numpy(x).view(torch.bfloat16)"
             }
@@ -268,7 +277,7 @@ impl Sink for Hdf5Sink {
             )));
         }
         if data.len() != rows * self.spec.plan.values_per_clip()
-            || data.dtype() != self.spec.plan.dtype
+            || data.dtype() != self.spec.plan.dtype()
         {
             return Err(self.err("batch data does not match the plan's shape or dtype"));
         }
@@ -348,11 +357,7 @@ impl Sink for Hdf5Sink {
         if let Some(f) = self.file.take() {
             f.close().map_err(|e| self.err(e))?;
         }
-        atomic::commit(
-            &self.temp_path,
-            &self.final_path,
-            self.spec.plan.config.output.fsync,
-        )?;
+        atomic::commit(&self.temp_path, &self.final_path, self.opts.fsync)?;
         Ok(self.final_path.clone())
     }
 }

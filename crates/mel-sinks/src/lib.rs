@@ -6,5 +6,5 @@ mod chunks;
 pub mod hdf5_sink;
 pub mod npy_sink;
 
-pub use hdf5_sink::Hdf5Sink;
-pub use npy_sink::NpySink;
+pub use hdf5_sink::{Hdf5Options, Hdf5Sink};
+pub use npy_sink::{NpyOptions, NpySink};

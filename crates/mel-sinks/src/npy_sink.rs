@@ -23,6 +23,13 @@ use mel_core::{ClipMeta, Dtype, Error, OutputBuf, Result, Sink, SinkSpec};
 /// Header bytes reserved for `mel.npy` (a multiple of 64, room for any shape).
 const HEADER_LEN: usize = 256;
 
+/// Options of the npy sink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NpyOptions {
+    /// Flush the files to disk before swapping the folder into place.
+    pub fsync: bool,
+}
+
 /// Writes `OUT/{split}.npy.d/`.
 pub struct NpySink {
     final_dir: PathBuf,
@@ -31,6 +38,7 @@ pub struct NpySink {
     spec: SinkSpec,
     labels: Vec<Option<i64>>,
     paths: Vec<Option<String>>,
+    opts: NpyOptions,
 }
 
 /// The `.npy` v1.0 header for `descr` and `shape`, padded to `HEADER_LEN` bytes.
@@ -61,7 +69,7 @@ fn descr(dtype: Dtype) -> &'static str {
 
 impl NpySink {
     /// Creates the temporary folder and a `mel.npy` sized for `spec.rows` rows.
-    pub fn create(out_dir: &Path, spec: SinkSpec) -> Result<Self> {
+    pub fn create(out_dir: &Path, spec: SinkSpec, opts: NpyOptions) -> Result<Self> {
         let final_dir = out_dir.join(format!("{}.npy.d", spec.split));
         crate::atomic::remove_stale_partials(&final_dir);
         let temp_dir = out_dir.join(format!(
@@ -75,7 +83,7 @@ impl NpySink {
         let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
         let mut shape = vec![spec.rows];
         shape.extend(spec.plan.clip_shape());
-        file.write_all_at(&npy_header(descr(spec.plan.dtype), &shape), 0)
+        file.write_all_at(&npy_header(descr(spec.plan.dtype()), &shape), 0)
             .map_err(|e| Error::io(&path, e))?;
         file.set_len((HEADER_LEN + spec.rows * spec.plan.bytes_per_clip()) as u64)
             .map_err(|e| Error::io(&path, e))?;
@@ -87,6 +95,7 @@ impl NpySink {
             spec,
             labels: vec![None; rows],
             paths: vec![None; rows],
+            opts,
         })
     }
 
@@ -110,8 +119,8 @@ impl NpySink {
         let plan = &self.spec.plan;
         let dims: Vec<&str> = ["clip"]
             .into_iter()
-            .chain(plan.long_count.map(|_| "long"))
-            .chain(plan.short_count.map(|_| "short"))
+            .chain(plan.long_count().map(|_| "long"))
+            .chain(plan.short_count().map(|_| "short"))
             .chain(["mel", "frame"])
             .collect();
         let meta = serde_json::json!({
@@ -119,11 +128,11 @@ impl NpySink {
             "split": self.spec.split,
             "rows": rows,
             "mel_dims": dims,
-            "dtype": plan.dtype.name(),
-            "dtype_note": if plan.dtype == Dtype::Bf16 { "bfloat16 stored as uint16 bit patterns" } else { "" },
+            "dtype": plan.dtype().name(),
+            "dtype_note": if plan.dtype() == Dtype::Bf16 { "bfloat16 stored as uint16 bit patterns" } else { "" },
             "label_names": self.spec.label_names,
             "paths": self.paths[..rows].iter().map(|p| p.as_deref().expect("checked")).collect::<Vec<_>>(),
-            "config": serde_json::from_str::<serde_json::Value>(&plan.config.resolved_json()).unwrap_or_default(),
+            "config": serde_json::from_str::<serde_json::Value>(&self.spec.provenance).unwrap_or_default(),
         });
         let meta_path = self.temp_dir.join("meta.json");
         std::fs::write(
@@ -150,7 +159,7 @@ impl Sink for NpySink {
             )));
         }
         if data.len() != rows * self.spec.plan.values_per_clip()
-            || data.dtype() != self.spec.plan.dtype
+            || data.dtype() != self.spec.plan.dtype()
         {
             return Err(self.err("batch data does not match the plan's shape or dtype"));
         }
@@ -190,12 +199,12 @@ impl Sink for NpySink {
         if rows < self.spec.rows {
             let mut shape = vec![rows];
             shape.extend(self.spec.plan.clip_shape());
-            file.write_all_at(&npy_header(descr(self.spec.plan.dtype), &shape), 0)
+            file.write_all_at(&npy_header(descr(self.spec.plan.dtype()), &shape), 0)
                 .map_err(|e| self.err(e))?;
             file.set_len((HEADER_LEN + rows * self.spec.plan.bytes_per_clip()) as u64)
                 .map_err(|e| self.err(e))?;
         }
-        let durable = self.spec.plan.config.output.fsync;
+        let durable = self.opts.fsync;
         if durable {
             file.sync_all().map_err(|e| self.err(e))?;
         }
@@ -274,8 +283,9 @@ mod tests {
         SinkSpec {
             split: "train".into(),
             rows,
-            plan: MelPlan::new(&c).unwrap(),
+            plan: MelPlan::from_config(&c).unwrap(),
             label_names: vec!["a".into(), "b".into()],
+            provenance: c.resolved_json(),
         }
     }
 
@@ -300,7 +310,8 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let s = spec(5, Dtype::F32);
         let plan = s.plan.clone();
-        let mut sink = Box::new(NpySink::create(t.path(), s.clone()).unwrap());
+        let mut sink =
+            Box::new(NpySink::create(t.path(), s.clone(), NpyOptions::default()).unwrap());
         let (m, d) = batch(&plan, 2, 2);
         sink.write(2, &m, &d).unwrap();
         let (m, d) = batch(&plan, 0, 2);
@@ -329,7 +340,9 @@ mod tests {
         );
 
         // A second build replaces the first whole; an uncommitted one leaves it untouched.
-        let mut again = Box::new(NpySink::create(t.path(), spec(1, Dtype::F32)).unwrap());
+        let mut again = Box::new(
+            NpySink::create(t.path(), spec(1, Dtype::F32), NpyOptions::default()).unwrap(),
+        );
         let (m, d) = batch(&plan, 0, 1);
         again.write(0, &m, &d).unwrap();
         again.commit(1).unwrap();
@@ -337,7 +350,7 @@ mod tests {
             serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
         assert_eq!(meta["rows"], 1);
         drop(Box::new(
-            NpySink::create(t.path(), spec(3, Dtype::F32)).unwrap(),
+            NpySink::create(t.path(), spec(3, Dtype::F32), NpyOptions::default()).unwrap(),
         ));
         let names: Vec<_> = std::fs::read_dir(t.path())
             .unwrap()

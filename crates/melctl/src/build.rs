@@ -12,7 +12,7 @@ use mel_core::config::{LoaderKind, SinkKind};
 use mel_core::pipeline::{self, QueueMetrics, RunOptions, StageMetrics, Verdict};
 use mel_core::{ClipFailure, ClipMeta, Config, Loader, LoaderStats, MelPlan, Sink, SinkSpec};
 use mel_loaders::{CacheKey, CacheLoader, Lazy, PreloadLoader, StreamLoader};
-use mel_sinks::{Hdf5Sink, NpySink};
+use mel_sinks::{Hdf5Options, Hdf5Sink, NpyOptions, NpySink};
 
 use crate::cli::OnError;
 use crate::progress::Progress;
@@ -76,8 +76,22 @@ pub struct BuildOptions {
 /// The sink `output.sink` names, for `spec`, under `out`.
 fn make_sink(config: &Config, out: &Path, spec: SinkSpec) -> Result<Box<dyn Sink>> {
     Ok(match config.output.sink {
-        SinkKind::Hdf5 => Box::new(Hdf5Sink::create(out, spec)?),
-        SinkKind::Npy => Box::new(NpySink::create(out, spec)?),
+        SinkKind::Hdf5 => Box::new(Hdf5Sink::create(
+            out,
+            spec,
+            Hdf5Options {
+                chunk_clips: config.hdf5.chunk_clips,
+                gzip: config.hdf5.gzip,
+                fsync: config.output.fsync,
+            },
+        )?),
+        SinkKind::Npy => Box::new(NpySink::create(
+            out,
+            spec,
+            NpyOptions {
+                fsync: config.output.fsync,
+            },
+        )?),
     })
 }
 
@@ -99,7 +113,7 @@ pub fn build(
     cancel: Arc<AtomicBool>,
 ) -> Result<BuildReport> {
     let (on_error, only, resume) = (options.on_error, &options.only, options.resume);
-    let plan = MelPlan::new(config)?;
+    let plan = MelPlan::from_config(config)?;
     std::fs::create_dir_all(out)
         .with_context(|| format!("cannot create output folder {}", out.display()))?;
     for name in only {
@@ -135,6 +149,7 @@ pub fn build(
             rows: split.files.len(),
             plan: plan.clone(),
             label_names: dataset.label_names.clone(),
+            provenance: config.resolved_json(),
         };
         // With --resume, the pipeline computes only what the journal lacks, into it.
         let mut journal = None;

@@ -44,7 +44,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Config(args) => {
             let config = settings::resolve(&args.flags)?;
-            MelPlan::new(&config)?;
+            MelPlan::from_config(&config)?;
             print!("{}", config.to_toml());
             Ok(())
         }
@@ -79,7 +79,7 @@ fn run(cli: Cli) -> Result<()> {
 
 fn run_build(args: &BuildArgs) -> Result<()> {
     let config = settings::resolve(&args.flags)?;
-    let plan = MelPlan::new(&config)?;
+    let plan = MelPlan::from_config(&config)?;
     let (dataset, source) = load_dataset(args)?;
     eprintln!(
         "{}: {} splits, {} classes, {} files; clip {:?} {} per clip",

@@ -117,7 +117,7 @@ impl Journal {
         let mut j = Journal {
             dir: dir.clone(),
             fingerprint,
-            dtype: plan.dtype,
+            dtype: plan.dtype(),
             values_per_clip: plan.values_per_clip(),
             batches: Vec::new(),
             note: String::new(),

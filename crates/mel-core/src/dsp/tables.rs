@@ -18,10 +18,10 @@ impl SegmentCsr {
     /// The map of `plan`.
     pub fn new(plan: &MelPlan) -> Self {
         let mut start = vec![0u32];
-        let mut out = Vec::with_capacity(plan.segment_map.len());
-        for d in 0..plan.distinct_offsets.len() {
+        let mut out = Vec::with_capacity(plan.segment_map().len());
+        for d in 0..plan.distinct_offsets().len() {
             out.extend(
-                plan.segment_map
+                plan.segment_map()
                     .iter()
                     .enumerate()
                     .filter(|&(_, &m)| m as usize == d)
@@ -56,13 +56,13 @@ impl FilterSpans {
             offset: vec![],
             weights: vec![],
         };
-        for (m, f) in plan.sparse_filterbank.filters.iter().enumerate() {
+        for (m, f) in plan.sparse_filterbank().filters.iter().enumerate() {
             s.first.push(f.start as u32);
             s.len.push(f.weights.len() as u32);
             s.offset.push(s.weights.len() as u32);
             s.weights.extend(
                 (f.start..f.start + f.weights.len())
-                    .map(|b| plan.filterbank[b * plan.n_mels + m] as f32),
+                    .map(|b| plan.filterbank()[b * plan.n_mels() + m] as f32),
             );
         }
         s
@@ -86,7 +86,7 @@ mod tests {
 
     #[test]
     fn leak_4k_segment_map_covers_every_output_segment_once() {
-        let plan = MelPlan::new(&Config::default()).unwrap();
+        let plan = MelPlan::from_config(&Config::default()).unwrap();
         let csr = SegmentCsr::new(&plan);
         assert_eq!(csr.start.len(), 160);
         assert_eq!(*csr.start.last().unwrap(), 237);
@@ -102,13 +102,13 @@ mod tests {
 
     #[test]
     fn filter_spans_match_the_dense_filterbank() {
-        let plan = MelPlan::new(&Config::default()).unwrap();
+        let plan = MelPlan::from_config(&Config::default()).unwrap();
         let s = FilterSpans::new(&plan);
-        assert_eq!(s.first.len(), plan.n_mels);
+        assert_eq!(s.first.len(), plan.n_mels());
         assert_eq!(s.weights.len(), s.len.iter().sum::<u32>() as usize);
-        for m in 0..plan.n_mels {
-            for bin in 0..plan.n_freqs {
-                let dense = plan.filterbank[bin * plan.n_mels + m] as f32;
+        for m in 0..plan.n_mels() {
+            for bin in 0..plan.n_freqs() {
+                let dense = plan.filterbank()[bin * plan.n_mels() + m] as f32;
                 let (a, l) = (s.first[m] as usize, s.len[m] as usize);
                 let sparse = if (a..a + l).contains(&bin) {
                     s.weights[s.offset[m] as usize + bin - a]

@@ -79,7 +79,7 @@ pub fn run(
     // being computed and one being written. Peak memory does not depend on the run's length.
     let (free_tx, free_rx) = mpsc::channel::<OutputBuf>();
     for _ in 0..depth + 2 {
-        let _ = free_tx.send(OutputBuf::zeros(backend.plan().dtype, 0));
+        let _ = free_tx.send(OutputBuf::zeros(backend.plan().dtype(), 0));
     }
     let stop_flag = AtomicBool::new(false);
     let stop = &stop_flag;
