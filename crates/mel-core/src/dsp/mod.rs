@@ -8,5 +8,5 @@ pub mod window;
 
 pub use filterbank::{MelFilter, SparseFilterbank, hz_to_mel, mel_to_hz, melscale_fbanks};
 pub use framing::{frame_count, pad_segment};
-pub use tables::{FilterSpans, SegmentCsr, dft_twiddles};
+pub use tables::{FilterSpans, SegmentCsr, WindowSpectrum, dft_twiddles, twiddles_f32};
 pub use window::window;

@@ -79,6 +79,72 @@ pub fn dft_twiddles(n: usize) -> Vec<f64> {
         .collect()
 }
 
+/// `exp(-2πik/n)` for k in `0..n` as `[re, im]`, computed in f64 and rounded once to
+/// f32: the twiddle table of every float32 transform. A stage of a size-`m` FFT uses
+/// entries `k · n / m` of it; powers of a twiddle are looked up, never computed by
+/// repeated f32 multiplication (which drifts).
+pub fn twiddles_f32(n: usize) -> Vec<[f32; 2]> {
+    (0..n)
+        .map(|k| {
+            let a = -2.0 * std::f64::consts::PI * k as f64 / n as f64;
+            [a.cos() as f32, a.sin() as f32]
+        })
+        .collect()
+}
+
+/// The DFT of a plan's window at its non-zero bins, for the DC remedy of float32
+/// transforms: a frame `x = c + r` (any constant `c`) transforms to `c·W[k] + R[k]`, so a
+/// backend subtracts `c` (e.g. the frame's mean) before its f32 FFT and adds `c·W[k]`
+/// back at these bins. The f32 FFT then rounds relative to what is left (the signal
+/// without its DC), not to a large DC offset that would leak into bins 100 dB below it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowSpectrum {
+    /// Bins `k < n_freqs` where `W[k]` is not zero (periodic Hann or Hamming spanning
+    /// `n_fft`: bins 0 and 1; rectangular spanning `n_fft`: bin 0; a shorter window: all).
+    pub bins: Vec<u32>,
+    /// `Re W[k]` at those bins, computed in f64, rounded once.
+    pub re: Vec<f32>,
+    /// `Im W[k]` at those bins.
+    pub im: Vec<f32>,
+}
+
+impl WindowSpectrum {
+    /// The spectrum of `plan`'s window (zero-padded to `n_fft`), bins `0..n_freqs`.
+    pub fn new(plan: &MelPlan) -> Self {
+        let n = plan.n_fft();
+        let w = plan.window();
+        let dft = |k: usize| {
+            let (mut re, mut im) = (0.0f64, 0.0f64);
+            for (j, &x) in w.iter().enumerate() {
+                let a = -2.0 * std::f64::consts::PI * ((j * k) % n) as f64 / n as f64;
+                re += x * a.cos();
+                im += x * a.sin();
+            }
+            (re, im)
+        };
+        let all: Vec<(f64, f64)> = (0..plan.n_freqs()).map(dft).collect();
+        let scale = w
+            .iter()
+            .map(|x| x.abs())
+            .sum::<f64>()
+            .max(f64::MIN_POSITIVE);
+        let mut s = WindowSpectrum {
+            bins: vec![],
+            re: vec![],
+            im: vec![],
+        };
+        for (k, &(re, im)) in all.iter().enumerate() {
+            // Exact zeros come out of f64 as ~1e-16 of the window's sum.
+            if re.hypot(im) > 1e-12 * scale {
+                s.bins.push(k as u32);
+                s.re.push(re as f32);
+                s.im.push(im as f32);
+            }
+        }
+        s
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +183,29 @@ mod tests {
                 };
                 assert_eq!(sparse, dense, "filter {m} bin {bin}");
             }
+        }
+    }
+
+    #[test]
+    fn window_spectrum_of_a_full_hann_is_two_bins() {
+        let plan = MelPlan::from_config(&Config::default()).unwrap();
+        let w = WindowSpectrum::new(&plan);
+        assert_eq!(w.bins, [0, 1]);
+        assert_eq!((w.re[0], w.re[1]), (256.0, -128.0));
+        assert!(w.im.iter().all(|x| x.abs() < 1e-6));
+        // A window shorter than n_fft is not sparse.
+        let mut c = Config::default();
+        c.mel.win_length = Some(300);
+        let w = WindowSpectrum::new(&MelPlan::from_config(&c).unwrap());
+        assert!(w.bins.len() > 100, "{}", w.bins.len());
+    }
+
+    #[test]
+    fn f32_twiddles_are_rounded_once_from_f64() {
+        let t = twiddles_f32(512);
+        let d = dft_twiddles(512);
+        for k in 0..512 {
+            assert_eq!(t[k], [d[2 * k] as f32, d[2 * k + 1] as f32]);
         }
     }
 
