@@ -15,6 +15,6 @@ pub use config::{Config, Dtype, LogScale, MelSpec, Preset};
 pub use error::{Error, Result};
 pub use plan::MelPlan;
 pub use traits::{
-    ClipBatch, ClipFailure, ClipMeta, Loader, LoaderStats, MelBackend, SampleBlock, SampleStore,
-    Sink, SinkSpec,
+    ClipBatch, ClipFailure, ClipMeta, DeviceTimes, Loader, LoaderStats, MelBackend, SampleBlock,
+    SampleStore, Sink, SinkSpec,
 };

@@ -127,6 +127,25 @@ pub trait MelBackend: Send {
     /// Computes `clips.len() / clip_samples` clips into `out`, which holds
     /// `clips × values_per_clip` values of the plan's dtype, laid out `[clip][long][short][mel][frame]`.
     fn compute(&mut self, clips: &[f32], out: OutputSlice<'_>) -> Result<()>;
+
+    /// For a device backend, the time its device spent copying in, computing and copying
+    /// out so far (measured on the device, e.g. with CUDA events); `None` when the backend
+    /// does not measure it (the CPU backend has nothing to split).
+    fn device_times(&self) -> Option<DeviceTimes> {
+        None
+    }
+}
+
+/// Device time of a GPU backend, split by what the device was doing, so that a report
+/// can tell a build bound by host↔device copies from one bound by the kernel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct DeviceTimes {
+    /// Seconds of host→device copies.
+    pub upload_seconds: f64,
+    /// Seconds of kernels.
+    pub kernel_seconds: f64,
+    /// Seconds of device→host copies.
+    pub download_seconds: f64,
 }
 
 /// Per-clip metadata a sink stores beside the spectrogram.
