@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use mel_core::{Error, Result};
 
 fn backend_error(message: String) -> Error {
-    Error::Backend {
+    Error::Device {
         backend: "cuda".into(),
         message,
     }

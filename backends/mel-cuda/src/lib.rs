@@ -25,7 +25,7 @@ pub use driver::{DeviceInfo, devices};
 pub use source::{KERNEL_SOURCE, Shape, Tables};
 
 fn err(message: impl std::fmt::Display) -> Error {
-    Error::Backend {
+    Error::Device {
         backend: "cuda".into(),
         message: message.to_string(),
     }

@@ -63,7 +63,7 @@ impl Shape {
         if need <= max_shared {
             return Ok(one);
         }
-        Err(Error::Backend {
+        Err(Error::Device {
             backend: "cuda".into(),
             message: format!(
                 "n_fft {} with {} mels × {} frames needs {need} bytes of shared memory per block; the device allows {max_shared}",
@@ -90,7 +90,7 @@ fn lit(v: f64) -> String {
 
 /// `-D` definitions that specialise the kernel to `plan` and `shape`.
 pub fn macros(plan: &MelPlan, shape: Shape) -> Result<Vec<String>> {
-    let refuse = |why: String| Error::Backend {
+    let refuse = |why: String| Error::Device {
         backend: "cuda".into(),
         message: why,
     };

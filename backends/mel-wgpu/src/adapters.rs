@@ -87,7 +87,7 @@ impl AdapterChoice {
 }
 
 pub(crate) fn err(message: impl std::fmt::Display) -> Error {
-    Error::Backend {
+    Error::Device {
         backend: "wgpu".into(),
         message: message.to_string(),
     }

@@ -13,6 +13,8 @@ use hound::{SampleFormat, WavReader};
 use mel_core::config::{AudioConfig, Downmix, PadPolicy, TrimPolicy};
 use mel_core::{Error, Result};
 
+use crate::mix::{check_channel, mono, takes};
+
 /// What a decoded file was like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DecodeInfo {
@@ -28,12 +30,10 @@ pub struct DecodeInfo {
 /// PCM 8/16/24/32-bit or float 32, any channel count, at `audio.sample_rate`.
 /// Short files are padded with zeros, long ones trimmed, per `audio`.
 pub fn decode_into(path: &Path, audio: &AudioConfig, dst: &mut [f32]) -> Result<DecodeInfo> {
-    let bad = |reason: String| Error::bad_input(path, reason);
-    let len = std::fs::metadata(path)
-        .map_err(|e| bad(format!("cannot read: {e}")))?
-        .len();
+    let io = |e: std::io::Error| Error::read(path, e);
+    let len = std::fs::metadata(path).map_err(io)?.len();
     if len == 0 {
-        return Err(bad("empty file (0 bytes)".into()));
+        return Err(Error::decode(path, "empty file (0 bytes)"));
     }
     match WavReader::open(path) {
         Ok(reader) if hound_takes(reader.spec(), audio) => {
@@ -41,19 +41,15 @@ pub fn decode_into(path: &Path, audio: &AudioConfig, dst: &mut [f32]) -> Result<
             let (spec, frames) = (reader.spec(), reader.duration() as usize);
             let mut inner = reader.into_inner();
             use std::io::Seek;
-            let start = inner
-                .stream_position()
-                .map_err(|e| bad(format!("cannot read: {e}")))?;
-            check_claimed(frames, spec, start, len).map_err(bad)?;
-            inner
-                .seek(std::io::SeekFrom::Start(0))
-                .map_err(|e| bad(format!("cannot read: {e}")))?;
-            let reader = WavReader::new(inner).map_err(|e| bad(describe(e)))?;
+            let start = inner.stream_position().map_err(io)?;
+            check_claimed(frames, spec, start, len, path)?;
+            inner.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
+            let reader = WavReader::new(inner).map_err(|e| hound_error(path, e))?;
             decode_wav(reader, path, audio, dst)
         }
         Ok(_) => generic_file(path, None, audio, dst),
         Err(e) if falls_back(&e) => generic_file(path, Some(describe(e)), audio, dst),
-        Err(e) => Err(bad(describe(e))),
+        Err(e) => Err(hound_error(path, e)),
     }
 }
 
@@ -64,12 +60,14 @@ fn check_claimed(
     spec: hound::WavSpec,
     data_start: u64,
     file_len: u64,
-) -> std::result::Result<(), String> {
+    path: &Path,
+) -> Result<()> {
     let frame_bytes = spec.channels as u64 * spec.bits_per_sample.div_ceil(8) as u64;
     let held = file_len.saturating_sub(data_start) / frame_bytes.max(1);
     if (frames as u64) > held {
-        return Err(format!(
-            "truncated data: the header promises {frames} frames, the file holds {held}"
+        return Err(Error::decode(
+            path,
+            format!("truncated data: the header promises {frames} frames, the file holds {held}"),
         ));
     }
     Ok(())
@@ -101,8 +99,7 @@ fn generic_file(
     audio: &AudioConfig,
     dst: &mut [f32],
 ) -> Result<DecodeInfo> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| Error::bad_input(path, format!("cannot read: {e}")))?;
+    let file = std::fs::File::open(path).map_err(|e| Error::read(path, e))?;
     crate::generic::decode(Box::new(file), path, hound_said, audio, dst)
 }
 
@@ -114,9 +111,8 @@ pub fn decode_bytes_into(
     audio: &AudioConfig,
     dst: &mut [f32],
 ) -> Result<DecodeInfo> {
-    let bad = |reason: String| Error::bad_input(path, reason);
     if bytes.is_empty() {
-        return Err(bad("empty file (0 bytes)".into()));
+        return Err(Error::decode(path, "empty file (0 bytes)"));
     }
     let reader = match WavReader::new(std::io::Cursor::new(bytes)) {
         Ok(r) => r,
@@ -124,7 +120,7 @@ pub fn decode_bytes_into(
             let source = Box::new(std::io::Cursor::new(bytes.to_vec()));
             return crate::generic::decode(source, path, Some(describe(e)), audio, dst);
         }
-        Err(e) => return Err(bad(describe(e))),
+        Err(e) => return Err(hound_error(path, e)),
     };
     let spec = reader.spec();
     if !hound_takes(spec, audio) {
@@ -140,35 +136,16 @@ pub fn decode_bytes_into(
         // the first sample; convert the little-endian samples straight from the bytes.
         let frames = reader.duration() as usize;
         let start = (reader.into_inner().position() as usize).min(bytes.len());
-        check_claimed(frames, spec, start as u64, bytes.len() as u64).map_err(bad)?;
+        check_claimed(frames, spec, start as u64, bytes.len() as u64, path)?;
         return decode_pcm16(&bytes[start..], frames, spec.channels, path, audio, dst);
     }
     let frames = reader.duration() as usize;
     let mut inner = reader.into_inner();
     let start = inner.position();
-    check_claimed(frames, spec, start, bytes.len() as u64).map_err(bad)?;
+    check_claimed(frames, spec, start, bytes.len() as u64, path)?;
     inner.set_position(0);
-    let reader = WavReader::new(inner).map_err(|e| bad(describe(e)))?;
+    let reader = WavReader::new(inner).map_err(|e| hound_error(path, e))?;
     decode_wav(reader, path, audio, dst)
-}
-
-/// Whether channel `c` contributes to the mono mix.
-pub(crate) fn takes(downmix: Downmix, c: usize) -> bool {
-    match downmix {
-        Downmix::Mean => true,
-        Downmix::First => c == 0,
-        Downmix::Channel(k) => c == k as usize,
-    }
-}
-
-/// A picked channel must exist.
-pub(crate) fn check_channel(downmix: Downmix, channels: usize) -> std::result::Result<(), String> {
-    match downmix {
-        Downmix::Channel(k) if k as usize >= channels => Err(format!(
-            "has {channels} channel(s); audio.downmix picks channel {k} (counting from 0)"
-        )),
-        _ => Ok(()),
-    }
 }
 
 /// Where the kept frames of a `frames`-long file go in a `clip`-long row:
@@ -197,7 +174,7 @@ fn decode_pcm16(
 ) -> Result<DecodeInfo> {
     let (kept, skip, pad_before) = placement(frames, dst.len(), audio);
     let ch = channels as usize;
-    check_channel(audio.downmix, ch).map_err(|r| Error::bad_input(path, r))?;
+    check_channel(audio.downmix, ch, path)?;
     let data = data.get(skip * ch * 2..).unwrap_or(&[]);
     dst.fill(0.0);
     let out = &mut dst[pad_before..pad_before + kept];
@@ -212,10 +189,10 @@ fn decode_pcm16(
             .chunks_exact(2)
             .map(|b| Ok::<i16, hound::Error>(i16::from_le_bytes([b[0], b[1]])));
         read_frames(samples, ch, audio.downmix, 1.0 / 32768.0, out)
-            .map_err(|e| Error::bad_input(path, describe(e)))?
+            .map_err(|e| hound_error(path, e))?
     };
     if done < kept {
-        return Err(Error::bad_input(
+        return Err(Error::decode(
             path,
             format!(
                 "truncated data: the header promises {frames} frames, the file ends after {}",
@@ -236,24 +213,27 @@ fn decode_wav<R: std::io::Read + std::io::Seek>(
     audio: &AudioConfig,
     dst: &mut [f32],
 ) -> Result<DecodeInfo> {
-    let bad = |reason: String| Error::bad_input(path, reason);
+    let bad = |reason: String| Error::decode(path, reason);
     let spec = reader.spec();
     if spec.channels == 0 {
         return Err(bad("the header says 0 channels".into()));
     }
-    check_channel(audio.downmix, spec.channels as usize).map_err(bad)?;
+    check_channel(audio.downmix, spec.channels as usize, path)?;
     if spec.sample_rate != audio.sample_rate {
-        return Err(bad(format!(
-            "sample rate is {} Hz, the configuration wants {} Hz (audio.sample_rate)",
-            spec.sample_rate, audio.sample_rate
-        )));
+        return Err(Error::unsupported(
+            path,
+            format!(
+                "sample rate is {} Hz, the configuration wants {} Hz (audio.sample_rate)",
+                spec.sample_rate, audio.sample_rate
+            ),
+        ));
     }
     let frames = reader.duration() as usize;
     let (kept, skip, pad_before) = placement(frames, dst.len(), audio);
     if skip > 0 {
         reader
             .seek(skip as u32)
-            .map_err(|e| bad(describe(hound::Error::IoError(e))))?;
+            .map_err(|e| hound_error(path, hound::Error::IoError(e)))?;
     }
     dst.fill(0.0);
     let out = &mut dst[pad_before..pad_before + kept];
@@ -273,9 +253,14 @@ fn decode_wav<R: std::io::Read + std::io::Seek>(
             let scale = 1.0 / (1u64 << (b - 1)) as f32;
             read_frames(reader.samples::<i32>(), channels, audio.downmix, scale, out)
         }
-        (f, b) => return Err(bad(format!("unsupported sample format: {f:?} {b}-bit"))),
+        (f, b) => {
+            return Err(Error::unsupported(
+                path,
+                format!("unsupported sample format: {f:?} {b}-bit"),
+            ));
+        }
     };
-    let done = read.map_err(|e| bad(describe(e)))?;
+    let done = read.map_err(|e| hound_error(path, e))?;
     if done < kept {
         return Err(bad(format!(
             "truncated data: the header promises {frames} frames, the file ends after {}",
@@ -321,10 +306,7 @@ where
                 acc += v;
             }
         }
-        *slot = match downmix {
-            Downmix::Mean => acc * scale / channels as f32,
-            Downmix::First | Downmix::Channel(_) => acc * scale,
-        };
+        *slot = mono(acc * scale, downmix, channels);
     }
     Ok(out.len())
 }
@@ -350,11 +332,27 @@ impl From<i32> for Widened {
     }
 }
 
-/// hound's ways of saying the input ended early.
+/// hound's ways of saying the input ended early: an `UnexpectedEof` I/O error, or the
+/// `ErrorKind::Other` error hound 3.5 builds for a short read (`read.rs`, "Failed to read
+/// enough bytes."), which carries no other mark than its text.
 fn is_eof(e: &hound::Error) -> bool {
     matches!(e, hound::Error::IoError(io)
         if io.kind() == std::io::ErrorKind::UnexpectedEof
-            || io.to_string().contains("read enough bytes"))
+            || (io.kind() == std::io::ErrorKind::Other
+                && io.to_string() == "Failed to read enough bytes."))
+}
+
+/// hound's error as the kind it is: a read failure, a truncated or malformed file, or an
+/// unsupported variant.
+fn hound_error(path: &Path, e: hound::Error) -> Error {
+    match e {
+        e if is_eof(&e) => Error::decode(path, describe(e)),
+        hound::Error::IoError(io) => Error::read(path, io),
+        e @ (hound::Error::TooWide | hound::Error::Unsupported) => {
+            Error::unsupported(path, describe(e))
+        }
+        e => Error::decode(path, describe(e)),
+    }
 }
 
 pub(crate) fn describe(e: hound::Error) -> String {

@@ -16,7 +16,8 @@ use symphonia::core::formats::{FormatOptions, TrackType};
 use symphonia::core::io::{MediaSource, MediaSourceStream};
 use symphonia::core::meta::MetadataOptions;
 
-use crate::decode::{DecodeInfo, check_channel, placement, takes};
+use crate::decode::{DecodeInfo, placement};
+use crate::mix::{check_channel, mix_interleaved};
 use crate::resample::resample;
 
 /// A file may hold at most this many clip lengths of audio when all of it is needed.
@@ -26,16 +27,22 @@ pub const MAX_CLIPS_LONG: usize = 64;
 /// resampler's filter sees real audio around the cut.
 const RESAMPLE_MARGIN: usize = 16_384;
 
-fn describe(e: SymError) -> String {
+/// symphonia's error as the kind it is.
+fn sym_error(path: &Path, e: SymError) -> Error {
     match e {
         SymError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
-            "truncated: the file ends inside its header or data".into()
+            Error::decode(path, "truncated: the file ends inside its header or data")
         }
-        SymError::IoError(io) => format!("read error: {io}"),
-        SymError::DecodeError(m) => format!("corrupt audio data: {m}"),
-        SymError::Unsupported(m) => format!("unsupported format or codec: {m}"),
-        SymError::LimitError(m) => format!("beyond a decoder limit: {m}"),
-        other => other.to_string(),
+        SymError::IoError(io) => Error::read(path, io),
+        SymError::DecodeError(m) => Error::decode(path, format!("corrupt audio data: {m}")),
+        SymError::Unsupported(m) => {
+            Error::unsupported(path, format!("unsupported format or codec: {m}"))
+        }
+        SymError::LimitError(m) => Error::limit(
+            path.display().to_string(),
+            format!("beyond a decoder limit: {m}"),
+        ),
+        other => Error::decode(path, other.to_string()),
     }
 }
 
@@ -56,7 +63,7 @@ pub fn decode(
             .map(String::as_str)
             .or_else(|| panic.downcast_ref::<&str>().copied())
             .unwrap_or("unknown");
-        Err(Error::bad_input(
+        Err(Error::decode(
             path,
             format!("the decoder failed on this file ({what})"),
         ))
@@ -70,7 +77,7 @@ fn decode_inner(
     audio: &AudioConfig,
     dst: &mut [f32],
 ) -> Result<DecodeInfo> {
-    let bad = |reason: String| Error::bad_input(path, reason);
+    let bad = |reason: String| Error::decode(path, reason);
     let mss = MediaSourceStream::new(source, Default::default());
     let mut hint = Hint::new();
     if let Some(ext) = path.extension().and_then(|e| e.to_str()) {
@@ -87,7 +94,7 @@ fn decode_inner(
             (SymError::Unsupported(_), Some(h)) => bad(format!(
                 "{h}, and not another supported audio format either"
             )),
-            _ => bad(describe(e)),
+            _ => sym_error(path, e),
         })?;
     let track = format
         .default_track(TrackType::Audio)
@@ -102,7 +109,7 @@ fn decode_inner(
     let bits = params.bits_per_sample.unwrap_or(0) as u16;
     let mut decoder = symphonia::default::get_codecs()
         .make_audio_decoder(&params, &AudioDecoderOptions::default())
-        .map_err(|e| bad(describe(e)))?;
+        .map_err(|e| sym_error(path, e))?;
 
     let clip = dst.len();
     let mut rate: Option<u32> = None;
@@ -115,12 +122,12 @@ fn decode_inner(
             Ok(Some(p)) => p,
             Ok(None) => break,
             Err(SymError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-            Err(e) => return Err(bad(describe(e))),
+            Err(e) => return Err(sym_error(path, e)),
         };
         if packet.track_id != track_id {
             continue;
         }
-        let buf = decoder.decode(&packet).map_err(|e| bad(describe(e)))?;
+        let buf = decoder.decode(&packet).map_err(|e| sym_error(path, e))?;
         let spec = buf.spec();
         let (r, ch) = (spec.rate(), spec.channels().count());
         if ch == 0 {
@@ -130,7 +137,7 @@ fn decode_inner(
             return Err(bad("zero sample rate".into()));
         }
         if rate.is_none() {
-            check_channel(audio.downmix, ch).map_err(bad)?;
+            check_channel(audio.downmix, ch, path)?;
             // Source frames needed for the clip; beyond the limit decoding stops
             // (trim from the start) or the file is refused (anything else).
             let needed =
@@ -149,28 +156,19 @@ fn decode_inner(
         channels = ch;
         interleaved.resize(buf.samples_interleaved(), 0.0);
         buf.copy_to_slice_interleaved(&mut interleaved);
-        let scale = match audio.downmix {
-            mel_core::config::Downmix::Mean => 1.0 / ch as f32,
-            _ => 1.0,
-        };
-        for frame in interleaved.chunks_exact(ch) {
-            let mut acc = 0.0f32;
-            for (c, &v) in frame.iter().enumerate() {
-                if takes(audio.downmix, c) {
-                    acc += v;
-                }
-            }
-            mono.push(acc * scale);
-        }
+        mix_interleaved(&interleaved, ch, audio.downmix, &mut mono);
         if mono.len() >= limit {
             if audio.trim == TrimPolicy::Start {
                 mono.truncate(limit);
                 break;
             }
-            return Err(bad(format!(
-                "longer than {MAX_CLIPS_LONG} clip lengths ({:.1} s at {r} Hz so far); with audio.trim = \"start\" only the beginning is read",
-                mono.len() as f64 / r as f64
-            )));
+            return Err(Error::limit(
+                path.display().to_string(),
+                format!(
+                    "longer than {MAX_CLIPS_LONG} clip lengths ({:.1} s at {r} Hz so far); with audio.trim = \"start\" only the beginning is read",
+                    mono.len() as f64 / r as f64
+                ),
+            ));
         }
     }
     let rate = rate.ok_or_else(|| bad("no audio samples".into()))?;
@@ -180,7 +178,8 @@ fn decode_inner(
         )));
     }
     let source_frames = mono.len();
-    let at_rate = resample(&mono, rate, audio.sample_rate, audio.resample_quality).map_err(bad)?;
+    let at_rate = resample(&mono, rate, audio.sample_rate, audio.resample_quality)
+        .map_err(|e| Error::unsupported(path, e.to_string()))?;
     // A file cut short for trimming counts only its kept part.
     let frames = if audio.trim == TrimPolicy::Start {
         at_rate.len().min(clip)

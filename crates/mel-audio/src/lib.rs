@@ -5,6 +5,7 @@
 pub mod decode;
 pub mod generic;
 pub mod manifest;
+mod mix;
 pub mod resample;
 pub mod scan;
 

@@ -165,7 +165,7 @@ pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
         }
     }
     if with_split == 0 {
-        assign(by_class, opts, &mut by_split).map_err(err)?;
+        assign(by_class, opts, &mut by_split, path)?;
     }
     let splits = by_split
         .into_iter()
@@ -189,13 +189,17 @@ fn assign(
     by_class: BTreeMap<i64, Vec<FileEntry>>,
     opts: &ManifestOptions,
     out: &mut BTreeMap<String, Vec<FileEntry>>,
-) -> std::result::Result<(), String> {
+    manifest: &Path,
+) -> Result<()> {
     let total: f64 = opts.ratios.iter().map(|(_, r)| r).sum();
     if opts.ratios.is_empty()
         || opts.ratios.iter().any(|(_, r)| r.is_nan() || *r < 0.0)
         || total <= 0.0
     {
-        return Err("split ratios must be non-negative and not all zero".into());
+        return Err(Error::Dataset {
+            root: manifest.to_path_buf(),
+            reason: "split ratios must be non-negative and not all zero".into(),
+        });
     }
     for (_, mut members) in by_class {
         members.sort_by_key(|f| {

@@ -2,6 +2,18 @@
 
 use mel_core::config::ResampleQuality;
 
+/// Why a resampling could not be done (rubato refused the rates or the buffers).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("resampling {from} Hz to {to} Hz: {message}")]
+pub struct ResampleError {
+    /// Source rate.
+    pub from: u32,
+    /// Target rate.
+    pub to: u32,
+    /// rubato's message.
+    pub message: String,
+}
+
 /// `input` (mono, at `from` Hz) converted to `to` Hz. The output has
 /// `ceil(len × to / from)` samples, aligned with the input (rubato's delay removed).
 pub fn resample(
@@ -9,7 +21,7 @@ pub fn resample(
     from: u32,
     to: u32,
     quality: ResampleQuality,
-) -> Result<Vec<f32>, String> {
+) -> Result<Vec<f32>, ResampleError> {
     use rubato::audioadapter_buffers::direct::InterleavedSlice;
     use rubato::{Fft, FixedSync, Resampler, WindowFunction};
     if from == to || input.is_empty() {
@@ -20,7 +32,11 @@ pub fn resample(
         ResampleQuality::Balanced => (1024, 4),
         ResampleQuality::Best => (8192, 1),
     };
-    let fail = |e: &dyn std::fmt::Display| format!("resampling {from} Hz to {to} Hz: {e}");
+    let fail = |e: &dyn std::fmt::Display| ResampleError {
+        from,
+        to,
+        message: e.to_string(),
+    };
     let mut r = Fft::<f32>::new_custom(
         from as usize,
         to as usize,

@@ -1,4 +1,7 @@
-//! The typed error of every melctl library crate.
+//! The typed error of every melctl library crate. Each variant is a *kind* a caller can
+//! match on (symphonia-style): a configuration problem, an I/O failure, a file that does
+//! not decode, an unsupported format, a limit, a device failure, an output failure.
+//! Messages say what happened in words; they never name command-line flags.
 
 use std::path::PathBuf;
 
@@ -10,7 +13,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     /// A configuration value is out of range; names the field and the limit.
     #[error("invalid configuration: {field}: {message}")]
-    InvalidConfig {
+    Config {
         /// Dotted path of the offending field, e.g. `mel.f_max`.
         field: String,
         /// What is wrong and what the limit is.
@@ -32,42 +35,7 @@ pub enum Error {
         /// The names that exist, comma-separated.
         known: String,
     },
-    /// One input file could not be read or decoded.
-    #[error("{}: {reason}", path.display())]
-    BadInput {
-        /// The file.
-        path: PathBuf,
-        /// Why, in words.
-        reason: String,
-    },
-    /// The dataset layout is not what melctl expects.
-    #[error("dataset {}: {reason}", root.display())]
-    Dataset {
-        /// The dataset root.
-        root: PathBuf,
-        /// Why, in words.
-        reason: String,
-    },
-    /// A backend failed or refused a configuration.
-    #[error("backend {backend}: {message}")]
-    Backend {
-        /// Backend name.
-        backend: String,
-        /// What happened.
-        message: String,
-    },
-    /// A sink failed to write its output.
-    #[error("sink {}: {message}", path.display())]
-    Sink {
-        /// The output file.
-        path: PathBuf,
-        /// What happened.
-        message: String,
-    },
-    /// A buffer or shape did not match the plan (a programming error surfaced as an error).
-    #[error("shape mismatch: {0}")]
-    Shape(String),
-    /// An operating-system I/O error with the path it concerned.
+    /// The operating system refused an I/O operation on a path.
     #[error("{}: {source}", path.display())]
     Io {
         /// The path involved.
@@ -76,15 +44,70 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// The run was cancelled (Ctrl-C or an error in another stage).
+    /// An input file's content is not valid audio (corrupt, truncated, not audio at all).
+    #[error("{}: {reason}", path.display())]
+    Decode {
+        /// The file.
+        path: PathBuf,
+        /// Why, in words.
+        reason: String,
+    },
+    /// Valid input melctl does not handle (a codec, sample format or channel it cannot take).
+    #[error("{}: {what}", path.display())]
+    Unsupported {
+        /// The file.
+        path: PathBuf,
+        /// What is unsupported, in words.
+        what: String,
+    },
+    /// A bound that keeps memory and time finite: what would exceed it, with the figure
+    /// and the limit in `message`.
+    #[error("{what}: {message}")]
+    Limit {
+        /// The file or configuration field concerned.
+        what: String,
+        /// The figure and the limit, in words.
+        message: String,
+    },
+    /// The dataset layout or a manifest is not what melctl expects.
+    #[error("dataset {}: {reason}", root.display())]
+    Dataset {
+        /// The dataset root (or manifest).
+        root: PathBuf,
+        /// Why, in words.
+        reason: String,
+    },
+    /// A compute device (CUDA, wgpu) is missing, refused a configuration, or failed.
+    #[error("backend {backend}: {message}")]
+    Device {
+        /// Backend name.
+        backend: String,
+        /// What happened.
+        message: String,
+    },
+    /// An output could not be written or committed.
+    #[error("output {}: {message}", path.display())]
+    Output {
+        /// The output file or folder.
+        path: PathBuf,
+        /// What happened.
+        message: String,
+    },
+    /// A buffer or shape did not match the plan (a programming error surfaced as an error).
+    #[error("shape mismatch: {0}")]
+    Shape(String),
+    /// A worker thread failed outside any input (a panic, a thread that stopped).
+    #[error("internal error: {0}")]
+    Internal(String),
+    /// The run was cancelled (an interrupt, or an error in another stage).
     #[error("cancelled")]
     Cancelled,
 }
 
 impl Error {
-    /// Shorthand for [`Error::InvalidConfig`].
+    /// Shorthand for [`Error::Config`].
     pub fn config(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Error::InvalidConfig {
+        Error::Config {
             field: field.into(),
             message: message.into(),
         }
@@ -98,11 +121,115 @@ impl Error {
         }
     }
 
-    /// Shorthand for [`Error::BadInput`].
-    pub fn bad_input(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
-        Error::BadInput {
+    /// An [`Error::Io`] for a failed read of an input file, saying so ("cannot read: ...")
+    /// and keeping the error's kind.
+    pub fn read(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        let message = format!("cannot read: {source}");
+        Error::io(path, std::io::Error::new(source.kind(), message))
+    }
+
+    /// Shorthand for [`Error::Decode`].
+    pub fn decode(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
+        Error::Decode {
             path: path.into(),
             reason: reason.into(),
         }
+    }
+
+    /// Shorthand for [`Error::Unsupported`].
+    pub fn unsupported(path: impl Into<PathBuf>, what: impl Into<String>) -> Self {
+        Error::Unsupported {
+            path: path.into(),
+            what: what.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::Limit`].
+    pub fn limit(what: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Limit {
+            what: what.into(),
+            message: message.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::Device`].
+    pub fn device(backend: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Device {
+            backend: backend.into(),
+            message: message.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::Output`].
+    pub fn output(path: impl Into<PathBuf>, message: impl std::fmt::Display) -> Self {
+        Error::Output {
+            path: path.into(),
+            message: message.to_string(),
+        }
+    }
+
+    /// The message without the path prefix, for per-file failures that are listed under
+    /// their path (`Decode`, `Unsupported`, `Io`); the whole message otherwise.
+    pub fn reason(&self) -> String {
+        match self {
+            Error::Decode { reason, .. } => reason.clone(),
+            Error::Unsupported { what, .. } => what.clone(),
+            Error::Io { source, .. } => source.to_string(),
+            other => other.to_string(),
+        }
+    }
+
+    /// What kind of per-file failure this is, for reports and callers that count them.
+    pub fn failure_kind(&self) -> FailureKind {
+        match self {
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                FailureKind::Missing
+            }
+            Error::Io { .. } => FailureKind::Io,
+            Error::Decode { .. } => FailureKind::Decode,
+            Error::Unsupported { .. } => FailureKind::Unsupported,
+            Error::Limit { .. } => FailureKind::Limit,
+            Error::Cancelled => FailureKind::Cancelled,
+            _ => FailureKind::Other,
+        }
+    }
+}
+
+/// Why one input file did not become a clip, as a kind callers can match and count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FailureKind {
+    /// The file could not be opened or read (permissions, vanished, not a regular file).
+    Io,
+    /// The content is not valid audio (corrupt, truncated, not audio).
+    Decode,
+    /// Valid audio melctl does not handle.
+    Unsupported,
+    /// Beyond a size or rate limit.
+    Limit,
+    /// Not there (a dangling link, a manifest row naming a missing file).
+    Missing,
+    /// The run stopped before the file was read.
+    Cancelled,
+    /// Anything else.
+    Other,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_and_reasons() {
+        let e = Error::decode("a.wav", "truncated");
+        assert_eq!(e.to_string(), "a.wav: truncated");
+        assert_eq!(e.reason(), "truncated");
+        assert_eq!(e.failure_kind(), FailureKind::Decode);
+        let e = Error::read("b.wav", std::io::Error::other("gone"));
+        assert_eq!(e.reason(), "cannot read: gone");
+        assert_eq!(e.failure_kind(), FailureKind::Io);
+        let e = Error::limit("run.queue_depth", "needs 393 GB, the limit is 12 GB");
+        assert_eq!(e.failure_kind(), FailureKind::Limit);
+        assert!(e.to_string().starts_with("run.queue_depth: needs"));
     }
 }

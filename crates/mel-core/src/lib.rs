@@ -12,7 +12,7 @@ pub mod traits;
 
 pub use buffer::{OutputBuf, OutputSlice};
 pub use config::{Config, Dtype, LogScale, MelSpec, Preset};
-pub use error::{Error, Result};
+pub use error::{Error, FailureKind, Result};
 pub use plan::MelPlan;
 pub use traits::{
     ClipBatch, ClipFailure, ClipMeta, DeviceTimes, Loader, LoaderStats, MelBackend, SampleBlock,

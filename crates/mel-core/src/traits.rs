@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::buffer::{OutputBuf, OutputSlice};
-use crate::error::Result;
+use crate::error::{Error, FailureKind, Result};
 use crate::plan::MelPlan;
 
 /// Something that holds f32 samples contiguously: a RAM arena, a memory map, a reader's buffer.
@@ -64,8 +64,36 @@ pub struct ClipFailure {
     /// The file (serialised lossily when its name is not UTF-8, never failing).
     #[serde(serialize_with = "lossy_path")]
     pub path: PathBuf,
+    /// What kind of failure.
+    pub kind: FailureKind,
     /// Why, in words.
     pub reason: String,
+}
+
+impl ClipFailure {
+    /// The failure of file `index` at `path` from the error its loading gave.
+    pub fn from_error(index: usize, path: impl Into<PathBuf>, error: &Error) -> Self {
+        ClipFailure {
+            index,
+            path: path.into(),
+            kind: error.failure_kind(),
+            reason: error.reason(),
+        }
+    }
+
+    /// The failure as an error of the matching kind (for a run that stops at it).
+    pub fn to_error(&self) -> Error {
+        let path = self.path.clone();
+        match self.kind {
+            FailureKind::Io | FailureKind::Missing => {
+                Error::io(path, std::io::Error::other(self.reason.clone()))
+            }
+            FailureKind::Unsupported => Error::unsupported(path, self.reason.clone()),
+            FailureKind::Limit => Error::limit(path.display().to_string(), self.reason.clone()),
+            FailureKind::Cancelled => Error::Cancelled,
+            FailureKind::Decode | FailureKind::Other => Error::decode(path, self.reason.clone()),
+        }
+    }
 }
 
 fn lossy_path<S: serde::Serializer>(

@@ -38,6 +38,7 @@ impl Loader for FakeLoader {
             self.failures.push(ClipFailure {
                 index: 4,
                 path: "f4.wav".into(),
+                kind: mel_core::FailureKind::Decode,
                 reason: "broken".into(),
             });
         }
@@ -72,7 +73,7 @@ impl MelBackend for FakeBackend {
     fn compute(&mut self, clips: &[f32], out: OutputSlice<'_>) -> Result<()> {
         self.calls += 1;
         if Some(self.calls) == self.fail_at_call {
-            return Err(Error::Backend {
+            return Err(Error::Device {
                 backend: "fake".into(),
                 message: "device lost".into(),
             });
@@ -106,7 +107,7 @@ impl Sink for FakeSink {
     }
     fn write(&mut self, first_row: usize, meta: &[ClipMeta], data: &OutputBuf) -> Result<()> {
         if self.fail {
-            return Err(Error::Sink {
+            return Err(Error::Output {
                 path: "x.h5".into(),
                 message: "disk full".into(),
             });

@@ -24,7 +24,8 @@ use std::time::{Instant, UNIX_EPOCH};
 use mel_audio::FileEntry;
 use mel_core::config::AudioConfig;
 use mel_core::{
-    ClipBatch, ClipFailure, Error, Loader, LoaderStats, Result, SampleBlock, SampleStore,
+    ClipBatch, ClipFailure, Error, FailureKind, Loader, LoaderStats, Result, SampleBlock,
+    SampleStore,
 };
 use memmap2::{Mmap, MmapMut};
 use rayon::prelude::*;
@@ -33,7 +34,7 @@ use xxhash_rust::xxh3::{Xxh3, xxh3_64};
 use crate::io::{DEFAULT_READ, load_clip};
 
 const MAGIC: &[u8; 8] = b"MELCACHE";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const HEADER: usize = 4096;
 /// Clips per arena checksum.
 const CHUNK_CLIPS: usize = 64;
@@ -345,7 +346,7 @@ impl CacheLoader {
             .chunks_exact(4)
             .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")) as usize)
             .collect();
-        let failures: Vec<(usize, String)> =
+        let failures: Vec<(usize, FailureKind, String)> =
             serde_json::from_slice(&map[h.failures_offset as usize..h.checksums_offset as usize])
                 .map_err(|e| Some(format!("unreadable failure list: {e}")))?;
         if indices.windows(2).any(|w| w[0] >= w[1]) || indices.iter().any(|&i| i >= files.len()) {
@@ -353,10 +354,11 @@ impl CacheLoader {
         }
         let failures = failures
             .into_iter()
-            .filter(|(i, _)| *i < files.len())
-            .map(|(index, reason)| ClipFailure {
+            .filter(|(i, _, _)| *i < files.len())
+            .map(|(index, kind, reason)| ClipFailure {
                 index,
                 path: files[index].path.clone(),
+                kind,
                 reason,
             })
             .collect();
@@ -419,7 +421,7 @@ fn build(
     // SAFETY: the temporary file is ours alone until it is renamed.
     let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(io)?;
     let arena: &mut [f32] = bytemuck::cast_slice_mut(&mut map[HEADER..]);
-    let outcomes: Vec<Option<String>> = arena
+    let outcomes: Vec<Option<Error>> = arena
         .par_chunks_mut(clip_samples.max(1))
         .zip(files.par_iter())
         .map_init(Vec::new, |buf, (row, f)| {
@@ -428,21 +430,16 @@ fn build(
             r.err()
         })
         .collect();
-    let mut indices: Vec<u32> = Vec::with_capacity(files.len());
-    let mut failures: Vec<(usize, String)> = Vec::new();
-    for (i, o) in outcomes.into_iter().enumerate() {
-        match o {
-            None => {
-                let dst = indices.len();
-                if dst != i {
-                    arena.copy_within(i * clip_samples..(i + 1) * clip_samples, dst * clip_samples);
-                }
-                indices.push(i as u32);
-            }
-            Some(reason) => failures.push((i, reason)),
-        }
-    }
-    let clips = indices.len();
+    let ok: Vec<bool> = outcomes.iter().map(Option::is_none).collect();
+    let indices: Vec<u32> = (0..files.len() as u32)
+        .filter(|&i| ok[i as usize])
+        .collect();
+    let failures: Vec<(usize, FailureKind, String)> = outcomes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| e.as_ref().map(|e| (i, e.failure_kind(), e.reason())))
+        .collect();
+    let clips = crate::arena::compact(arena, clip_samples, &ok);
     let arena_end = HEADER + clips * clip_bytes;
     let sums = arena_checksums(&map[HEADER..arena_end], clip_bytes);
     map.flush().map_err(io)?;

@@ -70,29 +70,29 @@ pub fn read_file(
 }
 
 /// Reads `path` into `buf` and decodes it into `row` (files over a size bound are decoded
-/// from the file, reading only the kept frames). The error is the reason, in words.
+/// from the file, reading only the kept frames).
 pub fn load_clip(
     path: &Path,
     audio: &mel_core::config::AudioConfig,
     opts: ReadOptions,
     row: &mut [f32],
     buf: &mut Vec<u8>,
-) -> Result<(), String> {
+) -> mel_core::Result<()> {
     if path.file_name().and_then(|n| n.to_str()).is_none() {
         // The output's `path` list must name every clip exactly, in UTF-8.
-        return Err("the file name is not valid UTF-8, so the output could not name it exactly; rename the file".into());
+        return Err(mel_core::Error::unsupported(
+            path,
+            "the file name is not valid UTF-8, so the output could not name it exactly; rename the file",
+        ));
     }
     let limit = read_limit(row.len());
-    let len = read_file(path, opts, limit, buf).map_err(|e| format!("cannot read: {e}"))?;
-    let r = if len > limit {
-        mel_audio::decode_into(path, audio, row)
+    let len = read_file(path, opts, limit, buf).map_err(|e| mel_core::Error::read(path, e))?;
+    if len > limit {
+        mel_audio::decode_into(path, audio, row)?;
     } else {
-        mel_audio::decode_bytes_into(buf, path, audio, row)
-    };
-    r.map(|_| ()).map_err(|e| match e {
-        mel_core::Error::BadInput { reason, .. } => reason,
-        other => other.to_string(),
-    })
+        mel_audio::decode_bytes_into(buf, path, audio, row)?;
+    }
+    Ok(())
 }
 
 /// Files up to this many bytes are read whole; longer ones are decoded from the file

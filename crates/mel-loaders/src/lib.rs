@@ -3,6 +3,7 @@
 //! [`mel_core::Loader`] and all yielding clips in file order.
 #![warn(missing_docs)]
 
+pub mod arena;
 pub mod cache;
 pub mod io;
 pub mod lazy;

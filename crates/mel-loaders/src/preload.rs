@@ -33,7 +33,7 @@ impl PreloadLoader {
     ) -> Result<Self> {
         let clip_samples = audio.clip_samples();
         let mut arena = vec![0.0f32; files.len() * clip_samples];
-        let outcomes: Vec<Option<String>> = arena
+        let outcomes: Vec<Option<mel_core::Error>> = arena
             .par_chunks_mut(clip_samples.max(1))
             .zip(files.par_iter())
             .map_init(Vec::new, |buf, (row, file)| {
@@ -42,28 +42,15 @@ impl PreloadLoader {
                 r.err()
             })
             .collect();
-        let mut indices = Vec::with_capacity(files.len());
-        let mut failures = Vec::new();
-        for (i, outcome) in outcomes.into_iter().enumerate() {
-            match outcome {
-                None => {
-                    let dst = indices.len();
-                    if dst != i {
-                        arena.copy_within(
-                            i * clip_samples..(i + 1) * clip_samples,
-                            dst * clip_samples,
-                        );
-                    }
-                    indices.push(i);
-                }
-                Some(reason) => failures.push(ClipFailure {
-                    index: i,
-                    path: files[i].path.clone(),
-                    reason,
-                }),
-            }
-        }
-        arena.truncate(indices.len() * clip_samples);
+        let ok: Vec<bool> = outcomes.iter().map(Option::is_none).collect();
+        let indices: Vec<usize> = (0..files.len()).filter(|&i| ok[i]).collect();
+        let failures = outcomes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| Some(ClipFailure::from_error(i, &files[i].path, e.as_ref()?)))
+            .collect();
+        let kept = crate::arena::compact(&mut arena, clip_samples, &ok);
+        arena.truncate(kept * clip_samples);
         arena.shrink_to_fit();
         Ok(PreloadLoader {
             arena: Arc::new(arena),

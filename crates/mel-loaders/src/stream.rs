@@ -33,10 +33,10 @@ struct SendPtr(*mut f32);
 // completion message (a happens-before edge through the channel) arrives.
 unsafe impl Send for SendPtr {}
 
-/// A finished task: (batch, per-file failure reasons indexed from the task's first file).
+/// A finished task: its batch and the files of it that failed.
 struct Done {
     batch: usize,
-    failures: Vec<(usize, String)>,
+    failures: Vec<ClipFailure>,
 }
 
 /// A batch being filled.
@@ -45,7 +45,7 @@ struct Pending {
     count: usize,
     tasks_left: usize,
     buf: Vec<f32>,
-    failures: Vec<(usize, String)>,
+    failures: Vec<ClipFailure>,
 }
 
 /// Counters shared with the readers.
@@ -210,29 +210,19 @@ impl StreamLoader {
         let tasks = p.count.div_ceil(self.files_per_task);
         self.outstanding_tasks -= tasks;
         let mut buf = p.buf;
-        let mut failed = vec![false; p.count];
-        let mut reasons = p.failures;
-        reasons.sort_by_key(|(i, _)| *i);
-        for (i, reason) in reasons {
-            failed[i - p.first] = true;
-            self.failures.push(ClipFailure {
-                index: i,
-                path: self.files[i].path.clone(),
-                reason,
-            });
+        let mut ok = vec![true; p.count];
+        let mut failures = p.failures;
+        failures.sort_by_key(|f| f.index);
+        for f in &failures {
+            ok[f.index - p.first] = false;
         }
-        let cs = self.clip_samples;
-        let mut indices = Vec::with_capacity(p.count);
-        for (k, bad) in failed.iter().enumerate() {
-            if !bad {
-                let dst = indices.len();
-                if dst != k {
-                    buf.copy_within(k * cs..(k + 1) * cs, dst * cs);
-                }
-                indices.push(p.first + k);
-            }
-        }
-        buf.truncate(indices.len() * cs);
+        self.failures.extend(failures);
+        let indices: Vec<usize> = (0..p.count)
+            .filter(|&k| ok[k])
+            .map(|k| p.first + k)
+            .collect();
+        let kept = crate::arena::compact(&mut buf, self.clip_samples, &ok);
+        buf.truncate(kept * self.clip_samples);
         let len = buf.len();
         ClipBatch {
             indices,
@@ -263,10 +253,9 @@ impl Loader for StreamLoader {
                 return Some(Ok(batch));
             }
             let Ok(done) = self.done.recv() else {
-                return Some(Err(Error::Backend {
-                    backend: "stream loader".into(),
-                    message: "a reader thread stopped unexpectedly".into(),
-                }));
+                return Some(Err(Error::Internal(
+                    "a reader thread of the stream loader stopped unexpectedly".into(),
+                )));
             };
             let p = self
                 .pending
@@ -343,12 +332,13 @@ impl Reader {
                         self.clip_samples,
                     )
                 };
+                let path = &self.files[i].path;
                 if self.stop.load(Ordering::Relaxed) {
-                    failures.push((i, "cancelled".to_string()));
+                    failures.push(ClipFailure::from_error(i, path, &Error::Cancelled));
                     continue;
                 }
-                if let Err(reason) = self.load_one(&self.files[i].path, row, &mut bytes) {
-                    failures.push((i, reason));
+                if let Err(e) = self.load_one(path, row, &mut bytes) {
+                    failures.push(ClipFailure::from_error(i, path, &e));
                 }
             }
             if self
@@ -364,7 +354,7 @@ impl Reader {
         }
     }
 
-    fn load_one(&self, path: &Path, row: &mut [f32], bytes: &mut Vec<u8>) -> Result<(), String> {
+    fn load_one(&self, path: &Path, row: &mut [f32], bytes: &mut Vec<u8>) -> Result<()> {
         let t0 = Instant::now();
         let r = load_clip(path, &self.audio, self.opts, row, bytes);
         self.counters

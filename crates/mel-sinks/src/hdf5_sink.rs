@@ -53,7 +53,7 @@ impl Hdf5Sink {
         let final_path = out_dir.join(format!("{}.h5", spec.split));
         atomic::remove_stale_partials(&final_path);
         let temp_path = atomic::temp_path_for(&final_path);
-        let err = |e: hdf5::Error| Error::Sink {
+        let err = |e: hdf5::Error| Error::Output {
             path: final_path.clone(),
             message: e.to_string(),
         };
@@ -137,7 +137,7 @@ impl Hdf5Sink {
     }
 
     fn err(&self, message: impl std::fmt::Display) -> Error {
-        Error::Sink {
+        Error::Output {
             path: self.final_path.clone(),
             message: message.to_string(),
         }

@@ -100,7 +100,7 @@ impl NpySink {
     }
 
     fn err(&self, message: impl std::fmt::Display) -> Error {
-        Error::Sink {
+        Error::Output {
             path: self.final_dir.clone(),
             message: message.to_string(),
         }

@@ -197,10 +197,14 @@ pub fn build(
         });
         bar.finish_and_clear();
         let r = result.map_err(|e| match e {
-            mel_core::Error::BadInput { path, reason } if on_error == OnError::Fail => {
+            e @ (mel_core::Error::Decode { .. }
+            | mel_core::Error::Unsupported { .. }
+            | mel_core::Error::Io { .. }
+            | mel_core::Error::Limit { .. })
+                if on_error == OnError::Fail =>
+            {
                 anyhow::anyhow!(
-                    "{}: {reason} (split {}; --on-error fail stops at the first bad file and writes nothing)",
-                    path.display(),
+                    "{e} (split {}; --on-error fail stops at the first bad file and writes nothing)",
                     split.name
                 )
             }

@@ -105,7 +105,7 @@ pub fn run(
                         if opts.stop_on_failure
                             && let Some(f) = loader.failures().first()
                         {
-                            return Err(Error::bad_input(&f.path, f.reason.clone()));
+                            return Err(f.to_error());
                         }
                         let Some(batch) = next else { break };
                         let batch = batch?;
@@ -243,10 +243,7 @@ pub fn run(
 }
 
 fn panicked(stage: &str) -> Error {
-    Error::Backend {
-        backend: format!("{stage} stage"),
-        message: "the thread panicked".into(),
-    }
+    Error::Internal(format!("the {stage} stage's thread panicked"))
 }
 
 /// The error that caused the others: the first that is not the `Cancelled` it led to.
