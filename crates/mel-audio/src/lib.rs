@@ -3,6 +3,7 @@
 #![warn(missing_docs)]
 
 pub mod decode;
+pub mod fingerprint;
 pub mod generic;
 pub mod manifest;
 mod mix;
@@ -10,5 +11,6 @@ pub mod resample;
 pub mod scan;
 
 pub use decode::{DecodeInfo, decode_bytes_into, decode_into};
+pub use fingerprint::files_fingerprint;
 pub use manifest::{ManifestOptions, from_manifest, read_label_map};
 pub use scan::{Dataset, FileEntry, Split, scan};

@@ -2,8 +2,10 @@
 //! definitions, and the traits that loaders, mel backends and sinks implement.
 #![warn(missing_docs)]
 
+pub mod atomic;
 pub mod buffer;
 pub mod config;
+pub mod container;
 pub mod dsp;
 pub mod error;
 pub mod pipeline;

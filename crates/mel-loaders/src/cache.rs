@@ -19,7 +19,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Instant, UNIX_EPOCH};
+use std::time::Instant;
 
 use mel_audio::FileEntry;
 use mel_core::config::AudioConfig;
@@ -82,31 +82,7 @@ impl CacheKey {
     ) -> Result<Self> {
         let mut h = Xxh3::new();
         h.update(&VERSION.to_le_bytes());
-        h.update(
-            serde_json::to_string(audio)
-                .expect("the audio settings serialise")
-                .as_bytes(),
-        );
-        h.update(&(files.len() as u64).to_le_bytes());
-        for f in files {
-            let (size, mtime) = match std::fs::metadata(&f.path) {
-                Ok(m) => {
-                    let t = m
-                        .modified()
-                        .ok()
-                        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                        .map(|d| d.as_nanos())
-                        .unwrap_or(0);
-                    (m.len(), t)
-                }
-                Err(_) => (u64::MAX, 0),
-            };
-            h.update(f.rel.as_bytes());
-            h.update(&[0]);
-            h.update(&f.label.to_le_bytes());
-            h.update(&size.to_le_bytes());
-            h.update(&mtime.to_le_bytes());
-        }
+        h.update(&mel_audio::files_fingerprint(files, audio).to_le_bytes());
         let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
         let place = xxh3_64(format!("{}\0{split}", root.display()).as_bytes());
         let safe: String = split
