@@ -34,6 +34,13 @@ fn parent(path: &Path) -> &Path {
     }
 }
 
+/// Permissions of an output as any file the user creates (the process's umask applies),
+/// not tempfile's private 0600.
+fn mode(bits: u32) -> std::fs::Permissions {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::Permissions::from_mode(bits)
+}
+
 fn prefix(final_path: &Path) -> String {
     let name = final_path
         .file_name()
@@ -48,6 +55,7 @@ impl Staged {
         let dir = parent(final_path);
         let named = tempfile::Builder::new()
             .prefix(&prefix(final_path))
+            .permissions(mode(0o666))
             .tempfile_in(dir)
             .map_err(|e| Error::io(dir, e))?;
         let (file, path) = named.into_parts();
@@ -65,6 +73,7 @@ impl Staged {
         let dir = parent(final_path);
         let temp = tempfile::Builder::new()
             .prefix(&prefix(final_path))
+            .permissions(mode(0o777))
             .tempdir_in(dir)
             .map_err(|e| Error::io(dir, e))?;
         Ok(Staged {
@@ -230,15 +239,31 @@ mod tests {
         f.write_all(b"new").unwrap();
         drop(f);
         assert!(!fin.exists());
-        let name = staged.path().file_name().unwrap().to_string_lossy().into_owned();
+        let name = staged
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         assert!(name.starts_with(".out.h5.partial-"), "{name}");
         assert_eq!(staged.commit(true).unwrap(), fin);
         assert_eq!(std::fs::read(&fin).unwrap(), b"new");
+        // Ordinary permissions (the umask's), not a private temporary file's 0600.
+        use std::os::unix::fs::PermissionsExt;
+        let m = std::fs::metadata(&fin).unwrap().permissions().mode() & 0o777;
+        assert_eq!(m, 0o666 & !umask(), "{m:o}");
         let (staged, _f) = Staged::file(&fin).unwrap();
         let temp = staged.path().to_path_buf();
         drop(staged);
         assert!(!temp.exists());
         assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 1);
+    }
+
+    /// This process's umask, as Linux reports it (reading it never changes it).
+    fn umask() -> u32 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("Umask:")).unwrap();
+        u32::from_str_radix(line.split_whitespace().nth(1).unwrap(), 8).unwrap()
     }
 
     #[test]

@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
+/// Worker threads a configuration may ask for.
+pub const MAX_THREADS: usize = 1024;
+
 /// A complete build configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -703,6 +706,12 @@ impl Config {
     /// Checks the options outside the spec (run, HDF5) and returns the first problem,
     /// naming the field and the limit. The spec itself is checked by `MelPlan::new`.
     pub fn check_options(&self) -> Result<()> {
+        if self.run.threads > MAX_THREADS {
+            return Err(Error::config(
+                "run.threads",
+                format!("= {} is above the limit of {MAX_THREADS}", self.run.threads),
+            ));
+        }
         if self.run.batch_clips == 0 {
             return Err(Error::config("run.batch_clips", "must be at least 1"));
         }

@@ -265,7 +265,10 @@ mod tests {
             assert!(open(&f).is_err(), "flipped byte {i} went unnoticed");
         }
         for len in 0..good.len() {
-            assert!(open(&good[..len]).is_err(), "truncation to {len} went unnoticed");
+            assert!(
+                open(&good[..len]).is_err(),
+                "truncation to {len} went unnoticed"
+            );
         }
         let mut longer = good.clone();
         longer.push(0);

@@ -17,6 +17,6 @@ pub use config::{Config, Dtype, LogScale, MelSpec, Preset};
 pub use error::{Error, FailureKind, Result};
 pub use plan::MelPlan;
 pub use traits::{
-    ClipBatch, ClipFailure, ClipMeta, DeviceTimes, Loader, LoaderStats, MelBackend, SampleBlock,
-    SampleStore, Sink, SinkSpec,
+    ClipBatch, ClipFailure, ClipMeta, DeviceTimes, Finished, Loader, LoaderStats, MelBackend,
+    SampleBlock, SampleStore, Sink, SinkSpec,
 };

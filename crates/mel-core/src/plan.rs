@@ -413,6 +413,16 @@ impl MelPlan {
             .collect()
     }
 
+    /// Names of the output's axes, clip first: `clip, long?, short?, mel, frame`.
+    pub fn dim_names(&self) -> Vec<&'static str> {
+        ["clip"]
+            .into_iter()
+            .chain(self.long_count.map(|_| "long"))
+            .chain(self.short_count.map(|_| "short"))
+            .chain(["mel", "frame"])
+            .collect()
+    }
+
     /// Segments (spectrograms) per clip in the output.
     pub fn segments_per_clip(&self) -> usize {
         self.segment_map.len()

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::atomic::Staged;
 use crate::buffer::{OutputBuf, OutputSlice};
 use crate::error::{Error, FailureKind, Result};
 use crate::plan::MelPlan;
@@ -179,6 +180,8 @@ pub struct DeviceTimes {
 /// Per-clip metadata a sink stores beside the spectrogram.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClipMeta {
+    /// Index of the clip's file in the split's file list.
+    pub index: usize,
     /// Class id.
     pub label: i64,
     /// Path relative to the dataset root, UTF-8.
@@ -201,7 +204,9 @@ pub struct SinkSpec {
     pub provenance: String,
 }
 
-/// Receives finished batches in any order and commits the output atomically.
+/// Receives finished batches in any order and finishes the output under a temporary
+/// name; it becomes visible only when the caller publishes it ([`Finished::publish`]),
+/// so a build of several outputs can publish all of them or none.
 pub trait Sink: Send {
     /// The sink's name, for reports.
     fn name(&self) -> &str;
@@ -210,6 +215,63 @@ pub trait Sink: Send {
     fn write(&mut self, first_row: usize, meta: &[ClipMeta], data: &OutputBuf) -> Result<()>;
 
     /// Checks rows `0..rows` were each written exactly once and nothing beyond, shrinks
-    /// the output to `rows`, flushes, and moves it to its final path.
-    fn commit(self: Box<Self>, rows: usize) -> Result<PathBuf>;
+    /// the output to `rows`, closes and flushes it under its temporary name.
+    fn finish(self: Box<Self>, rows: usize) -> Result<Finished>;
+}
+
+/// A complete output under its temporary name, waiting to be published at its final
+/// path. Dropping it unpublished removes it.
+#[derive(Debug)]
+pub struct Finished {
+    staged: Option<Staged>,
+    final_path: PathBuf,
+    durable: bool,
+    bytes: u64,
+}
+
+impl Finished {
+    /// `staged`, complete, `bytes` long; `durable`: flush on publishing.
+    pub fn new(staged: Staged, durable: bool, bytes: u64) -> Self {
+        Finished {
+            final_path: staged.final_path().to_path_buf(),
+            staged: Some(staged),
+            durable,
+            bytes,
+        }
+    }
+
+    /// An output that is already where it belongs (publishing does nothing).
+    pub fn in_place(path: PathBuf, bytes: u64) -> Self {
+        Finished {
+            staged: None,
+            final_path: path,
+            durable: false,
+            bytes,
+        }
+    }
+
+    /// Where it will be published.
+    pub fn final_path(&self) -> &std::path::Path {
+        &self.final_path
+    }
+
+    /// Where it lies until then.
+    pub fn temp_path(&self) -> &std::path::Path {
+        self.staged
+            .as_ref()
+            .map_or(self.final_path.as_path(), |s| s.path())
+    }
+
+    /// Its size in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Moves it to its final path (replacing what was there). Returns the path.
+    pub fn publish(mut self) -> Result<PathBuf> {
+        match self.staged.take() {
+            Some(s) => s.commit(self.durable),
+            None => Ok(self.final_path.clone()),
+        }
+    }
 }

@@ -1,13 +1,12 @@
 //! The runner with stand-in stages: rows, failures, metrics, errors and cancellation.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use mel_core::pipeline::{RunOptions, run};
 use mel_core::{
-    ClipBatch, ClipFailure, ClipMeta, Config, Error, Loader, MelBackend, MelPlan, OutputBuf,
-    OutputSlice, Result, SampleBlock, Sink,
+    ClipBatch, ClipFailure, ClipMeta, Config, Error, Finished, Loader, MelBackend, MelPlan,
+    OutputBuf, OutputSlice, Result, SampleBlock, Sink,
 };
 
 fn plan() -> MelPlan {
@@ -124,9 +123,9 @@ impl Sink for FakeSink {
         }
         Ok(())
     }
-    fn commit(self: Box<Self>, rows: usize) -> Result<PathBuf> {
+    fn finish(self: Box<Self>, rows: usize) -> Result<Finished> {
         self.seen.lock().unwrap().committed = Some(rows);
-        Ok("x.h5".into())
+        Ok(Finished::in_place("x.h5".into(), 0))
     }
 }
 
@@ -165,6 +164,7 @@ fn go(
         &mut backend,
         Box::new(sink),
         &|i| ClipMeta {
+            index: i,
             label: i as i64 * 10,
             path: format!("f{i}.wav"),
         },

@@ -28,6 +28,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let meta: Vec<ClipMeta> = (0..batch)
             .map(|i| ClipMeta {
+                index: i,
                 label: (i % 5) as i64,
                 path: format!("class/clip-{i:06}.wav"),
             })
@@ -47,6 +48,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 chunk_clips: chunk,
                 gzip: 0,
                 fsync: config.output.fsync,
+                writers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             },
         )?);
         for first in (0..clips).step_by(batch) {
@@ -56,7 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             sink.write(first, &meta[..n], &d)?;
         }
         let t1 = Instant::now();
-        sink.commit(clips)?;
+        sink.finish(clips)?.publish()?;
         let t2 = Instant::now();
         let gb = (clips * plan.bytes_per_clip()) as f64 / 1e9;
         println!(

@@ -72,7 +72,7 @@ impl ChunkWriter {
         mel: &Dataset,
         first_row: usize,
         bytes: &[u8],
-        pool: Option<&rayon::ThreadPool>,
+        pool: &rayon::ThreadPool,
     ) -> Result<(), String> {
         let rows = bytes.len() / self.row_bytes;
         let chunk_bytes = self.chunk_rows * self.row_bytes;
@@ -107,11 +107,7 @@ impl ChunkWriter {
 
     /// Writes the chunks still incomplete (rows never sent read as zeros; the caller
     /// shrinks the dataset to the rows it has).
-    pub(crate) fn flush(
-        &mut self,
-        mel: &Dataset,
-        pool: Option<&rayon::ThreadPool>,
-    ) -> Result<(), String> {
+    pub(crate) fn flush(&mut self, mel: &Dataset, pool: &rayon::ThreadPool) -> Result<(), String> {
         let ready = self
             .partial
             .drain()
@@ -125,7 +121,7 @@ impl ChunkWriter {
         &mut self,
         mel: &Dataset,
         chunks: Vec<(usize, Cow<[u8]>)>,
-        pool: Option<&rayon::ThreadPool>,
+        pool: &rayon::ThreadPool,
     ) -> Result<(), String> {
         if chunks.is_empty() {
             return Ok(());
@@ -143,10 +139,7 @@ impl ChunkWriter {
                 })
                 .collect()
         };
-        let encoded = match pool {
-            Some(p) => p.install(encode),
-            None => encode(),
-        };
+        let encoded = pool.install(encode);
         for (c, data) in encoded {
             let mut offset = vec![0u64; self.ndim];
             offset[0] = (c * self.chunk_rows) as u64;

@@ -1,18 +1,21 @@
 //! The HDF5 sink: one file per split holding `mel`, `label`, `path` and attributes,
 //! written under a temporary name and renamed on commit.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use hdf5::dataset::{AllocTime, FillTime};
 use hdf5::types::VarLenUnicode;
 use hdf5::{Dataset, Extent, File, Hyperslab, SimpleExtents, SliceOrIndex};
 use mel_core::{ClipMeta, Dtype, Error, OutputBuf, Result, Sink, SinkSpec};
 
-use crate::atomic;
+use mel_core::Finished;
+use mel_core::atomic::{self, Staged};
+
 use crate::chunks::ChunkWriter;
+use crate::rows::RowLedger;
 
 /// Options of the HDF5 sink.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hdf5Options {
     /// Clips per chunk of `mel`; 0: contiguous (written straight to its bytes).
     pub chunk_clips: usize,
@@ -20,31 +23,90 @@ pub struct Hdf5Options {
     pub gzip: u8,
     /// Flush the file to disk before renaming it into place.
     pub fsync: bool,
+    /// Threads for positioned writes and chunk compression (the caller's thread budget).
+    pub writers: usize,
+}
+
+impl Default for Hdf5Options {
+    fn default() -> Self {
+        Hdf5Options {
+            chunk_clips: 0,
+            gzip: 0,
+            fsync: true,
+            writers: 1,
+        }
+    }
 }
 
 /// Writes `OUT/{split}.h5`.
 ///
 /// With the default contiguous layout the `mel` storage is reserved when the file is
 /// created and batches are written straight to its bytes (positioned writes from
-/// several threads, writeback started as each batch lands), bypassing the HDF5
+/// `writers` threads, writeback started as each batch lands), bypassing the HDF5
 /// library's single-threaded write path; the library writes everything else. With a
-/// chunked layout (`hdf5.chunk_clips > 0`, needed for gzip) each chunk is shuffled and
+/// chunked layout (`chunk_clips > 0`, needed for gzip) each chunk is shuffled and
 /// deflated on the writer threads in parallel and stored with HDF5's direct chunk write
 /// (`chunks.rs`).
+///
+/// [`Sink::finish`] closes every HDF5 object and the file, reopens it read-only to check
+/// it holds what was written, and only then hands it over for publishing (flush, rename,
+/// folder flush): nothing writes to the file after it is renamed.
 pub struct Hdf5Sink {
+    staged: Staged,
     raw: Option<RawWriter>,
     chunks: Option<ChunkWriter>,
     /// The temporary file, for starting writeback of chunks as they land (fsync only).
     writeback: Option<std::fs::File>,
-    final_path: PathBuf,
-    temp_path: PathBuf,
     file: Option<File>,
-    mel: Dataset,
+    mel: Option<Dataset>,
     spec: SinkSpec,
-    labels: Vec<Option<i64>>,
-    paths: Vec<Option<String>>,
-    written: usize,
+    ledger: RowLedger,
     opts: Hdf5Options,
+    pool: rayon::ThreadPool,
+}
+
+/// Creates `mel` in `file` for `rows` clips of `spec`'s plan, chunked by `chunk_clips`
+/// (0: contiguous, storage reserved now so its file offset is known).
+fn create_mel(
+    file: &File,
+    spec: &SinkSpec,
+    rows: usize,
+    chunk_clips: usize,
+    gzip: u8,
+) -> hdf5::Result<Dataset> {
+    let clip_shape = spec.plan.clip_shape();
+    let builder = match spec.plan.dtype() {
+        Dtype::F32 => file.new_dataset::<f32>(),
+        Dtype::F16 => file.new_dataset::<half::f16>(),
+        Dtype::Bf16 => file.new_dataset::<u16>(),
+    };
+    let chunked = chunk_clips > 0 && rows > 0;
+    // Chunked: the clip axis is resizable, so finishing can shrink it to the clips that
+    // decoded. Contiguous: fixed; finishing copies into an exact-size file if needed.
+    let mut extents = vec![if chunked {
+        Extent::resizable(rows)
+    } else {
+        Extent::fixed(rows)
+    }];
+    extents.extend(clip_shape.iter().map(|&d| Extent::fixed(d)));
+    let mut builder = builder.shape(SimpleExtents::from_vec(extents));
+    if chunked {
+        let mut chunk = vec![chunk_clips];
+        chunk.extend(&clip_shape);
+        builder = builder.chunk(chunk);
+        if gzip > 0 {
+            // Byte shuffle first: deflate then finds the exponent bytes together.
+            builder = builder.shuffle().deflate(gzip);
+        }
+    } else {
+        // Contiguous: storage reserved now (no fill values written), so its file offset
+        // is known and batches can be written straight into it.
+        builder = builder
+            .no_chunk()
+            .alloc_time(Some(AllocTime::Early))
+            .fill_time(FillTime::Never);
+    }
+    builder.create("mel")
 }
 
 impl Hdf5Sink {
@@ -52,54 +114,16 @@ impl Hdf5Sink {
     pub fn create(out_dir: &Path, spec: SinkSpec, opts: Hdf5Options) -> Result<Self> {
         let final_path = out_dir.join(format!("{}.h5", spec.split));
         atomic::remove_stale_partials(&final_path);
-        let temp_path = atomic::temp_path_for(&final_path);
-        let err = |e: hdf5::Error| Error::Output {
-            path: final_path.clone(),
-            message: e.to_string(),
-        };
-        let file = File::create(&temp_path).map_err(err)?;
-        let clip_shape = spec.plan.clip_shape();
-        let h5 = &opts;
-        let chunk_clips = h5.chunk_clips.min(spec.rows.max(1));
-        let builder = match spec.plan.dtype() {
-            Dtype::F32 => file.new_dataset::<f32>(),
-            Dtype::F16 => file.new_dataset::<half::f16>(),
-            Dtype::Bf16 => file.new_dataset::<u16>(),
-        };
+        let (staged, handle) = Staged::file(&final_path)?;
+        drop(handle);
+        let err = |e: hdf5::Error| Error::output(&final_path, e);
+        let file = File::create(staged.path()).map_err(err)?;
+        let chunk_clips = opts.chunk_clips.min(spec.rows.max(1));
         let chunked = chunk_clips > 0 && spec.rows > 0;
-        // Chunked: the clip axis is resizable, so commit can shrink it to the clips that
-        // decoded. Contiguous: fixed; commit copies into an exact-size dataset if needed.
-        let mut extents = vec![if chunked {
-            Extent::resizable(spec.rows)
-        } else {
-            Extent::fixed(spec.rows)
-        }];
-        extents.extend(clip_shape.iter().map(|&d| Extent::fixed(d)));
-        let mut builder = builder.shape(SimpleExtents::from_vec(extents));
-        if chunked {
-            let mut chunk = vec![chunk_clips];
-            chunk.extend(&clip_shape);
-            builder = builder.chunk(chunk);
-            if h5.gzip > 0 {
-                // Byte shuffle first: deflate then finds the exponent bytes together.
-                builder = builder.shuffle().deflate(h5.gzip);
-            }
-        } else {
-            // Contiguous: storage reserved now (no fill values written), so its file
-            // offset is known and batches can be written straight into it.
-            builder = builder
-                .no_chunk()
-                .alloc_time(Some(AllocTime::Early))
-                .fill_time(FillTime::Never);
-        }
-        let mel = builder.create("mel").map_err(err)?;
-        let raw = if chunked {
-            None
-        } else {
-            match mel.offset() {
-                Some(offset) => Some(RawWriter::open(&temp_path, offset, opts.fsync)?),
-                None => None,
-            }
+        let mel = create_mel(&file, &spec, spec.rows, chunk_clips, opts.gzip).map_err(err)?;
+        let raw = match (chunked, mel.offset()) {
+            (false, Some(offset)) => Some(RawWriter::open(staged.path(), offset, opts.fsync)?),
+            _ => None,
         };
         let chunks = chunked.then(|| {
             ChunkWriter::new(
@@ -107,100 +131,87 @@ impl Hdf5Sink {
                 spec.plan.bytes_per_clip(),
                 spec.rows,
                 spec.plan.dtype().size(),
-                h5.gzip,
-                clip_shape.len() + 1,
+                opts.gzip,
+                spec.plan.clip_shape().len() + 1,
             )
         });
         let writeback = if chunked && opts.fsync {
             std::fs::OpenOptions::new()
                 .write(true)
-                .open(&temp_path)
+                .open(staged.path())
                 .ok()
         } else {
             None
         };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(opts.writers.max(1))
+            .thread_name(|i| format!("melctl-hdf5-{i}"))
+            .build()
+            .map_err(|e| Error::Internal(format!("cannot start the HDF5 writer threads: {e}")))?;
         let rows = spec.rows;
         Ok(Hdf5Sink {
+            staged,
             raw,
             chunks,
             writeback,
-            final_path,
-            temp_path,
             file: Some(file),
-            mel,
+            mel: Some(mel),
             spec,
-            labels: vec![None; rows],
-            paths: vec![None; rows],
-            written: 0,
+            ledger: RowLedger::new(rows),
             opts,
+            pool,
         })
     }
 
     fn err(&self, message: impl std::fmt::Display) -> Error {
-        Error::Output {
-            path: self.final_path.clone(),
-            message: message.to_string(),
-        }
+        Error::output(self.staged.final_path(), message)
     }
 
-    /// Shrinks `mel` to `rows` clips: a resize when chunked, a copy when contiguous.
+    fn mel(&self) -> &Dataset {
+        self.mel.as_ref().expect("mel is open until finish")
+    }
+
+    /// Shrinks `mel` to `rows` clips: a resize when chunked; when contiguous, a copy of the
+    /// rows into a new file with an exact-size dataset (HDF5 cannot give back the space
+    /// of a contiguous dataset, so a copy inside the file would leave the output twice
+    /// its contents).
     fn shrink(&mut self, rows: usize) -> Result<()> {
         let mut shape = vec![rows];
         shape.extend(self.spec.plan.clip_shape());
-        if self.mel.is_chunked() {
-            return self.mel.resize(shape).map_err(|e| self.err(e));
+        if self.mel().is_chunked() {
+            return self.mel().resize(shape).map_err(|e| self.err(e));
         }
-        let file = self.file.as_ref().expect("file is open until commit");
+        let bytes = (rows * self.spec.plan.bytes_per_clip()) as u64;
+        let from = self
+            .mel()
+            .offset()
+            .ok_or_else(|| self.err("contiguous mel has no offset"))?;
+        let (staged, handle) = Staged::file(self.staged.final_path())?;
+        drop(handle);
         let e = |e: hdf5::Error| self.err(e);
-        file.relink("mel", "mel_full").map_err(e)?;
-        let builder = match self.spec.plan.dtype() {
-            Dtype::F32 => file.new_dataset::<f32>(),
-            Dtype::F16 => file.new_dataset::<half::f16>(),
-            Dtype::Bf16 => file.new_dataset::<u16>(),
-        };
-        let new = builder
-            .shape(shape.clone())
-            .no_chunk()
-            .create("mel")
-            .map_err(e)?;
-        let ndim = shape.len();
-        let step = 256;
-        for first in (0..rows).step_by(step) {
-            let n = step.min(rows - first);
-            let slab = hyperslab(first, n, ndim);
-            match self.spec.plan.dtype() {
-                Dtype::F32 => {
-                    let a = self.mel.read_slice::<f32, _, ndarray::IxDyn>(slab.clone());
-                    a.and_then(|a| new.write_slice(&a, slab))
-                }
-                Dtype::F16 => {
-                    let a = self
-                        .mel
-                        .read_slice::<half::f16, _, ndarray::IxDyn>(slab.clone());
-                    a.and_then(|a| new.write_slice(&a, slab))
-                }
-                Dtype::Bf16 => {
-                    let a = self.mel.read_slice::<u16, _, ndarray::IxDyn>(slab.clone());
-                    a.and_then(|a| new.write_slice(&a, slab))
-                }
-            }
-            .map_err(e)?;
-        }
-        file.unlink("mel_full").map_err(e)?;
-        self.mel = new;
+        let file = File::create(staged.path()).map_err(e)?;
+        let mel = create_mel(&file, &self.spec, rows, 0, 0).map_err(e)?;
+        let to = mel
+            .offset()
+            .ok_or_else(|| self.err("contiguous mel has no offset"))?;
+        copy_range(self.staged.path(), from, staged.path(), to, bytes)
+            .map_err(|e| self.err(format!("copying {rows} rows into an exact-size file: {e}")))?;
+        // The old file (and every handle to it) goes; the new one takes its place.
+        self.mel = Some(mel);
+        self.file = Some(file);
+        self.staged = staged;
         Ok(())
     }
 
-    fn finish(&mut self, rows: usize) -> Result<()> {
-        let file = self.file.as_ref().expect("file is open until commit");
-        let labels: Vec<i64> = self.labels[..rows]
-            .iter()
-            .map(|l| l.expect("checked"))
-            .collect();
-        let paths: Vec<VarLenUnicode> = self.paths[..rows]
-            .iter()
-            .map(|p| p.as_deref().expect("checked").parse().expect("UTF-8 path"))
-            .collect();
+    fn write_metadata(&self, rows: usize) -> Result<()> {
+        let file = self.file.as_ref().expect("file is open until finish");
+        let labels = self.ledger.labels(rows);
+        let paths = self
+            .ledger
+            .paths(rows)
+            .into_iter()
+            .map(varlen)
+            .collect::<Result<Vec<_>>>()?;
         let e = |e: hdf5::Error| self.err(e);
         file.new_dataset_builder()
             .with_data(&labels)
@@ -210,47 +221,107 @@ impl Hdf5Sink {
             .with_data(&paths)
             .create("path")
             .map_err(e)?;
-        let names: Vec<VarLenUnicode> = self
+        let names = self
             .spec
             .label_names
             .iter()
-            .map(|n| n.parse().expect("UTF-8"))
-            .collect();
+            .map(|n| varlen(n))
+            .collect::<Result<Vec<_>>>()?;
         file.new_attr_builder()
             .with_data(&names)
             .create("label_names")
             .map_err(e)?;
         let text_attr = |name: &str, value: &str| -> Result<()> {
-            let v: VarLenUnicode = value.parse().expect("UTF-8");
             file.new_attr::<VarLenUnicode>()
                 .create(name)
                 .map_err(e)?
-                .write_scalar(&v)
+                .write_scalar(&varlen(value)?)
                 .map_err(e)
         };
         text_attr("config", &self.spec.provenance)?;
         text_attr("melctl_version", env!("CARGO_PKG_VERSION"))?;
         text_attr("split", &self.spec.split)?;
-        let dims: Vec<&str> = ["clip"]
-            .into_iter()
-            .chain(self.spec.plan.long_count().map(|_| "long"))
-            .chain(self.spec.plan.short_count().map(|_| "short"))
-            .chain(["mel", "frame"])
-            .collect();
-        text_attr("mel_dims", &dims.join(","))?;
+        text_attr("mel_dims", &self.spec.plan.dim_names().join(","))?;
         let dtype_note = match self.spec.plan.dtype() {
             Dtype::Bf16 => {
                 "bfloat16 stored as uint16 bit patterns: torch.from_numpy(x).view(torch.bfloat16)"
             }
             d => d.name(),
         };
-        self.mel
+        self.mel()
             .new_attr::<VarLenUnicode>()
             .create("dtype")
-            .and_then(|a| a.write_scalar(&dtype_note.parse::<VarLenUnicode>().expect("UTF-8")))
+            .map_err(e)?
+            .write_scalar(&varlen(dtype_note)?)
             .map_err(e)?;
         Ok(())
     }
+
+    /// Closes every HDF5 object and then the file, so that the library has written all
+    /// of it (superblock, heaps, object headers) before anything else happens to it.
+    fn close(&mut self) -> Result<()> {
+        self.mel = None;
+        let file = self.file.take().expect("file is open until finish");
+        let open = hdf5::sync::sync(|| {
+            // SAFETY: a valid file id; the call only counts open objects.
+            unsafe {
+                hdf5_sys::h5f::H5Fget_obj_count(
+                    file.id(),
+                    hdf5_sys::h5f::H5F_OBJ_ALL | hdf5_sys::h5f::H5F_OBJ_LOCAL,
+                )
+            }
+        });
+        if open != 1 {
+            return Err(self.err(format!(
+                "{} HDF5 objects still open at close; the file would be written after it was committed",
+                open - 1
+            )));
+        }
+        file.close().map_err(|e| self.err(e))
+    }
+
+    /// Reopens the closed file read-only and checks it holds `rows` clips of the plan's
+    /// shape with their labels and paths: what will be published opens complete.
+    fn verify(&self, rows: usize) -> Result<()> {
+        let e = |e: hdf5::Error| self.err(format!("the finished file does not read back: {e}"));
+        let file = File::open(self.staged.path()).map_err(e)?;
+        let mut shape = vec![rows];
+        shape.extend(self.spec.plan.clip_shape());
+        let mel = file.dataset("mel").map_err(e)?.shape();
+        let labels = file.dataset("label").map_err(e)?.shape();
+        let paths = file.dataset("path").map_err(e)?.shape();
+        if mel != shape || labels != [rows] || paths != [rows] {
+            return Err(self.err(format!(
+                "the finished file reads back as mel {mel:?}, label {labels:?}, path {paths:?}; {shape:?} was written"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A string as HDF5's variable-length UTF-8 (refused if it holds a NUL).
+fn varlen(s: &str) -> Result<VarLenUnicode> {
+    s.parse().map_err(|_| {
+        Error::Shape(format!(
+            "{s:?} cannot be stored as an HDF5 string (it holds a NUL character)"
+        ))
+    })
+}
+
+/// Copies `len` bytes at `from` in the file `src` to `to` in the file `dst`.
+fn copy_range(src: &Path, from: u64, dst: &Path, to: u64, len: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let src = std::fs::File::open(src)?;
+    let dst = std::fs::OpenOptions::new().write(true).open(dst)?;
+    let mut buf = vec![0u8; 4 << 20];
+    let mut done = 0;
+    while done < len {
+        let n = buf.len().min((len - done) as usize);
+        src.read_exact_at(&mut buf[..n], from + done)?;
+        dst.write_all_at(&buf[..n], to + done)?;
+        done += n as u64;
+    }
+    Ok(())
 }
 
 fn hyperslab(first: usize, rows: usize, ndim: usize) -> Hyperslab {
@@ -269,126 +340,89 @@ impl Sink for Hdf5Sink {
 
     fn write(&mut self, first_row: usize, meta: &[ClipMeta], data: &OutputBuf) -> Result<()> {
         let rows = meta.len();
-        if first_row + rows > self.spec.rows {
-            return Err(self.err(format!(
-                "rows {first_row}..{} exceed the {} planned",
-                first_row + rows,
-                self.spec.rows
-            )));
-        }
         if data.len() != rows * self.spec.plan.values_per_clip()
             || data.dtype() != self.spec.plan.dtype()
         {
             return Err(self.err("batch data does not match the plan's shape or dtype"));
         }
-        for (i, m) in meta.iter().enumerate() {
-            if self.labels[first_row + i].is_some() {
-                return Err(self.err(format!("row {} written twice", first_row + i)));
-            }
-            self.labels[first_row + i] = Some(m.label);
-            self.paths[first_row + i] = Some(m.path.clone());
+        if let Err(m) = self.ledger.record(first_row, meta) {
+            return Err(self.err(m));
         }
+        let failed = |e: &dyn std::fmt::Display| {
+            Error::output(
+                self.staged.final_path(),
+                format!("writing rows {first_row}..: {e}"),
+            )
+        };
         if let Some(raw) = &self.raw {
             let offset = (first_row * self.spec.plan.bytes_per_clip()) as u64;
-            raw.write_at(offset, data.as_bytes())
-                .map_err(|e| self.err(format!("writing rows {first_row}..: {e}")))?;
-            self.written += rows;
-            return Ok(());
+            return raw
+                .write_at(offset, data.as_bytes(), &self.pool)
+                .map_err(|e| failed(&e));
         }
         if let Some(chunks) = &mut self.chunks {
-            let r = chunks.write(&self.mel, first_row, data.as_bytes(), writer_pool());
-            r.map_err(|e| self.err(format!("writing rows {first_row}..: {e}")))?;
+            let mel = self.mel.as_ref().expect("mel is open until finish");
+            chunks
+                .write(mel, first_row, data.as_bytes(), &self.pool)
+                .map_err(|e| failed(&e))?;
             if let Some(f) = &self.writeback {
                 start_writeback(f, 0, 0);
             }
-            self.written += rows;
             return Ok(());
         }
         let mut shape = vec![rows];
         shape.extend(self.spec.plan.clip_shape());
         let slab = hyperslab(first_row, rows, shape.len());
+        let mel = self.mel();
         let r = match data {
             OutputBuf::F32(v) => {
-                ndarray::ArrayViewD::from_shape(shape, v).map(|a| self.mel.write_slice(a, slab))
+                ndarray::ArrayViewD::from_shape(shape, v).map(|a| mel.write_slice(a, slab))
             }
             OutputBuf::F16(v) => {
-                ndarray::ArrayViewD::from_shape(shape, v).map(|a| self.mel.write_slice(a, slab))
+                ndarray::ArrayViewD::from_shape(shape, v).map(|a| mel.write_slice(a, slab))
             }
             OutputBuf::Bf16(v) => {
                 let bits: &[u16] = bytemuck_cast(v);
-                ndarray::ArrayViewD::from_shape(shape, bits).map(|a| self.mel.write_slice(a, slab))
+                ndarray::ArrayViewD::from_shape(shape, bits).map(|a| mel.write_slice(a, slab))
             }
         };
-        r.map_err(|e| self.err(e))?.map_err(|e| self.err(e))?;
-        self.written += rows;
+        r.map_err(|e| failed(&e))?.map_err(|e| failed(&e))?;
         Ok(())
     }
 
-    fn commit(mut self: Box<Self>, rows: usize) -> Result<PathBuf> {
-        if rows > self.spec.rows {
-            return Err(self.err(format!(
-                "commit of {rows} rows, but only {} were planned",
-                self.spec.rows
-            )));
+    fn finish(mut self: Box<Self>, rows: usize) -> Result<Finished> {
+        if let Err(m) = self.ledger.check(rows) {
+            return Err(self.err(m));
         }
-        if let Some(missing) = self.labels[..rows].iter().position(Option::is_none) {
-            return Err(self.err(format!(
-                "{} of {rows} rows were never written (first: row {missing}); the output was not committed",
-                self.labels[..rows].iter().filter(|l| l.is_none()).count(),
-            )));
-        }
-        if let Some(extra) = self.labels[rows..].iter().position(Option::is_some) {
-            return Err(self.err(format!(
-                "row {} was written but the output holds {rows} rows; the output was not committed",
-                rows + extra
-            )));
-        }
-        // Raw writes went through the page cache; HDF5 reads (a shrink) see them.
+        // Raw writes went through the page cache; HDF5 reads (a shrink) see them. Every
+        // write result was checked when it was made.
         self.raw = None;
-        if let Some(mut chunks) = self.chunks.take() {
-            let r = chunks.flush(&self.mel, writer_pool());
-            r.map_err(|e| self.err(format!("writing the last chunks: {e}")))?;
-        }
-        self.writeback = None;
-        if rows < self.spec.rows {
+        // Shrink before the last, partial chunks are written: resizing a dataset whose
+        // edge chunk is already stored makes HDF5 rewrite that chunk elsewhere and keep
+        // the old one's space, leaving the file larger than its contents.
+        if rows < self.ledger.capacity() {
             self.shrink(rows)?;
         }
-        self.finish(rows)?;
-        if let Some(f) = self.file.take() {
-            f.close().map_err(|e| self.err(e))?;
+        if let Some(mut chunks) = self.chunks.take() {
+            let mel = self.mel.as_ref().expect("mel is open until finish");
+            if let Err(e) = chunks.flush(mel, &self.pool) {
+                return Err(self.err(format!("writing the last chunks: {e}")));
+            }
         }
-        atomic::commit(&self.temp_path, &self.final_path, self.opts.fsync)?;
-        Ok(self.final_path.clone())
-    }
-}
-
-impl Drop for Hdf5Sink {
-    /// An uncommitted sink removes its temporary file: nothing half-written stays behind.
-    fn drop(&mut self) {
-        if self.file.take().is_some() || self.temp_path.exists() {
-            let _ = std::fs::remove_file(&self.temp_path);
-        }
+        self.writeback = None;
+        self.write_metadata(rows)?;
+        self.close()?;
+        self.verify(rows)?;
+        let bytes = std::fs::metadata(self.staged.path())
+            .map_err(|e| Error::io(self.staged.path(), e))?
+            .len();
+        let Hdf5Sink { staged, opts, .. } = *self;
+        Ok(Finished::new(staged, opts.fsync, bytes))
     }
 }
 
 fn bytemuck_cast(v: &[half::bf16]) -> &[u16] {
     half::slice::HalfFloatSliceExt::reinterpret_cast(v)
-}
-
-/// Threads of its own for positioned writes and chunk compression, so that writing never
-/// waits for (or holds up) the worker pool the loaders and the CPU backend use: one per
-/// core (compression is CPU work; positioned writes mostly wait), at least 8.
-fn writer_pool() -> Option<&'static rayon::ThreadPool> {
-    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
-    POOL.get_or_init(|| {
-        let cores = std::thread::available_parallelism().map_or(8, |n| n.get());
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(cores.max(8))
-            .thread_name(|i| format!("melctl-hdf5-{i}"))
-            .build()
-            .ok()
-    })
-    .as_ref()
 }
 
 /// Positioned writes into the reserved storage of a contiguous dataset.
@@ -414,7 +448,7 @@ impl RawWriter {
 
     /// Writes `bytes` at `offset` into the dataset, in parallel pieces, then asks the
     /// kernel to start writing them back (so the final fsync has little left to do).
-    fn write_at(&self, offset: u64, bytes: &[u8]) -> std::io::Result<()> {
+    fn write_at(&self, offset: u64, bytes: &[u8], pool: &rayon::ThreadPool) -> std::io::Result<()> {
         use rayon::prelude::*;
         use std::os::unix::fs::FileExt;
         const PIECE: usize = 4 << 20;
@@ -425,10 +459,7 @@ impl RawWriter {
                 .enumerate()
                 .try_for_each(|(i, piece)| self.file.write_all_at(piece, at + (i * PIECE) as u64))
         };
-        match writer_pool() {
-            Some(pool) => pool.install(write)?,
-            None => write()?,
-        }
+        pool.install(write)?;
         if self.early_writeback {
             start_writeback(&self.file, at, bytes.len() as u64);
         }

@@ -1,10 +1,12 @@
 //! melctl's sinks: where finished spectrograms go.
 #![warn(missing_docs)]
 
-pub mod atomic;
 mod chunks;
 pub mod hdf5_sink;
+pub mod journal;
 pub mod npy_sink;
+mod rows;
 
 pub use hdf5_sink::{Hdf5Options, Hdf5Sink};
+pub use journal::{Journal, JournalState, remove_journal};
 pub use npy_sink::{NpyOptions, NpySink};

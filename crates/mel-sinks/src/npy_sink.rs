@@ -16,9 +16,12 @@
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use mel_core::{ClipMeta, Dtype, Error, OutputBuf, Result, Sink, SinkSpec};
+use mel_core::atomic::{self, Staged};
+use mel_core::{ClipMeta, Dtype, Error, Finished, OutputBuf, Result, Sink, SinkSpec};
+
+use crate::rows::RowLedger;
 
 /// Header bytes reserved for `mel.npy` (a multiple of 64, room for any shape).
 const HEADER_LEN: usize = 256;
@@ -32,12 +35,10 @@ pub struct NpyOptions {
 
 /// Writes `OUT/{split}.npy.d/`.
 pub struct NpySink {
-    final_dir: PathBuf,
-    temp_dir: PathBuf,
+    staged: Staged,
     mel: Option<File>,
     spec: SinkSpec,
-    labels: Vec<Option<i64>>,
-    paths: Vec<Option<String>>,
+    ledger: RowLedger,
     opts: NpyOptions,
 }
 
@@ -71,15 +72,9 @@ impl NpySink {
     /// Creates the temporary folder and a `mel.npy` sized for `spec.rows` rows.
     pub fn create(out_dir: &Path, spec: SinkSpec, opts: NpyOptions) -> Result<Self> {
         let final_dir = out_dir.join(format!("{}.npy.d", spec.split));
-        crate::atomic::remove_stale_partials(&final_dir);
-        let temp_dir = out_dir.join(format!(
-            ".{}.npy.d.partial-{}",
-            spec.split,
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&temp_dir);
-        std::fs::create_dir_all(&temp_dir).map_err(|e| Error::io(&temp_dir, e))?;
-        let path = temp_dir.join("mel.npy");
+        atomic::remove_stale_partials(&final_dir);
+        let staged = Staged::dir(&final_dir)?;
+        let path = staged.path().join("mel.npy");
         let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
         let mut shape = vec![spec.rows];
         shape.extend(spec.plan.clip_shape());
@@ -89,52 +84,43 @@ impl NpySink {
             .map_err(|e| Error::io(&path, e))?;
         let rows = spec.rows;
         Ok(NpySink {
-            final_dir,
-            temp_dir,
+            staged,
             mel: Some(file),
             spec,
-            labels: vec![None; rows],
-            paths: vec![None; rows],
+            ledger: RowLedger::new(rows),
             opts,
         })
     }
 
     fn err(&self, message: impl std::fmt::Display) -> Error {
-        Error::Output {
-            path: self.final_dir.clone(),
-            message: message.to_string(),
-        }
+        Error::output(self.staged.final_path(), message)
     }
 
     fn write_small_files(&self, rows: usize) -> Result<()> {
+        let dir = self.staged.path();
         let io = |p: &Path, e| Error::io(p, e);
-        let labels: Vec<i64> = self.labels[..rows]
-            .iter()
-            .map(|l| l.expect("checked"))
-            .collect();
-        let label_path = self.temp_dir.join("label.npy");
+        let label_path = dir.join("label.npy");
         let mut bytes = npy_header("<i8", &[rows]);
-        bytes.extend(labels.iter().flat_map(|l| l.to_le_bytes()));
+        bytes.extend(
+            self.ledger
+                .labels(rows)
+                .iter()
+                .flat_map(|l| l.to_le_bytes()),
+        );
         std::fs::write(&label_path, bytes).map_err(|e| io(&label_path, e))?;
         let plan = &self.spec.plan;
-        let dims: Vec<&str> = ["clip"]
-            .into_iter()
-            .chain(plan.long_count().map(|_| "long"))
-            .chain(plan.short_count().map(|_| "short"))
-            .chain(["mel", "frame"])
-            .collect();
         let meta = serde_json::json!({
             "melctl_version": env!("CARGO_PKG_VERSION"),
             "split": self.spec.split,
             "rows": rows,
-            "mel_dims": dims,
+            "mel_dims": plan.dim_names(),
             "dtype": plan.dtype().name(),
             "dtype_note": if plan.dtype() == Dtype::Bf16 { "bfloat16 stored as uint16 bit patterns" } else { "" },
             "label_names": self.spec.label_names,
-            "paths": self.paths[..rows].iter().map(|p| p.as_deref().expect("checked")).collect::<Vec<_>>(),
+            "paths": self.ledger.paths(rows),
             "config": serde_json::from_str::<serde_json::Value>(&self.spec.provenance).unwrap_or_default(),
         });
-        let meta_path = self.temp_dir.join("meta.json");
+        let meta_path = dir.join("meta.json");
         std::fs::write(
             &meta_path,
             serde_json::to_vec_pretty(&meta).expect("meta serialises"),
@@ -151,52 +137,26 @@ impl Sink for NpySink {
 
     fn write(&mut self, first_row: usize, meta: &[ClipMeta], data: &OutputBuf) -> Result<()> {
         let rows = meta.len();
-        if first_row + rows > self.spec.rows {
-            return Err(self.err(format!(
-                "rows {first_row}..{} exceed the {} planned",
-                first_row + rows,
-                self.spec.rows
-            )));
-        }
         if data.len() != rows * self.spec.plan.values_per_clip()
             || data.dtype() != self.spec.plan.dtype()
         {
             return Err(self.err("batch data does not match the plan's shape or dtype"));
         }
-        for (i, m) in meta.iter().enumerate() {
-            if self.labels[first_row + i].is_some() {
-                return Err(self.err(format!("row {} written twice", first_row + i)));
-            }
-            self.labels[first_row + i] = Some(m.label);
-            self.paths[first_row + i] = Some(m.path.clone());
+        if let Err(m) = self.ledger.record(first_row, meta) {
+            return Err(self.err(m));
         }
         let offset = (HEADER_LEN + first_row * self.spec.plan.bytes_per_clip()) as u64;
-        let file = self.mel.as_ref().expect("open until commit");
+        let file = self.mel.as_ref().expect("open until finish");
         file.write_all_at(data.as_bytes(), offset)
             .map_err(|e| self.err(format!("writing rows {first_row}..: {e}")))
     }
 
-    fn commit(mut self: Box<Self>, rows: usize) -> Result<PathBuf> {
-        if rows > self.spec.rows {
-            return Err(self.err(format!(
-                "commit of {rows} rows, but only {} were planned",
-                self.spec.rows
-            )));
+    fn finish(mut self: Box<Self>, rows: usize) -> Result<Finished> {
+        if let Err(m) = self.ledger.check(rows) {
+            return Err(self.err(m));
         }
-        if let Some(missing) = self.labels[..rows].iter().position(Option::is_none) {
-            return Err(self.err(format!(
-                "{} of {rows} rows were never written (first: row {missing}); the output was not committed",
-                self.labels[..rows].iter().filter(|l| l.is_none()).count()
-            )));
-        }
-        if let Some(extra) = self.labels[rows..].iter().position(Option::is_some) {
-            return Err(self.err(format!(
-                "row {} was written but the output holds {rows} rows; the output was not committed",
-                rows + extra
-            )));
-        }
-        let file = self.mel.take().expect("open until commit");
-        if rows < self.spec.rows {
+        let file = self.mel.take().expect("open until finish");
+        if rows < self.ledger.capacity() {
             let mut shape = vec![rows];
             shape.extend(self.spec.plan.clip_shape());
             file.write_all_at(&npy_header(descr(self.spec.plan.dtype()), &shape), 0)
@@ -204,69 +164,16 @@ impl Sink for NpySink {
             file.set_len((HEADER_LEN + rows * self.spec.plan.bytes_per_clip()) as u64)
                 .map_err(|e| self.err(e))?;
         }
-        let durable = self.opts.fsync;
-        if durable {
-            file.sync_all().map_err(|e| self.err(e))?;
-        }
         drop(file);
         self.write_small_files(rows)?;
-        if durable {
-            for f in ["label.npy", "meta.json"] {
-                let p = self.temp_dir.join(f);
-                File::open(&p)
-                    .and_then(|f| f.sync_all())
-                    .map_err(|e| Error::io(&p, e))?;
-            }
-        }
-        replace_dir(&self.temp_dir, &self.final_dir)?;
-        Ok(self.final_dir.clone())
-    }
-}
-
-/// Moves the complete folder `temp` to `dest`: a plain rename when `dest` does not exist,
-/// otherwise an atomic exchange followed by removing the old output.
-fn replace_dir(temp: &Path, dest: &Path) -> Result<()> {
-    if !dest.exists() {
-        return std::fs::rename(temp, dest).map_err(|e| Error::io(dest, e));
-    }
-    #[cfg(target_os = "linux")]
-    {
-        use std::ffi::CString;
-        use std::os::unix::ffi::OsStrExt;
-        let a = CString::new(temp.as_os_str().as_bytes())
-            .map_err(|_| Error::Shape("NUL in path".into()))?;
-        let b = CString::new(dest.as_os_str().as_bytes())
-            .map_err(|_| Error::Shape("NUL in path".into()))?;
-        // SAFETY: two valid NUL-terminated paths; the call swaps the two names atomically.
-        let r = unsafe {
-            libc::renameat2(
-                libc::AT_FDCWD,
-                a.as_ptr(),
-                libc::AT_FDCWD,
-                b.as_ptr(),
-                libc::RENAME_EXCHANGE,
-            )
-        };
-        if r == 0 {
-            // `temp` now names the old output.
-            let _ = std::fs::remove_dir_all(temp);
-            return Ok(());
-        }
-    }
-    // No atomic exchange here: move the old output aside first.
-    let old = dest.with_extension(format!("old-{}", std::process::id()));
-    std::fs::rename(dest, &old).map_err(|e| Error::io(dest, e))?;
-    std::fs::rename(temp, dest).map_err(|e| Error::io(dest, e))?;
-    let _ = std::fs::remove_dir_all(old);
-    Ok(())
-}
-
-impl Drop for NpySink {
-    /// An uncommitted sink removes its temporary folder.
-    fn drop(&mut self) {
-        if self.temp_dir.exists() {
-            let _ = std::fs::remove_dir_all(&self.temp_dir);
-        }
+        let bytes = std::fs::read_dir(self.staged.path())
+            .and_then(|d| {
+                d.map(|e| e.and_then(|e| e.metadata()).map(|m| m.len()))
+                    .sum()
+            })
+            .map_err(|e| Error::io(self.staged.path(), e))?;
+        let NpySink { staged, opts, .. } = *self;
+        Ok(Finished::new(staged, opts.fsync, bytes))
     }
 }
 
@@ -298,6 +205,7 @@ mod tests {
         }
         let meta = (first..first + n)
             .map(|i| ClipMeta {
+                index: i,
                 label: (i % 2) as i64,
                 path: format!("c/{i}.wav"),
             })
@@ -320,7 +228,7 @@ mod tests {
             sink.write(1, &m[..1], &batch(&plan, 1, 1).1).is_err(),
             "row 1 twice"
         );
-        let dir = sink.commit(4).unwrap();
+        let dir = sink.finish(4).unwrap().publish().unwrap();
         let bytes = std::fs::read(dir.join("mel.npy")).unwrap();
         let header = String::from_utf8_lossy(&bytes[..HEADER_LEN]);
         assert!(header.starts_with("\u{93}NUMPY") || bytes.starts_with(b"\x93NUMPY"));
@@ -345,7 +253,7 @@ mod tests {
         );
         let (m, d) = batch(&plan, 0, 1);
         again.write(0, &m, &d).unwrap();
-        again.commit(1).unwrap();
+        again.finish(1).unwrap().publish().unwrap();
         let meta: serde_json::Value =
             serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
         assert_eq!(meta["rows"], 1);

@@ -10,13 +10,16 @@ use anyhow::{Context, Result, bail};
 use mel_audio::{Dataset, FileEntry, Split};
 use mel_core::config::{LoaderKind, SinkKind};
 use mel_core::pipeline::{self, QueueMetrics, RunOptions, StageMetrics, Verdict};
-use mel_core::{ClipFailure, ClipMeta, Config, Loader, LoaderStats, MelPlan, Sink, SinkSpec};
+use mel_core::{
+    ClipFailure, ClipMeta, Config, Finished, Loader, LoaderStats, MelPlan, Sink, SinkSpec,
+};
 use mel_loaders::{CacheKey, CacheLoader, Lazy, PreloadLoader, StreamLoader};
-use mel_sinks::{Hdf5Options, Hdf5Sink, NpyOptions, NpySink};
+use mel_sinks::{
+    Hdf5Options, Hdf5Sink, Journal, JournalState, NpyOptions, NpySink, remove_journal,
+};
 
 use crate::cli::OnError;
 use crate::progress::Progress;
-use crate::resume::Journal;
 
 /// What happened to one split.
 #[derive(Debug, Clone)]
@@ -29,7 +32,7 @@ pub struct SplitReport {
     pub clips: usize,
     /// Files left out, with reasons.
     pub skipped: Vec<ClipFailure>,
-    /// The committed output file.
+    /// The output (published when the whole build succeeded).
     pub output: PathBuf,
     /// Its size in bytes.
     pub output_bytes: u64,
@@ -69,12 +72,12 @@ pub struct BuildOptions {
     pub on_error: OnError,
     /// Splits to build; empty: all.
     pub only: Vec<String>,
-    /// Journal finished batches and continue an interrupted build (`resume.rs`).
+    /// Journal finished batches and continue an interrupted build (`mel_sinks::journal`).
     pub resume: bool,
 }
 
-/// The sink `output.sink` names, for `spec`, under `out`.
-fn make_sink(config: &Config, out: &Path, spec: SinkSpec) -> Result<Box<dyn Sink>> {
+/// The sink `output.sink` names, for `spec`, under `out`, writing with `threads` threads.
+fn make_sink(config: &Config, out: &Path, spec: SinkSpec, threads: usize) -> Result<Box<dyn Sink>> {
     Ok(match config.output.sink {
         SinkKind::Hdf5 => Box::new(Hdf5Sink::create(
             out,
@@ -83,6 +86,7 @@ fn make_sink(config: &Config, out: &Path, spec: SinkSpec) -> Result<Box<dyn Sink
                 chunk_clips: config.hdf5.chunk_clips,
                 gzip: config.hdf5.gzip,
                 fsync: config.output.fsync,
+                writers: threads,
             },
         )?),
         SinkKind::Npy => Box::new(NpySink::create(
@@ -103,7 +107,9 @@ fn final_path(config: &Config, out: &Path, split: &str) -> PathBuf {
     }
 }
 
-/// Builds every split of `dataset` (or those named in `options.only`) into `out`.
+/// Builds every split of `dataset` (or those named in `options.only`) into `out`. Every
+/// split is finished under a temporary name first; only when all of them have succeeded
+/// are they published, so a failed build leaves the previous outputs as they were.
 pub fn build(
     dataset: &Dataset,
     config: &Config,
@@ -126,11 +132,6 @@ pub fn build(
             );
         }
     }
-    // One pool for decoding and the CPU backend; an error means it already exists.
-    let _ = rayon::ThreadPoolBuilder::new()
-        .num_threads(config.run.threads)
-        .thread_name(|i| format!("melctl-worker-{i}"))
-        .build_global();
     let threads = rayon::current_num_threads();
     let started = Instant::now();
     // One backend for every split: device setup and kernel compilation happen once.
@@ -138,6 +139,8 @@ pub fn build(
     let backend_line = chosen.line;
     let mut backend = chosen.backend;
     let mut splits = Vec::new();
+    let mut finished: Vec<(Finished, Option<Journal>)> = Vec::new();
+    let mut kept = Vec::new();
     for split in dataset
         .splits
         .iter()
@@ -153,40 +156,33 @@ pub fn build(
         };
         // With --resume, the pipeline computes only what the journal lacks, into it.
         let mut journal = None;
-        let mut work = None;
+        let mut todo: Vec<usize> = (0..split.files.len()).collect();
         if resume {
-            let j = Journal::open(
-                out,
-                &dataset.root,
-                split,
-                config,
-                &plan,
-                backend.name(),
-                &dataset.label_names,
-            )?;
-            eprintln!("{}: {}", split.name, j.note);
+            let fingerprint =
+                journal_fingerprint(config, backend.name(), &dataset.label_names, split);
+            let j = Journal::open(out, &split.name, fingerprint, &plan, split.files.len())?;
+            eprintln!("{}: resume: {}", split.name, describe_journal(j.state()));
             if j.committed() && final_path(config, out, &split.name).exists() {
                 eprintln!(
                     "{}: resume: already built by the interrupted run; kept",
                     split.name
                 );
+                kept.push(split.name.clone());
                 continue;
             }
-            work = Some(j.remaining(split));
+            let done = j.done();
+            todo.retain(|&i| !done[i]);
             journal = Some(j);
         }
-        let work = work.as_ref().unwrap_or(split);
-        let (loader, loader_choice) = make_loader(dataset, work, config, threads)?;
+        let files: Vec<FileEntry> = todo.iter().map(|&i| split.files[i].clone()).collect();
+        let (loader, loader_choice) = make_loader(dataset, &split.name, &files, config, threads)?;
         let sink = match &journal {
-            Some(j) => j.sink(&split.files),
-            None => make_sink(config, out, spec.clone())?,
+            Some(j) => j.sink(),
+            None => make_sink(config, out, spec.clone(), threads)?,
         };
-        let bar = progress.bar(work.files.len() as u64, &format!("build {}", split.name));
-        let files = &work.files;
-        let meta = |i: usize| ClipMeta {
-            label: files[i].label,
-            path: files[i].rel.clone(),
-        };
+        let bar = progress.bar(files.len() as u64, &format!("build {}", split.name));
+        // Clip `i` of this run is file `todo[i]` of the split.
+        let meta = |i: usize| clip_meta(split, todo[i]);
         let opts = RunOptions {
             queue_depth: config.run.queue_depth,
             stop_on_failure: on_error == OnError::Fail,
@@ -213,24 +209,36 @@ pub fn build(
                 split.name
             ),
             mel_core::Error::Cancelled => anyhow::anyhow!(
-                "interrupted: split {} was not written (no partial file is left); splits finished before it are complete",
+                "interrupted: split {} was not written; no output was changed",
                 split.name
             ),
             other => other.into(),
         })?;
+        let skipped: Vec<ClipFailure> = r
+            .failures
+            .iter()
+            .map(|f| ClipFailure {
+                index: todo[f.index],
+                ..f.clone()
+            })
+            .collect();
         let (output, clips) = match journal.as_mut() {
-            Some(j) => j.assemble(make_sink(config, out, spec)?, &split.files)?,
-            None => (r.output.clone(), r.rows),
+            Some(j) => {
+                let sink = make_sink(config, out, spec, threads)?;
+                let f = j.assemble(sink, &|i| clip_meta(split, i))?;
+                let clips = split.files.len() - skipped.len();
+                (f, clips)
+            }
+            None => (r.output, r.rows),
         };
-        let output_bytes = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
         let verdict = pipeline::verdict(&r.stages, r.wall.as_secs_f64(), &r.loader);
         splits.push(SplitReport {
             split: split.name.clone(),
             files: split.files.len(),
             clips,
-            skipped: r.failures,
-            output,
-            output_bytes,
+            skipped,
+            output: output.final_path().to_path_buf(),
+            output_bytes: output.bytes(),
             loader_choice,
             loader: r.loader,
             stages: r.stages,
@@ -238,13 +246,19 @@ pub fn build(
             verdict,
             wall: t0.elapsed(),
         });
+        finished.push((output, journal));
+    }
+    // Every split succeeded: publish them all, then forget the journals.
+    for (output, journal) in finished {
+        output.publish()?;
+        if let Some(mut j) = journal {
+            j.mark_committed()?;
+        }
     }
     if resume {
-        let built: Vec<String> = splits
-            .iter()
-            .map(|s: &SplitReport| s.split.clone())
-            .collect();
-        crate::resume::remove_all(out, &built);
+        for name in splits.iter().map(|s| &s.split).chain(&kept) {
+            remove_journal(out, name)?;
+        }
     }
     Ok(BuildReport {
         splits,
@@ -253,6 +267,53 @@ pub fn build(
         threads,
         backend: backend_line,
     })
+}
+
+/// The metadata of file `index` of `split`.
+fn clip_meta(split: &Split, index: usize) -> ClipMeta {
+    let f = &split.files[index];
+    ClipMeta {
+        index,
+        label: f.label,
+        path: f.rel.clone(),
+    }
+}
+
+/// What a resume journal is for: every setting that changes output values (the resolved
+/// spec), the backend that actually runs, the class names, and the split's files
+/// (the fingerprint the memmap cache uses too).
+fn journal_fingerprint(config: &Config, backend: &str, labels: &[String], split: &Split) -> u128 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let spec = serde_json::to_string(&config.spec().resolved()).expect("a spec serialises");
+    h.update(spec.as_bytes());
+    h.update(&[0]);
+    h.update(backend.as_bytes());
+    h.update(&[0]);
+    h.update(labels.join("\0").as_bytes());
+    h.update(&mel_audio::files_fingerprint(&split.files, &config.audio).to_le_bytes());
+    h.digest128()
+}
+
+/// A journal's state in words.
+fn describe_journal(state: &JournalState) -> String {
+    match state {
+        JournalState::Started => "no journal; starting".into(),
+        JournalState::Restarted => {
+            "the journal is from another configuration, backend or file set; starting over".into()
+        }
+        JournalState::Resumed {
+            clips,
+            batches,
+            dropped,
+        } => format!(
+            "{clips} clips in {batches} journal batches{}",
+            if dropped.is_empty() {
+                String::new()
+            } else {
+                format!("; dropped and redone: {}", dropped.join(", "))
+            }
+        ),
+    }
 }
 
 /// The cache folder the configuration names.
@@ -268,20 +329,21 @@ pub fn cache_dir(config: &Config) -> PathBuf {
 /// inside the pipeline's load stage). Returns it with a line saying which and why.
 fn make_loader(
     dataset: &Dataset,
-    split: &Split,
+    split: &str,
+    files: &[FileEntry],
     config: &Config,
     threads: usize,
 ) -> Result<(Box<dyn Loader>, String)> {
     let audio = config.audio.clone();
     let batch = config.run.batch_clips;
-    let files: Vec<FileEntry> = split.files.clone();
+    let files: Vec<FileEntry> = files.to_vec();
     let decoded = (files.len() * audio.clip_samples() * 4) as u64;
     let needs_key = matches!(config.run.loader, LoaderKind::Auto | LoaderKind::Memmap);
     let key = if needs_key {
         Some(CacheKey::new(
             &cache_dir(config),
             &dataset.root,
-            &split.name,
+            split,
             &files,
             &audio,
         )?)

@@ -7,7 +7,6 @@ mod demo;
 mod inspect;
 mod progress;
 mod report;
-mod resume;
 mod settings;
 
 use std::process::ExitCode;
@@ -80,6 +79,7 @@ fn run(cli: Cli) -> Result<()> {
 fn run_build(args: &BuildArgs) -> Result<()> {
     let config = settings::resolve(&args.flags)?;
     let plan = MelPlan::from_config(&config)?;
+    start_workers(config.run.threads)?;
     let (dataset, source) = load_dataset(args)?;
     eprintln!(
         "{}: {} splits, {} classes, {} files; clip {:?} {} per clip",
@@ -113,6 +113,21 @@ fn run_build(args: &BuildArgs) -> Result<()> {
             .with_context(|| format!("cannot write report {}", path.display()))?;
     }
     Ok(())
+}
+
+/// Starts the process's worker pool (decoding, the CPU backend) with `threads` threads,
+/// 0 meaning one per core. Every pool melctl uses is sized from this budget.
+fn start_workers(threads: usize) -> Result<()> {
+    let n = if threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        threads
+    };
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .thread_name(|i| format!("melctl-worker-{i}"))
+        .build_global()
+        .with_context(|| format!("cannot start {n} worker threads (run.threads)"))
 }
 
 /// `melctl devices`: the CUDA devices and the wgpu adapters, or why there are none.

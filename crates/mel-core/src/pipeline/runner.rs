@@ -7,7 +7,6 @@
 //! so an error or a cancellation anywhere drops the sink uncommitted (its temporary
 //! file is removed and nothing appears at the final path).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -17,7 +16,9 @@ use super::metrics::{QueueMetrics, StageMetrics};
 use super::queue::bounded;
 use crate::buffer::OutputBuf;
 use crate::error::{Error, Result};
-use crate::traits::{ClipBatch, ClipFailure, ClipMeta, Loader, LoaderStats, MelBackend, Sink};
+use crate::traits::{
+    ClipBatch, ClipFailure, ClipMeta, Finished, Loader, LoaderStats, MelBackend, Sink,
+};
 
 /// How to run.
 #[derive(Debug, Clone)]
@@ -31,10 +32,10 @@ pub struct RunOptions {
 }
 
 /// What a run produced.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct RunResult {
-    /// The committed output.
-    pub output: PathBuf,
+    /// The finished output, not yet published.
+    pub output: Finished,
     /// Clips written.
     pub rows: usize,
     /// Files left out, in file order.
@@ -61,7 +62,8 @@ enum Computed {
 
 type LoadOutcome = (Vec<ClipFailure>, LoaderStats, StageMetrics);
 
-/// Runs `loader` → `backend` → `sink` to completion and commits the sink.
+/// Runs `loader` → `backend` → `sink` to completion and finishes the sink (the caller
+/// publishes the output).
 /// `meta(i)` gives the label and path of file `i`; `progress(n)` is called as clips finish.
 pub fn run(
     loader: Box<dyn Loader>,
@@ -135,7 +137,7 @@ pub fn run(
             .name("melctl-write".into())
             .spawn_scoped(
                 scope,
-                move || -> Result<(PathBuf, usize, StageMetrics, QueueMetrics)> {
+                move || -> Result<(Finished, usize, StageMetrics, QueueMetrics)> {
                     let mut sink = sink;
                     let mut m = StageMetrics::new("write", sink.name());
                     let r = loop {
@@ -155,7 +157,7 @@ pub fn run(
                             }
                             Some(Computed::End(rows)) => {
                                 let t = Instant::now();
-                                let out = sink.commit(rows);
+                                let out = sink.finish(rows);
                                 m.busy(t.elapsed());
                                 m.finish_seconds = t.elapsed().as_secs_f64();
                                 break out.map(|p| (p, rows));

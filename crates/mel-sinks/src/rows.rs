@@ -1,0 +1,124 @@
+//! Which rows a sink has received: the bookkeeping both sinks share, so that an output
+//! is committed only with every row written exactly once and nothing beyond.
+
+use mel_core::ClipMeta;
+
+/// Labels and paths of the rows received so far.
+#[derive(Debug)]
+pub(crate) struct RowLedger {
+    labels: Vec<Option<i64>>,
+    paths: Vec<Option<String>>,
+}
+
+impl RowLedger {
+    /// A ledger for at most `rows` rows.
+    pub(crate) fn new(rows: usize) -> Self {
+        RowLedger {
+            labels: vec![None; rows],
+            paths: vec![None; rows],
+        }
+    }
+
+    /// Rows planned.
+    pub(crate) fn capacity(&self) -> usize {
+        self.labels.len()
+    }
+
+    /// Records rows `first_row..` described by `meta`; refuses rows beyond the plan or
+    /// written before (nothing is recorded then).
+    pub(crate) fn record(&mut self, first_row: usize, meta: &[ClipMeta]) -> Result<(), String> {
+        let end = first_row + meta.len();
+        if end > self.labels.len() {
+            return Err(format!(
+                "rows {first_row}..{end} exceed the {} planned",
+                self.labels.len()
+            ));
+        }
+        if let Some(i) = self.labels[first_row..end].iter().position(Option::is_some) {
+            return Err(format!("row {} written twice", first_row + i));
+        }
+        for (i, m) in meta.iter().enumerate() {
+            self.labels[first_row + i] = Some(m.label);
+            self.paths[first_row + i] = Some(m.path.clone());
+        }
+        Ok(())
+    }
+
+    /// Checks that rows `0..rows` were each written and none beyond.
+    pub(crate) fn check(&self, rows: usize) -> Result<(), String> {
+        if rows > self.labels.len() {
+            return Err(format!(
+                "commit of {rows} rows, but only {} were planned",
+                self.labels.len()
+            ));
+        }
+        if let Some(missing) = self.labels[..rows].iter().position(Option::is_none) {
+            return Err(format!(
+                "{} of {rows} rows were never written (first: row {missing}); the output was not committed",
+                self.labels[..rows].iter().filter(|l| l.is_none()).count()
+            ));
+        }
+        if let Some(extra) = self.labels[rows..].iter().position(Option::is_some) {
+            return Err(format!(
+                "row {} was written but the output holds {rows} rows; the output was not committed",
+                rows + extra
+            ));
+        }
+        Ok(())
+    }
+
+    /// Labels of rows `0..rows` (after [`check`](Self::check)).
+    pub(crate) fn labels(&self, rows: usize) -> Vec<i64> {
+        self.labels[..rows]
+            .iter()
+            .map(|l| l.unwrap_or(-1))
+            .collect()
+    }
+
+    /// Paths of rows `0..rows` (after [`check`](Self::check)).
+    pub(crate) fn paths(&self, rows: usize) -> Vec<&str> {
+        self.paths[..rows]
+            .iter()
+            .map(|p| p.as_deref().unwrap_or(""))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(n: usize) -> Vec<ClipMeta> {
+        (0..n)
+            .map(|i| ClipMeta {
+                index: i,
+                label: i as i64,
+                path: format!("{i}.wav"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn twice_beyond_missing_and_extra_rows_are_refused() {
+        let mut l = RowLedger::new(5);
+        l.record(0, &meta(2)).unwrap();
+        assert!(
+            l.record(1, &meta(1))
+                .unwrap_err()
+                .contains("row 1 written twice")
+        );
+        assert!(l.record(4, &meta(2)).unwrap_err().contains("exceed"));
+        assert!(
+            l.check(3)
+                .unwrap_err()
+                .contains("1 of 3 rows were never written")
+        );
+        l.record(3, &meta(1)).unwrap();
+        assert!(l.check(2).unwrap_err().contains("row 3 was written"));
+        l.record(2, &meta(1)).unwrap();
+        l.check(4).unwrap();
+        assert_eq!(l.labels(4), [0, 1, 0, 0]);
+        assert_eq!(l.paths(2), ["0.wav", "1.wav"]);
+        assert!(l.check(6).is_err());
+    }
+}
