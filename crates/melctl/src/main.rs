@@ -1,5 +1,6 @@
 //! melctl: labelled audio folders to log-mel-spectrogram datasets.
 
+mod advice;
 mod backend;
 mod build;
 mod cli;

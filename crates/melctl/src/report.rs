@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::advice;
 use crate::build::{BuildReport, SplitReport};
 
 fn secs(d: Duration) -> f64 {
@@ -72,9 +73,9 @@ fn split_text(x: &SplitReport) -> String {
     }
     s += &format!(
         "  bottleneck: {} ({:.0}% busy): {}\n",
-        x.verdict.stage,
+        advice::stage_name(&x.verdict),
         x.verdict.utilisation * 100.0,
-        x.verdict.advice
+        advice::advice(&x.verdict)
     );
     for f in &x.skipped {
         s += &format!("  skipped {}: {}\n", f.path.display(), f.reason);
@@ -121,7 +122,12 @@ pub fn json(r: &BuildReport, config_json: &str) -> serde_json::Value {
                 "loader": x.loader,
                 "stages": x.stages,
                 "queues": x.queues,
-                "bottleneck": x.verdict,
+                "bottleneck": {
+                    "stage": advice::stage_name(&x.verdict),
+                    "utilisation": x.verdict.utilisation,
+                    "advice": advice::advice(&x.verdict),
+                    "verdict": x.verdict,
+                },
                 "skipped": x.skipped,
             })
         })

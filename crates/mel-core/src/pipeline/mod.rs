@@ -8,4 +8,4 @@ mod verdict;
 
 pub use metrics::{QueueMetrics, StageMetrics};
 pub use runner::{RunOptions, RunResult, run};
-pub use verdict::{Verdict, verdict};
+pub use verdict::{Stage, Verdict, verdict};

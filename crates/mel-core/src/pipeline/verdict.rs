@@ -1,18 +1,54 @@
-//! Naming the bottleneck: the stage busy for the largest share of the wall time, and
-//! what to change about it.
+//! Naming the bottleneck: the stage busy for the largest share of the wall time, as
+//! typed facts. What to do about it is the application's to phrase (it knows its flags).
 
 use super::metrics::StageMetrics;
 use crate::traits::LoaderStats;
 
-/// The bottleneck and the advice.
+/// One of the pipeline's three stages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    /// Reading and decoding audio.
+    Load,
+    /// Computing spectrograms.
+    Mel,
+    /// Writing the output.
+    Write,
+}
+
+impl Stage {
+    /// The stage's name as the metrics record it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Load => "load",
+            Stage::Mel => "mel",
+            Stage::Write => "write",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Stage> {
+        [Stage::Load, Stage::Mel, Stage::Write]
+            .into_iter()
+            .find(|s| s.name() == name)
+    }
+}
+
+/// What limited a run.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Verdict {
-    /// The limiting stage (`load`, `mel` or `write`), or `none` when no stage is saturated.
-    pub stage: String,
+    /// The limiting stage: the busiest, when it was busy at least half the wall time;
+    /// `None` when no stage was (the stages waited on each other).
+    pub bottleneck: Option<Stage>,
+    /// The busiest stage, limiting or not.
+    pub busiest: Option<Stage>,
+    /// Its implementation (e.g. `stream`, `cpu`, `hdf5-gzip`).
+    pub implementation: String,
     /// Its busy share of the wall time, 0..1.
     pub utilisation: f64,
-    /// What to change, in words.
-    pub advice: String,
+    /// The loader's worker threads, when the busiest stage is the load stage.
+    pub workers: usize,
+    /// How busy those workers were, 0..1, when measured.
+    pub worker_utilisation: Option<f64>,
 }
 
 /// Judges a run from its stage metrics and wall time.
@@ -23,48 +59,25 @@ pub fn verdict(stages: &[StageMetrics], wall_seconds: f64, loader: &LoaderStats)
         .max_by(|a, b| a.busy_seconds.total_cmp(&b.busy_seconds))
     else {
         return Verdict {
-            stage: "none".into(),
+            bottleneck: None,
+            busiest: None,
+            implementation: String::new(),
             utilisation: 0.0,
-            advice: "nothing ran".into(),
+            workers: 0,
+            worker_utilisation: None,
         };
     };
     let utilisation = top.busy_seconds / wall;
-    if utilisation < 0.5 {
-        return Verdict {
-            stage: "none".into(),
-            utilisation,
-            advice: format!(
-                "no stage is busy half the time (the busiest, {}, {:.0}%): stages wait on each other; try a bigger --batch or run.queue_depth",
-                top.name,
-                utilisation * 100.0
-            ),
-        };
-    }
-    let advice = match top.name.as_str() {
-        "load" => match top.implementation.as_str() {
-            "stream" if loader.workers > 0 => format!(
-                "reading and decoding files is the limit ({} readers busy {:.0}% of the time): raise --readers if cores are idle, or use --loader memmap so later builds skip both",
-                loader.workers,
-                100.0 * loader.decode_seconds / (wall * loader.workers as f64)
-            ),
-            "stream" => "reading and decoding files is the limit: raise --readers, or use --loader memmap so later builds skip both".to_string(),
-            "memmap" => "mapping the cache is the limit: the disk holding the cache is slow or cold; put run.cache_dir on a faster disk".to_string(),
-            _ => "decoding dominates and nothing overlaps it: use --loader stream to decode while computing, or --loader memmap to decode once".to_string(),
-        },
-        "mel" => match top.implementation.as_str() {
-            "cpu" => "the CPU mel backend is the limit: use a GPU (--backend cuda, or wgpu for other GPUs; see melctl devices) or more --threads".to_string(),
-            _ => "the mel backend is the limit: raise --batch so each launch does more work".to_string(),
-        },
-        "write" => match top.implementation.as_str() {
-            "hdf5-gzip" => "compressing and writing chunks is the limit: use hdf5.gzip = 1 (the fastest level) on more cores, or gzip = 0 if the disk keeps up".to_string(),
-            _ => "writing is the limit: write to a faster disk, set output.fsync = false if a power cut may cost the build, or halve the bytes with [hdf5] chunk_clips = 16, gzip = 1 (compressed on all cores)".to_string(),
-        },
-        _ => String::new(),
-    };
+    let busiest = Stage::from_name(&top.name);
+    let load = busiest == Some(Stage::Load) && loader.workers > 0;
     Verdict {
-        stage: top.name.clone(),
+        bottleneck: busiest.filter(|_| utilisation >= 0.5),
+        busiest,
+        implementation: top.implementation.clone(),
         utilisation,
-        advice,
+        workers: if load { loader.workers } else { 0 },
+        worker_utilisation: (load && loader.decode_seconds > 0.0)
+            .then(|| loader.decode_seconds / (wall * loader.workers as f64)),
     }
 }
 
@@ -80,7 +93,7 @@ mod tests {
     }
 
     #[test]
-    fn names_the_busiest_stage_and_advises_for_it() {
+    fn names_the_busiest_stage_when_it_is_busy_half_the_time() {
         let s = [
             stage("load", "stream", 9.0),
             stage("mel", "cpu", 4.0),
@@ -92,35 +105,29 @@ mod tests {
             ..LoaderStats::default()
         };
         let v = verdict(&s, 10.0, &readers);
-        assert_eq!(v.stage, "load");
+        assert_eq!(v.bottleneck, Some(Stage::Load));
+        assert_eq!(v.implementation, "stream");
         assert!((v.utilisation - 0.9).abs() < 1e-12);
-        assert!(
-            v.advice.contains("--readers") && v.advice.contains("90%"),
-            "{}",
-            v.advice
-        );
-        let s2 = [stage("load", "preload", 9.0), stage("mel", "cpu", 1.0)];
-        assert!(
-            verdict(&s2, 10.0, &readers)
-                .advice
-                .contains("--loader stream")
-        );
+        assert_eq!(v.workers, 4);
+        assert!((v.worker_utilisation.unwrap() - 0.9).abs() < 1e-12);
         let s = [
             stage("load", "preload", 1.0),
             stage("mel", "cpu", 8.0),
             stage("write", "hdf5", 1.0),
         ];
-        let v = verdict(&s, 10.0, &LoaderStats::default());
-        assert_eq!(v.stage, "mel");
-        assert!(v.advice.contains("--backend cuda"));
+        let v = verdict(&s, 10.0, &readers);
+        assert_eq!((v.bottleneck, v.workers), (Some(Stage::Mel), 0));
         let s = [
             stage("load", "preload", 1.0),
             stage("mel", "cpu", 2.0),
             stage("write", "hdf5", 7.0),
         ];
-        assert_eq!(verdict(&s, 10.0, &LoaderStats::default()).stage, "write");
+        assert_eq!(
+            verdict(&s, 10.0, &LoaderStats::default()).bottleneck,
+            Some(Stage::Write)
+        );
         let v = verdict(&s, 100.0, &LoaderStats::default());
-        assert_eq!(v.stage, "none");
-        assert!(v.advice.contains("write"));
+        assert_eq!((v.bottleneck, v.busiest), (None, Some(Stage::Write)));
+        assert_eq!(verdict(&[], 1.0, &readers).busiest, None);
     }
 }
