@@ -68,6 +68,14 @@ pub enum ContainerError {
         /// What this build reads.
         expected: u32,
     },
+    /// The file is shorter or longer than its sections say.
+    #[error("truncated or extended: the sections end at {sections_end}, the file at {file_len}")]
+    Length {
+        /// Where the sections end.
+        sections_end: u64,
+        /// The file's length.
+        file_len: u64,
+    },
     /// The header's checksum does not match.
     #[error("header checksum mismatch (damaged header)")]
     HeaderChecksum,
@@ -170,9 +178,10 @@ pub fn decode(
         })?;
     }
     if at != file_len {
-        return Err(ContainerError::Layout(format!(
-            "the sections end at {at}, the file at {file_len}"
-        )));
+        return Err(ContainerError::Length {
+            sections_end: at,
+            file_len,
+        });
     }
     Ok(Header {
         fingerprint,
@@ -272,7 +281,7 @@ mod tests {
         }
         let mut longer = good.clone();
         longer.push(0);
-        assert!(matches!(open(&longer), Err(ContainerError::Layout(_))));
+        assert!(matches!(open(&longer), Err(ContainerError::Length { .. })));
         assert!(matches!(
             decode(&good, good.len() as u64, MAGIC, "test", 4, 512),
             Err(ContainerError::Version { found: 3, .. })

@@ -1,19 +1,20 @@
 //! The memmap-cache loader. The first run decodes a split into a cache file; later
 //! runs map it (memmap2) and skip decoding entirely.
 //!
-//! File layout (little-endian):
+//! The file is in melctl's checksummed container format ([`mel_core::container`]),
+//! little-endian, header padded to 4096 bytes:
 //! ```text
-//! 0      header, 4096 bytes: magic "MELCACHE", version, fingerprint (xxh3-128),
-//!        clip_samples, files, clips, section offsets, header checksum
+//! 0      header: magic "MELCACHE", version, fingerprint (xxh3-128), 4 sections
 //! 4096   arena: clips × clip_samples f32, in file order, failed files left out
+//! ...    arena checksums: one xxh3-64 per 64 clips (the arena's own entry checks these)
 //! ...    index: clips × u32 (the file index of each cached clip)
-//! ...    failures: JSON [[index, reason], ...]
-//! ...    checksums: one xxh3-64 per CHUNK_CLIPS clips of the arena
+//! ...    failures: JSON [[index, kind, reason], ...]
 //! ```
 //! The fingerprint covers the format version, the audio settings and every file's
 //! relative path, label, size and modification time: any change rebuilds the cache.
-//! A truncated file, a damaged header or a checksum mismatch also rebuilds it; a
-//! cache that fails a check is never used.
+//! Every section is checked before use (the arena in parallel); a truncated file, a
+//! damaged header or any checksum mismatch rebuilds it. A cache that fails a check is
+//! never used.
 
 use std::fs::File;
 use std::io::Write;
@@ -22,7 +23,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use mel_audio::FileEntry;
+use mel_core::atomic::{self, Staged};
 use mel_core::config::AudioConfig;
+use mel_core::container::{self, Section};
 use mel_core::{
     ClipBatch, ClipFailure, Error, FailureKind, Loader, LoaderStats, Result, SampleBlock,
     SampleStore,
@@ -34,7 +37,7 @@ use xxhash_rust::xxh3::{Xxh3, xxh3_64};
 use crate::io::{DEFAULT_READ, load_clip};
 
 const MAGIC: &[u8; 8] = b"MELCACHE";
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 const HEADER: usize = 4096;
 /// Clips per arena checksum.
 const CHUNK_CLIPS: usize = 64;
@@ -96,17 +99,6 @@ impl CacheKey {
     }
 }
 
-/// The default cache folder: `$XDG_CACHE_HOME/melctl`, else `~/.cache/melctl`.
-pub fn default_cache_dir() -> PathBuf {
-    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|x| !x.is_empty()) {
-        return PathBuf::from(x).join("melctl");
-    }
-    if let Some(h) = std::env::var_os("HOME").filter(|x| !x.is_empty()) {
-        return PathBuf::from(h).join(".cache").join("melctl");
-    }
-    std::env::temp_dir().join("melctl-cache")
-}
-
 /// A mapped cache file whose arena serves as sample storage.
 struct MappedArena {
     map: Mmap,
@@ -119,83 +111,19 @@ impl SampleStore for MappedArena {
     }
 }
 
-/// The decoded header fields.
-#[derive(Debug, Clone, Copy)]
-struct Header {
-    fingerprint: u128,
-    clip_samples: u64,
-    files: u64,
-    clips: u64,
-    index_offset: u64,
-    failures_offset: u64,
-    failures_len: u64,
-    checksums_offset: u64,
-    total_len: u64,
-}
-
-impl Header {
-    fn encode(&self) -> Vec<u8> {
-        let mut b = Vec::with_capacity(HEADER);
-        b.extend_from_slice(MAGIC);
-        b.extend_from_slice(&VERSION.to_le_bytes());
-        b.extend_from_slice(&0u32.to_le_bytes());
-        b.extend_from_slice(&self.fingerprint.to_le_bytes());
-        for v in [
-            self.clip_samples,
-            self.files,
-            self.clips,
-            self.index_offset,
-            self.failures_offset,
-            self.failures_len,
-            self.checksums_offset,
-            self.total_len,
-        ] {
-            b.extend_from_slice(&v.to_le_bytes());
-        }
-        let sum = xxh3_64(&b);
-        b.extend_from_slice(&sum.to_le_bytes());
-        b.resize(HEADER, 0);
-        b
-    }
-
-    fn decode(b: &[u8]) -> std::result::Result<Header, String> {
-        if b.len() < HEADER {
-            return Err(format!("truncated: {} bytes, not even a header", b.len()));
-        }
-        if &b[..8] != MAGIC {
-            return Err("not a melctl cache file (bad magic)".into());
-        }
-        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"));
-        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
-        if u32_at(8) != VERSION {
-            return Err(format!(
-                "cache format version {} (this melctl writes {VERSION})",
-                u32_at(8)
-            ));
-        }
-        let end = 32 + 8 * 8;
-        if xxh3_64(&b[..end]) != u64_at(end) {
-            return Err("header checksum mismatch (damaged header)".into());
-        }
-        Ok(Header {
-            fingerprint: u128::from_le_bytes(b[16..32].try_into().expect("16 bytes")),
-            clip_samples: u64_at(32),
-            files: u64_at(40),
-            clips: u64_at(48),
-            index_offset: u64_at(56),
-            failures_offset: u64_at(64),
-            failures_len: u64_at(72),
-            checksums_offset: u64_at(80),
-            total_len: u64_at(88),
-        })
-    }
-}
+/// The cache's sections, in file order.
+const SECTIONS: [&str; 4] = [
+    "the arena",
+    "the arena checksums",
+    "the index",
+    "the failures",
+];
 
 /// Checksums of the arena, one per `CHUNK_CLIPS` clips, computed in parallel.
 fn arena_checksums(arena: &[u8], clip_bytes: usize) -> Vec<u64> {
     arena
         .par_chunks((CHUNK_CLIPS * clip_bytes).max(1))
-        .map(xxh3_64)
+        .map(container::checksum)
         .collect()
 }
 
@@ -214,7 +142,9 @@ pub struct CacheLoader {
 impl CacheLoader {
     /// Maps the cache for `files` at `key`, building (or rebuilding) it first when it is
     /// missing or unusable. Decoding runs in the current rayon pool; `progress` is called
-    /// once per decoded file.
+    /// once per decoded file. Two processes that need the same cache build it once: the
+    /// cache folder is locked while a cache is checked or built, so the second waits and
+    /// then finds it valid.
     pub fn open(
         key: &CacheKey,
         files: &[FileEntry],
@@ -224,6 +154,9 @@ impl CacheLoader {
     ) -> Result<Self> {
         let clip_samples = audio.clip_samples();
         let t0 = Instant::now();
+        let dir = key.path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let _lock = lock_exclusive(dir)?;
         let outcome = match Self::map_valid(key, files, clip_samples) {
             Ok(loader) => {
                 let mut l = loader;
@@ -240,12 +173,14 @@ impl CacheLoader {
             Err(Some(reason)) => CacheOutcome::Rebuilt(reason),
         };
         build(key, files, audio, progress)?;
-        let mut l = Self::map_valid(key, files, clip_samples).map_err(|why| Error::Io {
-            path: key.path.clone(),
-            source: std::io::Error::other(format!(
-                "the cache just written does not check out: {}",
-                why.unwrap_or_else(|| "missing".into())
-            )),
+        let mut l = Self::map_valid(key, files, clip_samples).map_err(|why| {
+            Error::output(
+                &key.path,
+                format!(
+                    "the cache just written does not check out: {}",
+                    why.unwrap_or_else(|| "missing".into())
+                ),
+            )
         })?;
         l.batch_clips = batch_clips.max(1);
         l.note = match &outcome {
@@ -277,40 +212,55 @@ impl CacheLoader {
             Err(e) => return Err(Some(format!("cannot open: {e}"))),
         };
         // SAFETY: the cache file is private to melctl and replaced only by rename, so the
-        // mapped inode is never modified underneath us by melctl itself.
+        // mapped inode is never modified by melctl itself. A file truncated by someone
+        // else while mapped raises SIGBUS, which the application reports.
         let map = unsafe { Mmap::map(&file) }.map_err(|e| Some(format!("cannot map: {e}")))?;
-        let h = Header::decode(&map)?;
+        let bad = |e: container::ContainerError| Some(e.to_string());
+        let h = container::decode(
+            &map,
+            map.len() as u64,
+            MAGIC,
+            "cache",
+            VERSION,
+            HEADER as u64,
+        )
+        .map_err(bad)?;
         if h.fingerprint != key.fingerprint {
             return Err(Some(
                 "the files or audio settings changed since the cache was built (fingerprint differs)"
                     .into(),
             ));
         }
-        if h.total_len != map.len() as u64 {
+        let [arena, sums, index, failures] = h.sections[..] else {
+            return Err(Some(format!("{} sections, 4 expected", h.sections.len())));
+        };
+        let clip_bytes = clip_samples * 4;
+        let clips = (index.len / 4) as usize;
+        if index.len % 4 != 0
+            || clips > files.len()
+            || arena.len != (clips * clip_bytes) as u64
+            || sums.len != (clips.div_ceil(CHUNK_CLIPS) * 8) as u64
+        {
+            return Err(Some(
+                "section sizes do not match the clip length and count".into(),
+            ));
+        }
+        for (s, name) in [
+            (sums, SECTIONS[1]),
+            (index, SECTIONS[2]),
+            (failures, SECTIONS[3]),
+        ] {
+            container::verify(&map[s.range()], &s, name).map_err(bad)?;
+        }
+        // The arena is covered by its chunk checksums, which its entry covers.
+        if container::checksum(&map[sums.range()]) != arena.checksum {
             return Err(Some(format!(
-                "truncated or extended: {} bytes, the header says {}",
-                map.len(),
-                h.total_len
+                "checksum mismatch in {} (corrupted)",
+                SECTIONS[0]
             )));
         }
-        if h.clip_samples != clip_samples as u64 || h.files != files.len() as u64 {
-            return Err(Some("clip length or file count differs".into()));
-        }
-        let clips = h.clips as usize;
-        let clip_bytes = clip_samples * 4;
-        let arena_end = HEADER + clips * clip_bytes;
-        let sections_ok = h.index_offset as usize == arena_end
-            && h.failures_offset as usize == arena_end + clips * 4
-            && h.checksums_offset == h.failures_offset + h.failures_len
-            && h.checksums_offset as usize + clips.div_ceil(CHUNK_CLIPS) * 8 == map.len();
-        if !sections_ok {
-            return Err(Some("section offsets are inconsistent".into()));
-        }
-        let stored: Vec<u64> = map[h.checksums_offset as usize..]
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .collect();
-        let actual = arena_checksums(&map[HEADER..arena_end], clip_bytes);
+        let stored = container::bytes_to_u64s(&map[sums.range()]);
+        let actual = arena_checksums(&map[arena.range()], clip_bytes);
         if let Some(bad) = stored.iter().zip(&actual).position(|(a, b)| a != b) {
             return Err(Some(format!(
                 "checksum mismatch in clips {}..{} (corrupted)",
@@ -318,19 +268,21 @@ impl CacheLoader {
                 ((bad + 1) * CHUNK_CLIPS).min(clips)
             )));
         }
-        let indices: Vec<usize> = map[arena_end..h.failures_offset as usize]
+        let indices: Vec<usize> = map[index.range()]
             .chunks_exact(4)
             .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")) as usize)
             .collect();
-        let failures: Vec<(usize, FailureKind, String)> =
-            serde_json::from_slice(&map[h.failures_offset as usize..h.checksums_offset as usize])
-                .map_err(|e| Some(format!("unreadable failure list: {e}")))?;
         if indices.windows(2).any(|w| w[0] >= w[1]) || indices.iter().any(|&i| i >= files.len()) {
             return Err(Some("index is not increasing or out of range".into()));
         }
+        let failures: Vec<(usize, FailureKind, String)> =
+            serde_json::from_slice(&map[failures.range()])
+                .map_err(|e| Some(format!("unreadable failure list: {e}")))?;
+        if failures.iter().any(|(i, _, _)| *i >= files.len()) {
+            return Err(Some("failure list names a file out of range".into()));
+        }
         let failures = failures
             .into_iter()
-            .filter(|(i, _, _)| *i < files.len())
             .map(|(index, kind, reason)| ClipFailure {
                 index,
                 path: files[index].path.clone(),
@@ -364,6 +316,13 @@ impl CacheLoader {
     }
 }
 
+/// An exclusive advisory lock (`flock`) on the folder `dir`, held until dropped.
+fn lock_exclusive(dir: &Path) -> Result<File> {
+    let f = File::open(dir).map_err(|e| Error::io(dir, e))?;
+    f.lock().map_err(|e| Error::io(dir, e))?;
+    Ok(f)
+}
+
 /// Decodes `files` into a new cache file at `key.path` (temporary name, then rename).
 fn build(
     key: &CacheKey,
@@ -371,27 +330,12 @@ fn build(
     audio: &AudioConfig,
     progress: &(dyn Fn() + Sync),
 ) -> Result<()> {
-    let dir = key.path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let temp = key.path.with_file_name(format!(
-        ".{}.partial-{}",
-        key.path
-            .file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
-    let guard = TempGuard(temp.clone());
+    atomic::remove_stale_partials(&key.path);
+    let (staged, mut file) = Staged::file(&key.path)?;
+    let temp = staged.path().to_path_buf();
     let io = |e: std::io::Error| Error::io(&temp, e);
     let clip_samples = audio.clip_samples();
     let clip_bytes = clip_samples * 4;
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&temp)
-        .map_err(io)?;
     file.set_len((HEADER + files.len() * clip_bytes) as u64)
         .map_err(io)?;
     // SAFETY: the temporary file is ours alone until it is renamed.
@@ -417,49 +361,38 @@ fn build(
         .collect();
     let clips = crate::arena::compact(arena, clip_samples, &ok);
     let arena_end = HEADER + clips * clip_bytes;
-    let sums = arena_checksums(&map[HEADER..arena_end], clip_bytes);
+    let sums = container::u64s_to_bytes(&arena_checksums(&map[HEADER..arena_end], clip_bytes));
     map.flush().map_err(io)?;
     drop(map);
     file.set_len(arena_end as u64).map_err(io)?;
-    let failures_json = serde_json::to_vec(&failures).expect("failures serialise");
-    let index_offset = arena_end as u64;
-    let failures_offset = index_offset + clips as u64 * 4;
-    let checksums_offset = failures_offset + failures_json.len() as u64;
-    let total_len = checksums_offset + sums.len() as u64 * 8;
-    let mut tail = Vec::with_capacity((total_len - index_offset) as usize);
-    tail.extend(indices.iter().flat_map(|i| i.to_le_bytes()));
-    tail.extend_from_slice(&failures_json);
-    tail.extend(sums.iter().flat_map(|s| s.to_le_bytes()));
-    use std::io::{Seek, SeekFrom};
-    file.seek(SeekFrom::Start(index_offset)).map_err(io)?;
-    file.write_all(&tail).map_err(io)?;
-    let header = Header {
-        fingerprint: key.fingerprint,
-        clip_samples: clip_samples as u64,
-        files: files.len() as u64,
-        clips: clips as u64,
-        index_offset,
-        failures_offset,
-        failures_len: failures_json.len() as u64,
-        checksums_offset,
-        total_len,
-    };
-    file.seek(SeekFrom::Start(0)).map_err(io)?;
-    file.write_all(&header.encode()).map_err(io)?;
-    file.sync_all().map_err(io)?;
-    drop(file);
-    std::fs::rename(&temp, &key.path).map_err(|e| Error::io(&key.path, e))?;
-    std::mem::forget(guard);
-    Ok(())
-}
-
-/// Removes a temporary file unless forgotten.
-struct TempGuard(PathBuf);
-
-impl Drop for TempGuard {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+    let index: Vec<u8> = indices.iter().flat_map(|i| i.to_le_bytes()).collect();
+    let failures = serde_json::to_vec(&failures).expect("failures serialise");
+    let mut sections = Vec::new();
+    let mut at = HEADER as u64;
+    for (len, checksum) in [
+        (arena_end - HEADER, container::checksum(&sums)),
+        (sums.len(), container::checksum(&sums)),
+        (index.len(), container::checksum(&index)),
+        (failures.len(), container::checksum(&failures)),
+    ] {
+        sections.push(Section {
+            offset: at,
+            len: len as u64,
+            checksum,
+        });
+        at += len as u64;
     }
+    use std::io::{Seek, SeekFrom};
+    file.seek(SeekFrom::Start(arena_end as u64)).map_err(io)?;
+    for part in [&sums, &index, &failures] {
+        file.write_all(part).map_err(io)?;
+    }
+    let header = container::encode(MAGIC, VERSION, key.fingerprint, &sections, HEADER);
+    file.seek(SeekFrom::Start(0)).map_err(io)?;
+    file.write_all(&header).map_err(io)?;
+    drop(file);
+    staged.commit(true)?;
+    Ok(())
 }
 
 impl Loader for CacheLoader {

@@ -12,7 +12,7 @@ pub mod preload;
 pub mod select;
 pub mod stream;
 
-pub use cache::{CacheKey, CacheLoader, CacheOutcome, default_cache_dir};
+pub use cache::{CacheKey, CacheLoader, CacheOutcome};
 pub use lazy::Lazy;
 pub use preload::PreloadLoader;
 pub use select::{Choice, choose};

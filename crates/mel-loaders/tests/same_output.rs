@@ -236,3 +236,33 @@ fn dropping_a_stream_loader_midway_stops_and_joins_its_readers() {
     drop(l); // must not hang or touch freed buffers
     assert_eq!(first.samples.samples().len(), 400);
 }
+
+#[test]
+fn a_flipped_byte_in_any_section_of_the_cache_is_never_served() {
+    // The dataset has skipped files, so the index maps rows to files non-trivially: a
+    // damaged index would serve one file's samples under another's name.
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let files = dataset(dir);
+    assert_eq!(reopen(dir, &files).0, CacheOutcome::Miss);
+    let path = cache_file(dir);
+    let good = std::fs::read(&path).unwrap();
+    // After the 4096-byte header: the arena (35 clips × 100 samples × 4 bytes), its
+    // checksums, the index and the failure list. Probe the header's used bytes, the
+    // arena's edges and every byte after the arena.
+    let arena_end = 4096 + 35 * 100 * 4;
+    let probes: Vec<usize> = (0..120)
+        .chain([4096, 4097, arena_end - 1])
+        .chain(arena_end..good.len())
+        .collect();
+    for i in probes {
+        let mut bad = good.clone();
+        bad[i] ^= 0x10;
+        std::fs::write(&path, &bad).unwrap();
+        let (o, _) = reopen(dir, &files); // asserts what is served equals a fresh decode
+        assert!(
+            matches!(&o, CacheOutcome::Rebuilt(_)),
+            "flipped byte {i}: {o:?}"
+        );
+    }
+}

@@ -316,13 +316,20 @@ fn describe_journal(state: &JournalState) -> String {
     }
 }
 
-/// The cache folder the configuration names.
+/// The cache folder the configuration names; by default `$XDG_CACHE_HOME/melctl`, else
+/// `~/.cache/melctl`, else a folder in the system's temporary folder.
 pub fn cache_dir(config: &Config) -> PathBuf {
-    if config.run.cache_dir.is_empty() {
-        mel_loaders::default_cache_dir()
-    } else {
-        PathBuf::from(&config.run.cache_dir)
+    if !config.run.cache_dir.is_empty() {
+        return PathBuf::from(&config.run.cache_dir);
     }
+    let var = |name| std::env::var_os(name).filter(|x| !x.is_empty());
+    if let Some(x) = var("XDG_CACHE_HOME") {
+        return PathBuf::from(x).join("melctl");
+    }
+    if let Some(h) = var("HOME") {
+        return PathBuf::from(h).join(".cache").join("melctl");
+    }
+    std::env::temp_dir().join("melctl-cache")
 }
 
 /// Resolves `run.loader` for `split` and builds the loader (lazily: its up-front work runs

@@ -25,7 +25,7 @@ use crate::traits::{
 pub struct RunOptions {
     /// Batches each queue holds at most.
     pub queue_depth: usize,
-    /// Stop at the first file that fails to load (`--on-error fail`).
+    /// Stop at the first file that fails to load, with its error.
     pub stop_on_failure: bool,
     /// Set from outside (Ctrl-C) to stop the run; the output is not committed.
     pub cancel: Arc<AtomicBool>,
