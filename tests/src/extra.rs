@@ -73,7 +73,7 @@ pub fn noise_clips(plan: &MelPlan, clips: usize) -> Vec<f32> {
                 .wrapping_add(1442695040888963407)
                 >> 33) as f32;
             ((r / 2f32.powi(31)) * 2.0 - 1.0)
-                * if (i / plan.clip_samples()) % 3 == 0 {
+                * if (i / plan.clip_samples()).is_multiple_of(3) {
                     0.001
                 } else {
                     0.5

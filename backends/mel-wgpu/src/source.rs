@@ -67,7 +67,7 @@ pub enum DeviceOut {
 impl DeviceOut {
     /// The output the shader produces for `plan`.
     pub fn for_plan(plan: &MelPlan) -> DeviceOut {
-        let even = plan.values_per_segment() % 2 == 0;
+        let even = plan.values_per_segment().is_multiple_of(2);
         match plan.dtype() {
             Dtype::F16 if even => DeviceOut::F16,
             Dtype::Bf16 if even => DeviceOut::Bf16,

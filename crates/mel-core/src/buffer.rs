@@ -95,7 +95,7 @@ impl OutputBuf {
     /// A buffer holding `bytes` (native layout, as [`as_bytes`](Self::as_bytes) gives),
     /// or `None` when the length is not a whole number of values.
     pub fn from_bytes(dtype: Dtype, bytes: &[u8]) -> Option<Self> {
-        if bytes.len() % dtype.size() != 0 {
+        if !bytes.len().is_multiple_of(dtype.size()) {
             return None;
         }
         let mut buf = OutputBuf::zeros(dtype, bytes.len() / dtype.size());

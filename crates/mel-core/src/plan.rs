@@ -492,7 +492,7 @@ impl MelPlan {
     /// clips, and an output of the plan's dtype holding exactly their values. Returns the clip count.
     pub fn check_batch(&self, samples: usize, out: &crate::OutputSlice<'_>) -> Result<usize> {
         let n = self.clip_samples;
-        if samples % n != 0 {
+        if !samples.is_multiple_of(n) {
             return Err(Error::Shape(format!(
                 "{samples} samples is not a whole number of {n}-sample clips"
             )));

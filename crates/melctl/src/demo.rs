@@ -64,7 +64,7 @@ pub fn synth(class: usize, n: usize, rate: f64, seed: u64) -> Vec<f64> {
                 3 => 0.003 * white,
                 // random: sparse clicks over low noise
                 _ => {
-                    let click = if rng.next() % 2000 == 0 {
+                    let click = if rng.next().is_multiple_of(2000) {
                         0.9 * rng.uniform()
                     } else {
                         0.0
