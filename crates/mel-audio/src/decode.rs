@@ -163,6 +163,23 @@ pub(crate) fn placement(frames: usize, clip: usize, audio: &AudioConfig) -> (usi
     (kept, skip, pad_before)
 }
 
+/// Brings mono samples at `rate` Hz into a clip row exactly as decoding a file does:
+/// resampled to `audio.sample_rate` (rubato, `audio.resample_quality`), then padded or
+/// trimmed per `audio.pad` / `audio.trim`. `dst` is the row, `audio.clip_samples()` long.
+/// This is how live audio gets the same treatment as the files a dataset was built from.
+pub fn fit_clip(
+    mono: &[f32],
+    rate: u32,
+    audio: &AudioConfig,
+    dst: &mut [f32],
+) -> std::result::Result<(), crate::resample::ResampleError> {
+    let at_rate = crate::resample::resample(mono, rate, audio.sample_rate, audio.resample_quality)?;
+    let (kept, skip, pad_before) = placement(at_rate.len(), dst.len(), audio);
+    dst.fill(0.0);
+    dst[pad_before..pad_before + kept].copy_from_slice(&at_rate[skip..skip + kept]);
+    Ok(())
+}
+
 /// 16-bit PCM samples from `data` (the data chunk onwards) into `dst`.
 fn decode_pcm16(
     data: &[u8],

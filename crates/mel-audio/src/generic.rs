@@ -16,9 +16,8 @@ use symphonia::core::formats::{FormatOptions, TrackType};
 use symphonia::core::io::{MediaSource, MediaSourceStream};
 use symphonia::core::meta::MetadataOptions;
 
-use crate::decode::{DecodeInfo, placement};
+use crate::decode::{DecodeInfo, fit_clip};
 use crate::mix::{check_channel, mix_interleaved};
-use crate::resample::resample;
 
 /// A file may hold at most this many clip lengths of audio when all of it is needed.
 pub const MAX_CLIPS_LONG: usize = 64;
@@ -178,17 +177,7 @@ fn decode_inner(
         )));
     }
     let source_frames = mono.len();
-    let at_rate = resample(&mono, rate, audio.sample_rate, audio.resample_quality)
-        .map_err(|e| Error::unsupported(path, e.to_string()))?;
-    // A file cut short for trimming counts only its kept part.
-    let frames = if audio.trim == TrimPolicy::Start {
-        at_rate.len().min(clip)
-    } else {
-        at_rate.len()
-    };
-    let (kept, skip, pad_before) = placement(frames, clip, audio);
-    dst.fill(0.0);
-    dst[pad_before..pad_before + kept].copy_from_slice(&at_rate[skip..skip + kept]);
+    fit_clip(&mono, rate, audio, dst).map_err(|e| Error::unsupported(path, e.to_string()))?;
     Ok(DecodeInfo {
         frames: source_frames,
         channels: channels as u16,

@@ -10,7 +10,7 @@ mod mix;
 pub mod resample;
 pub mod scan;
 
-pub use decode::{DecodeInfo, decode_bytes_into, decode_into};
+pub use decode::{DecodeInfo, decode_bytes_into, decode_into, fit_clip};
 pub use fingerprint::files_fingerprint;
 pub use manifest::{ManifestOptions, from_manifest, read_label_map};
 pub use scan::{Dataset, FileEntry, Split, scan};

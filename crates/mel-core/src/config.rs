@@ -652,6 +652,11 @@ impl Preset {
             })
     }
 
+    /// The preset's spec (what determines the output values).
+    pub fn spec(self) -> MelSpec {
+        self.config().spec()
+    }
+
     /// The preset's complete configuration.
     pub fn config(self) -> Config {
         match self {

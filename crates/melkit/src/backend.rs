@@ -1,0 +1,215 @@
+//! Choosing and starting a mel backend: the one asked for, or with `auto` the best that
+//! starts (CUDA, else a hardware wgpu adapter, else the CPU), falling back when one fails
+//! to start and saying why.
+//!
+//! Backends are a closed set ([`BackendKind`]); one compiled out of this build (a cargo
+//! feature not enabled) is a clear error when asked for, and skipped by `auto`.
+
+use mel_core::config::{BackendKind, DeviceSelector};
+use mel_core::{Error, MelBackend, MelPlan, Result};
+
+/// What to start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackendRequest {
+    /// The backend, or `Auto`.
+    pub kind: BackendKind,
+    /// A GPU: its index (`melctl devices`), or for wgpu a part of the adapter's name.
+    pub device: Option<DeviceSelector>,
+    /// Clips per device transfer for GPU backends (copies and compute of consecutive
+    /// chunks overlap).
+    pub gpu_chunk_clips: usize,
+}
+
+impl Default for BackendRequest {
+    fn default() -> Self {
+        BackendRequest {
+            kind: BackendKind::Auto,
+            device: None,
+            gpu_chunk_clips: 64,
+        }
+    }
+}
+
+impl BackendRequest {
+    /// `Auto`, the default device, chunks of 64 clips.
+    pub fn auto() -> Self {
+        BackendRequest::default()
+    }
+
+    /// A request for `kind` with the defaults otherwise.
+    pub fn of(kind: BackendKind) -> Self {
+        BackendRequest {
+            kind,
+            ..BackendRequest::default()
+        }
+    }
+}
+
+/// Why `auto` chose what it chose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AutoReason {
+    /// A CUDA device started.
+    CudaDevice,
+    /// No CUDA device; a hardware GPU adapter started through wgpu.
+    HardwareAdapter,
+    /// No GPU started; the CPU.
+    NoGpu,
+}
+
+/// The backend that was started, on what, and why.
+#[derive(Debug)]
+pub struct Choice {
+    /// The backend (never `Auto`).
+    pub kind: BackendKind,
+    /// The device's name, for GPU backends.
+    pub device: Option<String>,
+    /// `Some` when `auto` chose.
+    pub auto: Option<AutoReason>,
+    /// Backends `auto` tried that did not start, with their errors, in order.
+    pub skipped: Vec<(BackendKind, Error)>,
+}
+
+/// A started backend and how it was chosen.
+pub struct Chosen {
+    /// The backend.
+    pub backend: Box<dyn MelBackend>,
+    /// How it was chosen.
+    pub choice: Choice,
+}
+
+#[cfg_attr(
+    all(feature = "cpu", feature = "cuda", feature = "wgpu"),
+    allow(dead_code)
+)]
+fn not_compiled(kind: BackendKind, feature: &str) -> Error {
+    Error::device(
+        kind.name(),
+        format!("this build of melkit does not include it (cargo feature `{feature}`)"),
+    )
+}
+
+/// Starts the CPU backend.
+#[cfg(feature = "cpu")]
+fn cpu(plan: &MelPlan) -> Result<Box<dyn MelBackend>> {
+    Ok(Box::new(mel_cpu::CpuBackend::new(plan.clone())))
+}
+
+/// The CPU backend is not in this build.
+#[cfg(not(feature = "cpu"))]
+fn cpu(_plan: &MelPlan) -> Result<Box<dyn MelBackend>> {
+    Err(not_compiled(BackendKind::Cpu, "cpu"))
+}
+
+/// The CUDA device index the request names (CUDA devices have no name selection).
+fn cuda_ordinal(req: &BackendRequest) -> Result<usize> {
+    match &req.device {
+        None => Ok(0),
+        Some(DeviceSelector::Index(i)) => Ok(*i),
+        Some(DeviceSelector::Name(n)) => Err(Error::device(
+            "cuda",
+            format!("device {n:?}: CUDA devices are chosen by index; names select wgpu adapters"),
+        )),
+    }
+}
+
+/// Starts the CUDA backend on the device the request names.
+#[cfg(feature = "cuda")]
+fn cuda(plan: &MelPlan, req: &BackendRequest) -> Result<(Box<dyn MelBackend>, String)> {
+    let ordinal = cuda_ordinal(req)?;
+    let b = mel_cuda::CudaBackend::new(plan.clone(), ordinal, req.gpu_chunk_clips)?;
+    let name = mel_cuda::devices()
+        .ok()
+        .and_then(|d| d.into_iter().find(|d| d.ordinal == ordinal))
+        .map_or_else(|| format!("CUDA device {ordinal}"), |d| d.name);
+    Ok((Box::new(b), name))
+}
+
+/// The CUDA backend is not in this build.
+#[cfg(not(feature = "cuda"))]
+fn cuda(_plan: &MelPlan, req: &BackendRequest) -> Result<(Box<dyn MelBackend>, String)> {
+    cuda_ordinal(req)?;
+    Err(not_compiled(BackendKind::Cuda, "cuda"))
+}
+
+/// Starts the wgpu backend on the adapter the request names (or the best one).
+#[cfg(feature = "wgpu")]
+fn wgpu(plan: &MelPlan, req: &BackendRequest) -> Result<(Box<dyn MelBackend>, String)> {
+    let choice = mel_wgpu::AdapterChoice::from(req.device.as_ref());
+    let b = mel_wgpu::WgpuBackend::new(plan.clone(), &choice, req.gpu_chunk_clips)?;
+    let name = format!("{} ({})", b.adapter().name, b.adapter().backend);
+    Ok((Box::new(b), name))
+}
+
+/// The wgpu backend is not in this build.
+#[cfg(not(feature = "wgpu"))]
+fn wgpu(_plan: &MelPlan, _req: &BackendRequest) -> Result<(Box<dyn MelBackend>, String)> {
+    Err(not_compiled(BackendKind::Wgpu, "wgpu"))
+}
+
+/// Whether a CUDA device is visible (the driver loads and lists one).
+fn cuda_present() -> bool {
+    #[cfg(feature = "cuda")]
+    let present = mel_cuda::devices().is_ok_and(|d| !d.is_empty());
+    #[cfg(not(feature = "cuda"))]
+    let present = false;
+    present
+}
+
+/// Whether a hardware (not software) wgpu adapter the backend can use is present.
+fn hardware_adapter_present() -> bool {
+    #[cfg(feature = "wgpu")]
+    let present = mel_wgpu::adapters()
+        .into_iter()
+        .any(|a| a.shader_f64 && !a.is_software());
+    #[cfg(not(feature = "wgpu"))]
+    let present = false;
+    present
+}
+
+/// Starts the backend `req` asks for; `auto` tries CUDA, then a hardware wgpu adapter,
+/// then the CPU, recording each that did not start.
+pub fn choose(plan: &MelPlan, req: &BackendRequest) -> Result<Chosen> {
+    let started = |backend, kind, device, auto, skipped| Chosen {
+        backend,
+        choice: Choice {
+            kind,
+            device,
+            auto,
+            skipped,
+        },
+    };
+    match req.kind {
+        BackendKind::Cpu => Ok(started(cpu(plan)?, BackendKind::Cpu, None, None, vec![])),
+        BackendKind::Cuda => {
+            let (b, name) = cuda(plan, req)?;
+            Ok(started(b, BackendKind::Cuda, Some(name), None, vec![]))
+        }
+        BackendKind::Wgpu => {
+            let (b, name) = wgpu(plan, req)?;
+            Ok(started(b, BackendKind::Wgpu, Some(name), None, vec![]))
+        }
+        BackendKind::Auto => {
+            let mut skipped = Vec::new();
+            if cuda_present() {
+                match cuda(plan, req) {
+                    Ok((b, name)) => {
+                        let why = Some(AutoReason::CudaDevice);
+                        return Ok(started(b, BackendKind::Cuda, Some(name), why, skipped));
+                    }
+                    Err(e) => skipped.push((BackendKind::Cuda, e)),
+                }
+            }
+            if hardware_adapter_present() {
+                match wgpu(plan, req) {
+                    Ok((b, name)) => {
+                        let why = Some(AutoReason::HardwareAdapter);
+                        return Ok(started(b, BackendKind::Wgpu, Some(name), why, skipped));
+                    }
+                    Err(e) => skipped.push((BackendKind::Wgpu, e)),
+                }
+            }
+            let why = Some(AutoReason::NoGpu);
+            Ok(started(cpu(plan)?, BackendKind::Cpu, None, why, skipped))
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! In-process extraction: audio in, the spectrogram `melctl build` would store for it
+//! out, in the same layout, dtype and values. A field device computes exactly its
+//! model's training features this way (no train/serve skew).
+
+use std::path::Path;
+
+use mel_core::{Error, MelBackend, MelPlan, MelSpec, OutputBuf, Result};
+use ndarray::ArrayD;
+
+use crate::backend::{BackendRequest, Choice, choose};
+
+/// Spectrograms in the dataset's layout: `[clips, long?, short?, n_mels, frames]`, in the
+/// plan's dtype (the values `melctl build` stores).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Features {
+    values: OutputBuf,
+    shape: Vec<usize>,
+}
+
+impl Features {
+    /// `[clips, ...clip shape]`.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Clips held.
+    pub fn clips(&self) -> usize {
+        self.shape[0]
+    }
+
+    /// The values as stored (f32, f16 or bf16).
+    pub fn values(&self) -> &OutputBuf {
+        &self.values
+    }
+
+    /// The values widened to f32 (exact for every stored dtype), as an array of
+    /// [`shape`](Self::shape).
+    pub fn to_f32(&self) -> ArrayD<f32> {
+        let v: Vec<f32> = (0..self.values.len())
+            .map(|i| self.values.get_f64(i) as f32)
+            .collect();
+        ArrayD::from_shape_vec(self.shape.clone(), v).expect("values match the shape")
+    }
+
+    /// Clip `i` widened to f32, as an array of the clip shape (`[79, 3, 32, 5]` for
+    /// leak-4k, `[80, 101]` for speech-16k).
+    pub fn clip_f32(&self, i: usize) -> ArrayD<f32> {
+        let per: usize = self.shape[1..].iter().product();
+        let v: Vec<f32> = (i * per..(i + 1) * per)
+            .map(|k| self.values.get_f64(k) as f32)
+            .collect();
+        ArrayD::from_shape_vec(self.shape[1..].to_vec(), v).expect("values match the shape")
+    }
+}
+
+/// Computes spectrograms with one backend, reused across calls.
+pub struct Extractor {
+    plan: MelPlan,
+    backend: Box<dyn MelBackend>,
+    choice: Choice,
+    row: Vec<f32>,
+}
+
+impl Extractor {
+    /// Validates `spec`, plans it, and starts the backend `request` asks for.
+    pub fn new(spec: &MelSpec, request: &BackendRequest) -> Result<Self> {
+        let plan = MelPlan::new(spec)?;
+        let chosen = choose(&plan, request)?;
+        Ok(Extractor {
+            row: vec![0.0; plan.clip_samples()],
+            plan,
+            backend: chosen.backend,
+            choice: chosen.choice,
+        })
+    }
+
+    /// The plan (shapes, rates).
+    pub fn plan(&self) -> &MelPlan {
+        &self.plan
+    }
+
+    /// Which backend runs, on what, and why.
+    pub fn choice(&self) -> &Choice {
+        &self.choice
+    }
+
+    /// The spectrogram of the audio file at `path`, decoded exactly as `melctl build`
+    /// decodes it (any supported format; downmixed, resampled, padded or trimmed per the
+    /// spec's audio settings). One clip.
+    pub fn file(&mut self, path: &Path) -> Result<Features> {
+        let spec = self.plan.spec().audio.clone();
+        mel_audio::decode_into(path, &spec, &mut self.row)?;
+        let row = std::mem::take(&mut self.row);
+        let out = self.clips(&row);
+        self.row = row;
+        out
+    }
+
+    /// The spectrogram of mono samples at `sample_rate` Hz (in [-1, 1]), brought to the
+    /// clip the way a decoded file is (resampled, padded or trimmed). One clip.
+    pub fn samples(&mut self, samples: &[f32], sample_rate: u32) -> Result<Features> {
+        let audio = self.plan.spec().audio.clone();
+        let mut row = std::mem::take(&mut self.row);
+        let fitted = mel_audio::fit_clip(samples, sample_rate, &audio, &mut row)
+            .map_err(|e| Error::unsupported("samples", e.to_string()));
+        let out = fitted.and_then(|()| self.clips(&row));
+        self.row = row;
+        out
+    }
+
+    /// Spectrograms of clips already at the plan's rate and length, `[clips, clip_samples]`
+    /// back to back.
+    pub fn clips(&mut self, clips: &[f32]) -> Result<Features> {
+        let n = self.plan.clip_samples();
+        if clips.is_empty() || !clips.len().is_multiple_of(n) {
+            return Err(Error::Shape(format!(
+                "{} samples is not a whole, non-zero number of {n}-sample clips",
+                clips.len()
+            )));
+        }
+        let count = clips.len() / n;
+        let mut values = OutputBuf::zeros(self.plan.dtype(), count * self.plan.values_per_clip());
+        self.backend.compute(clips, values.as_mut_slice())?;
+        let mut shape = vec![count];
+        shape.extend(self.plan.clip_shape());
+        Ok(Features { values, shape })
+    }
+}

@@ -1,0 +1,70 @@
+//! The facade as a consumer uses it: golden-exact spectrograms with automatic backend
+//! choice, from samples, files and batches.
+
+use hound::{SampleFormat, WavSpec, WavWriter};
+use mel_tests::{compare, goldens};
+use melkit::{AutoReason, BackendKind, BackendRequest, Dtype, Extractor, MelPlan};
+
+#[test]
+fn auto_choice_computes_every_golden_variant_within_the_tolerance() {
+    for g in goldens() {
+        let mut spec = g.config.spec();
+        spec.dtype = Dtype::F32;
+        let mut ex = Extractor::new(&spec, &BackendRequest::auto()).unwrap();
+        let (kind, auto) = (ex.choice().kind, ex.choice().auto);
+        match kind {
+            BackendKind::Cpu => assert_eq!(auto, Some(AutoReason::NoGpu)),
+            BackendKind::Cuda => assert_eq!(auto, Some(AutoReason::CudaDevice)),
+            BackendKind::Wgpu => assert_eq!(auto, Some(AutoReason::HardwareAdapter)),
+            BackendKind::Auto => panic!("auto must resolve"),
+        }
+        let f = ex.clips(&g.input).unwrap();
+        assert_eq!(f.shape(), g.shape.as_slice(), "{}", g.name);
+        let plan = MelPlan::new(&spec).unwrap();
+        let c = compare(&plan, f.values(), &g.expected);
+        assert!(
+            c.first_mismatch.is_none(),
+            "{}: {:?}",
+            g.name,
+            c.first_mismatch
+        );
+        println!(
+            "{} via {}: worst {:.6} dB",
+            g.name,
+            kind.name(),
+            c.worst_error
+        );
+    }
+}
+
+#[test]
+fn a_file_samples_and_a_batch_give_the_same_numbers() {
+    let g = goldens().into_iter().find(|g| g.name == "leak-4k").unwrap();
+    let n = g.input_i16.len() / g.clips;
+    let t = tempfile::tempdir().unwrap();
+    let path = t.path().join("clip.wav");
+    let spec = WavSpec {
+        channels: 1,
+        sample_rate: 4096,
+        bits_per_sample: 16,
+        sample_format: SampleFormat::Int,
+    };
+    let mut w = WavWriter::create(&path, spec).unwrap();
+    for &s in &g.input_i16[n..2 * n] {
+        w.write_sample(s).unwrap();
+    }
+    w.finalize().unwrap();
+    let mut ex = Extractor::new(&g.config.spec(), &BackendRequest::of(BackendKind::Cpu)).unwrap();
+    let from_file = ex.file(&path).unwrap();
+    let from_samples = ex.samples(&g.input[n..2 * n], 4096).unwrap();
+    let batch = ex.clips(&g.input).unwrap();
+    assert_eq!(from_file, from_samples);
+    assert_eq!(from_file.shape(), &[1, 79, 3, 32, 5]);
+    assert_eq!(from_file.clip_f32(0), batch.clip_f32(1));
+    // Another rate is resampled, a shorter clip padded, as a decoded file would be.
+    let half: Vec<f32> = g.input[n..n + 2048].to_vec();
+    let short = ex.samples(&half, 2048).unwrap();
+    assert_eq!(short.shape(), &[1, 79, 3, 32, 5]);
+    assert!(ex.clips(&g.input[..100]).is_err());
+    assert!(ex.clips(&[]).is_err());
+}
