@@ -30,44 +30,53 @@ impl Row {
     }
 }
 
-/// Runs the bench (see the module documentation).
-pub fn run(args: &[String]) -> Result<()> {
-    let mut sizes = vec![5000usize, 20000];
-    let mut quick = false;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--clips" => {
-                let v = it.next().context("--clips needs N[,N..]")?;
-                sizes = v
-                    .split(',')
-                    .map(|x| x.parse().context("--clips takes numbers"))
-                    .collect::<Result<_>>()?;
-            }
-            "--quick" => quick = true,
-            other => bail!("unknown argument {other:?} (see `cargo xtask`)"),
-        }
+/// `cargo xtask bench` options.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Dataset sizes to run, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [5000usize, 20000])]
+    clips: Vec<usize>,
+    /// f16 only (skip the f32 rows).
+    #[arg(long)]
+    quick: bool,
+}
+
+/// The backends to bench: the CPU, and each GPU backend `melctl devices --json` says
+/// automatic choice would use (a software wgpu adapter such as lavapipe is left out).
+fn gpu_backends(melctl: &Path) -> Result<Vec<&'static str>> {
+    let out = Command::new(melctl).args(["devices", "--json"]).output()?;
+    if !out.status.success() {
+        bail!(
+            "melctl devices --json failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let mut backends = vec!["cpu"];
+    if d["cuda"]["devices"]
+        .as_array()
+        .is_some_and(|v| !v.is_empty())
+    {
+        backends.push("cuda");
+    }
+    let adapters = d["wgpu"]["adapters"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if adapters.iter().any(|a| a["auto_candidate"] == true) {
+        backends.push("wgpu");
+    }
+    Ok(backends)
+}
+
+/// Runs the bench (see the module documentation).
+pub fn run(args: &Args) -> Result<()> {
+    let (sizes, quick) = (args.clips.clone(), args.quick);
     cargo(&["build", "--release", "-p", "melctl"])?;
     let melctl = root().join("target/release/melctl");
     let out = root().join("target/bench");
     std::fs::create_dir_all(&out)?;
-    let devices = Command::new(&melctl)
-        .arg("devices")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default();
-    // GPU backends where a device exists; a software wgpu adapter (lavapipe) is left out.
-    let mut backends: Vec<&str> = vec!["cpu"];
-    if devices.contains("cuda 0:") {
-        backends.push("cuda");
-    }
-    if devices
-        .lines()
-        .any(|l| l.starts_with("wgpu ") && l.contains("f64 yes") && !l.contains(", Cpu;"))
-    {
-        backends.push("wgpu");
-    }
+    let backends = gpu_backends(&melctl)?;
     let dtypes: &[&str] = if quick { &["f16"] } else { &["f16", "f32"] };
     let machine = machine();
     println!("machine: {machine}; backends: {}", backends.join(", "));

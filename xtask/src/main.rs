@@ -5,18 +5,36 @@ mod bench;
 mod gpu;
 
 use anyhow::{Result, bail};
+use clap::{Parser, Subcommand};
+
+/// melctl's project automation.
+#[derive(Parser)]
+#[command(name = "cargo xtask")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Build the release binaries the GPU check needs into .device-bin/; then run
+    /// `bash scripts/gpu-check.sh` on the GPU machine (README: GPU check).
+    GpuCheck,
+    /// The loader × backend × dtype × sink matrix against the Python peer, in one run.
+    Bench(bench::Args),
+    /// Fuzz the decoders for a bounded time (nightly + cargo-fuzz).
+    Fuzz {
+        /// Seconds to run.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+    },
+}
 
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("gpu-check") => gpu::stage(),
-        Some("bench") => bench::run(&args[1..]),
-        Some("fuzz") => fuzz(&args[1..]),
-        _ => bail!(
-            "usage: cargo xtask gpu-check | bench [--clips N[,N..]] [--quick] | fuzz [--seconds N]\n\
-             gpu-check: builds the release binaries the GPU check needs into .device-bin/;\n\
-             then run `bash scripts/gpu-check.sh` on the GPU machine (README: GPU check)"
-        ),
+    match Cli::parse().task {
+        Task::GpuCheck => gpu::stage(),
+        Task::Bench(args) => bench::run(&args),
+        Task::Fuzz { seconds } => fuzz(seconds),
     }
 }
 
@@ -44,12 +62,7 @@ pub fn cargo(args: &[&str]) -> Result<String> {
 /// `cargo xtask fuzz [--seconds N]`: runs the decoder fuzz target (fuzz/, cargo-fuzz on
 /// nightly) for a bounded time, seeded with the format corpus. A crash is written under
 /// fuzz/artifacts/; turn it into a regression case in fixtures/make_corpus.py.
-fn fuzz(args: &[String]) -> Result<()> {
-    let seconds = match args {
-        [flag, n] if flag == "--seconds" => n.parse::<u64>()?,
-        [] => 60,
-        _ => bail!("usage: cargo xtask fuzz [--seconds N]"),
-    };
+fn fuzz(seconds: u64) -> Result<()> {
     let seeds = root().join("target/fuzz-seeds");
     std::fs::create_dir_all(&seeds)?;
     for e in std::fs::read_dir(root().join("fixtures/corpus"))? {

@@ -28,7 +28,7 @@ pub enum Command {
     /// Print the resolved configuration (preset + file + flags) as TOML.
     Config(ConfigArgs),
     /// List the GPU devices melctl can use.
-    Devices,
+    Devices(DevicesArgs),
 }
 
 /// Flags that choose and override the configuration (preset < file < flags).
@@ -131,6 +131,14 @@ pub struct InspectArgs {
     /// Clips sampled for the value statistics.
     #[arg(long, default_value_t = 256)]
     pub sample: usize,
+}
+
+/// `melctl devices`.
+#[derive(Debug, Args)]
+pub struct DevicesArgs {
+    /// Print JSON (for scripts) instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `melctl demo`.

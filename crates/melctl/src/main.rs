@@ -38,7 +38,11 @@ fn run(cli: Cli) -> Result<()> {
             print!("{}", inspect::inspect(&args.file, args.sample)?);
             Ok(())
         }
-        Command::Devices => {
+        Command::Devices(args) if args.json => {
+            println!("{}", serde_json::to_string_pretty(&devices_json())?);
+            Ok(())
+        }
+        Command::Devices(_) => {
             print!("{}", devices_text());
             Ok(())
         }
@@ -158,6 +162,42 @@ fn devices_text() -> String {
         s += &format!("{a}\n");
     }
     s
+}
+
+/// `melctl devices --json`: the CUDA devices and the wgpu adapters as data, with
+/// whether automatic choice would try each adapter.
+fn devices_json() -> serde_json::Value {
+    let cuda = match mel_cuda::devices() {
+        Ok(d) => serde_json::json!({
+            "available": true,
+            "error": null,
+            "devices": d.iter().map(|x| serde_json::json!({
+                "ordinal": x.ordinal,
+                "name": x.name,
+                "compute_capability": [x.compute_capability.0, x.compute_capability.1],
+                "memory_bytes": x.memory_bytes,
+            })).collect::<Vec<_>>(),
+        }),
+        Err(e) => serde_json::json!({"available": false, "error": e.to_string(), "devices": []}),
+    };
+    let adapters: Vec<serde_json::Value> = mel_wgpu::adapters()
+        .iter()
+        .map(|a| {
+            serde_json::json!({
+                "index": a.index,
+                "name": a.name,
+                "api": a.backend,
+                "device_type": a.device_type,
+                "driver": a.driver,
+                "software": a.is_software(),
+                "shader_f64": a.shader_f64,
+                "max_storage_binding": a.max_storage_binding,
+                "max_workgroup_storage": a.max_workgroup_storage,
+                "auto_candidate": melkit::backend::auto_accepts(a),
+            })
+        })
+        .collect();
+    serde_json::json!({"cuda": cuda, "wgpu": {"adapters": adapters}})
 }
 
 /// The dataset the build reads: a folder scan, or a manifest.

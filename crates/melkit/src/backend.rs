@@ -155,12 +155,17 @@ fn cuda_present() -> bool {
     present
 }
 
-/// Whether a hardware (not software) wgpu adapter the backend can use is present.
+/// Whether `auto` would try this wgpu adapter: a hardware (not software) adapter the
+/// backend can run on.
+#[cfg(feature = "wgpu")]
+pub fn auto_accepts(a: &mel_wgpu::AdapterInfo) -> bool {
+    a.shader_f64 && !a.is_software()
+}
+
+/// Whether a wgpu adapter `auto` would try is present.
 fn hardware_adapter_present() -> bool {
     #[cfg(feature = "wgpu")]
-    let present = mel_wgpu::adapters()
-        .into_iter()
-        .any(|a| a.shader_f64 && !a.is_software());
+    let present = mel_wgpu::adapters().iter().any(auto_accepts);
     #[cfg(not(feature = "wgpu"))]
     let present = false;
     present
