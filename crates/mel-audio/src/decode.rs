@@ -31,11 +31,12 @@ pub struct DecodeInfo {
 /// Short files are padded with zeros, long ones trimmed, per `audio`.
 pub fn decode_into(path: &Path, audio: &AudioConfig, dst: &mut [f32]) -> Result<DecodeInfo> {
     let io = |e: std::io::Error| Error::read(path, e);
-    let len = std::fs::metadata(path).map_err(io)?.len();
+    let file = crate::open::open_input(path, false).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
     if len == 0 {
         return Err(Error::decode(path, "empty file (0 bytes)"));
     }
-    match WavReader::open(path) {
+    match WavReader::new(std::io::BufReader::new(file)) {
         Ok(reader) if hound_takes(reader.spec(), audio) => {
             // Where the data starts, to check the header's length against the file's.
             let (spec, frames) = (reader.spec(), reader.duration() as usize);
@@ -99,7 +100,7 @@ fn generic_file(
     audio: &AudioConfig,
     dst: &mut [f32],
 ) -> Result<DecodeInfo> {
-    let file = std::fs::File::open(path).map_err(|e| Error::read(path, e))?;
+    let file = crate::open::open_input(path, false).map_err(|e| Error::read(path, e))?;
     crate::generic::decode(Box::new(file), path, hound_said, audio, dst)
 }
 
@@ -595,5 +596,50 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A 16-bit mono PCM WAV whose header claims `rate`, holding `samples` samples.
+    fn wav_claiming(rate: u32, samples: usize) -> Vec<u8> {
+        let data = samples * 2;
+        let mut b = Vec::new();
+        b.extend_from_slice(b"RIFF");
+        b.extend_from_slice(&((36 + data) as u32).to_le_bytes());
+        b.extend_from_slice(b"WAVEfmt ");
+        b.extend_from_slice(&16u32.to_le_bytes());
+        b.extend_from_slice(&1u16.to_le_bytes()); // PCM
+        b.extend_from_slice(&1u16.to_le_bytes()); // mono
+        b.extend_from_slice(&rate.to_le_bytes());
+        b.extend_from_slice(&rate.wrapping_mul(2).to_le_bytes());
+        b.extend_from_slice(&2u16.to_le_bytes());
+        b.extend_from_slice(&16u16.to_le_bytes());
+        b.extend_from_slice(b"data");
+        b.extend_from_slice(&(data as u32).to_le_bytes());
+        b.extend((0..samples).flat_map(|i| ((i % 200) as i16 * 100).to_le_bytes()));
+        b
+    }
+
+    #[test]
+    fn headers_claiming_absurd_rates_are_refused_without_allocating() {
+        let t = tempfile::tempdir().unwrap();
+        let audio = AudioConfig::default(); // 4096 Hz, 10 s
+        let mut dst = vec![0.0; audio.clip_samples()];
+        let huge = t.path().join("huge-rate.wav");
+        std::fs::write(&huge, wav_claiming(u32::MAX, 1000)).unwrap();
+        let e = decode_into(&huge, &audio, &mut dst).unwrap_err();
+        assert_eq!(e.failure_kind(), mel_core::FailureKind::Limit, "{e}");
+        assert!(e.to_string().contains("above the limit"), "{e}");
+        // 1 Hz, trim from the centre: the whole file is needed, and its resampled length
+        // (x4096) is over the per-file limit.
+        let slow = t.path().join("one-hz.wav");
+        std::fs::write(&slow, wav_claiming(1, 20_000)).unwrap();
+        let centre = AudioConfig {
+            trim: TrimPolicy::Center,
+            ..audio.clone()
+        };
+        let e = decode_into(&slow, &centre, &mut dst).unwrap_err();
+        assert_eq!(e.failure_kind(), mel_core::FailureKind::Limit, "{e}");
+        let bytes = std::fs::read(&slow).unwrap();
+        let e = decode_bytes_into(&bytes, &slow, &centre, &mut dst).unwrap_err();
+        assert_eq!(e.failure_kind(), mel_core::FailureKind::Limit, "{e}");
     }
 }

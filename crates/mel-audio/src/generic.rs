@@ -18,6 +18,7 @@ use symphonia::core::meta::MetadataOptions;
 
 use crate::decode::{DecodeInfo, fit_clip};
 use crate::mix::{check_channel, mix_interleaved};
+use crate::resample::{MAX_FILE_SAMPLES, MAX_RATE};
 
 /// A file may hold at most this many clip lengths of audio when all of it is needed.
 pub const MAX_CLIPS_LONG: usize = 64;
@@ -137,14 +138,22 @@ fn decode_inner(
         }
         if rate.is_none() {
             check_channel(audio.downmix, ch, path)?;
+            if r > MAX_RATE {
+                return Err(Error::limit(
+                    path.display().to_string(),
+                    format!("the sample rate {r} Hz is above the limit of {MAX_RATE} Hz"),
+                ));
+            }
             // Source frames needed for the clip; beyond the limit decoding stops
-            // (trim from the start) or the file is refused (anything else).
+            // (trim from the start) or the file is refused (anything else). Never more
+            // than MAX_FILE_SAMPLES, whatever the header says.
             let needed =
                 (clip as u128 * r as u128).div_ceil(audio.sample_rate.max(1) as u128) as usize;
             limit = match audio.trim {
-                TrimPolicy::Start => needed + RESAMPLE_MARGIN,
+                TrimPolicy::Start => needed.saturating_add(RESAMPLE_MARGIN),
                 TrimPolicy::Center => needed.saturating_mul(MAX_CLIPS_LONG).max(1 << 20),
-            };
+            }
+            .min(MAX_FILE_SAMPLES);
         }
         if rate.is_some_and(|x| x != r) || (channels != 0 && channels != ch) {
             return Err(bad(
@@ -164,7 +173,7 @@ fn decode_inner(
             return Err(Error::limit(
                 path.display().to_string(),
                 format!(
-                    "longer than {MAX_CLIPS_LONG} clip lengths ({:.1} s at {r} Hz so far); with audio.trim = \"start\" only the beginning is read",
+                    "longer than {MAX_CLIPS_LONG} clip lengths or {MAX_FILE_SAMPLES} samples ({:.1} s at {r} Hz so far); with audio.trim = \"start\" only the beginning is read",
                     mono.len() as f64 / r as f64
                 ),
             ));
@@ -177,7 +186,8 @@ fn decode_inner(
         )));
     }
     let source_frames = mono.len();
-    fit_clip(&mono, rate, audio, dst).map_err(|e| Error::unsupported(path, e.to_string()))?;
+    fit_clip(&mono, rate, audio, dst)
+        .map_err(|e| Error::limit(path.display().to_string(), e.to_string()))?;
     Ok(DecodeInfo {
         frames: source_frames,
         channels: channels as u16,

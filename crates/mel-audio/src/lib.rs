@@ -7,10 +7,12 @@ pub mod fingerprint;
 pub mod generic;
 pub mod manifest;
 mod mix;
+pub mod open;
 pub mod resample;
 pub mod scan;
 
 pub use decode::{DecodeInfo, decode_bytes_into, decode_into, fit_clip};
 pub use fingerprint::files_fingerprint;
 pub use manifest::{ManifestOptions, from_manifest, read_label_map};
+pub use open::open_input;
 pub use scan::{Dataset, FileEntry, Split, scan};

@@ -37,6 +37,9 @@ impl Default for ManifestOptions {
     }
 }
 
+/// Manifests larger than this are refused (1 GiB: tens of millions of rows).
+pub const MAX_MANIFEST_BYTES: u64 = 1 << 30;
+
 /// One manifest row.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
 struct Row {
@@ -66,7 +69,8 @@ pub fn read_label_map(path: &Path) -> Result<Vec<String>> {
     Ok(names)
 }
 
-fn parse(path: &Path, text: &str) -> Result<Vec<Row>> {
+/// The rows of a manifest with their line numbers.
+fn parse(path: &Path, text: &str) -> Result<Vec<(usize, Row)>> {
     let bad = |line: usize, why: String| Error::Dataset {
         root: path.to_path_buf(),
         reason: format!("line {line}: {why}"),
@@ -82,14 +86,16 @@ fn parse(path: &Path, text: &str) -> Result<Vec<Row>> {
                 continue;
             }
             let row: Row = serde_json::from_str(line).map_err(|e| bad(i + 1, e.to_string()))?;
-            rows.push(row);
+            rows.push((i + 1, row));
         }
     } else {
         let mut reader = csv::ReaderBuilder::new()
             .trim(csv::Trim::All)
             .from_reader(text.as_bytes());
-        for (i, rec) in reader.deserialize::<Row>().enumerate() {
-            rows.push(rec.map_err(|e| bad(i + 2, e.to_string()))?);
+        for rec in reader.deserialize::<Row>() {
+            let line = |e: &csv::Error| e.position().map_or(0, |p| p.line() as usize);
+            let row = rec.map_err(|e| bad(line(&e), e.to_string()))?;
+            rows.push((rows.len() + 2, row));
         }
     }
     Ok(rows)
@@ -101,11 +107,34 @@ pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
         root: path.to_path_buf(),
         reason,
     };
+    let len = std::fs::metadata(path)
+        .map_err(|e| Error::io(path, e))?
+        .len();
+    if len > MAX_MANIFEST_BYTES {
+        return Err(Error::limit(
+            path.display().to_string(),
+            format!("the manifest is {len} bytes; the limit is {MAX_MANIFEST_BYTES}"),
+        ));
+    }
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    let rows = parse(path, &text)?;
-    if rows.is_empty() {
+    let numbered = parse(path, &text)?;
+    if numbered.is_empty() {
         return Err(err("no clips listed".into()));
     }
+    for (line, r) in &numbered {
+        let names =
+            std::iter::once(("label", &r.label)).chain(r.split.iter().map(|s| ("split", s)));
+        for (what, name) in names {
+            crate::scan::check_name(name)
+                .map_err(|why| err(format!("line {line}: the {what} {why}")))?;
+        }
+        if r.path.is_empty() || r.path.contains('\0') {
+            return Err(err(format!(
+                "line {line}: the path is empty or holds a NUL"
+            )));
+        }
+    }
+    let rows: Vec<Row> = numbered.into_iter().map(|(_, r)| r).collect();
     let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
     let label_names = match &opts.label_map {
         Some(map) => {
@@ -172,12 +201,17 @@ pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
         .filter(|(_, f)| !f.is_empty())
         .map(|(name, mut files)| {
             files.sort_by(|a, b| a.rel.cmp(&b.rel));
-            Split { name, files }
+            Split {
+                name,
+                files,
+                unreadable: vec![],
+            }
         })
         .collect();
     Ok(Dataset {
         root: base,
         label_names,
+        ignored: vec![],
         splits,
     })
 }
@@ -192,14 +226,31 @@ fn assign(
     manifest: &Path,
 ) -> Result<()> {
     let total: f64 = opts.ratios.iter().map(|(_, r)| r).sum();
+    let refuse = |reason: String| Error::Dataset {
+        root: manifest.to_path_buf(),
+        reason,
+    };
     if opts.ratios.is_empty()
-        || opts.ratios.iter().any(|(_, r)| r.is_nan() || *r < 0.0)
-        || total <= 0.0
+        || opts
+            .ratios
+            .iter()
+            .any(|(_, r)| !(r.is_finite() && *r >= 0.0))
     {
-        return Err(Error::Dataset {
-            root: manifest.to_path_buf(),
-            reason: "split ratios must be non-negative and not all zero".into(),
-        });
+        return Err(refuse("split ratios must be non-negative numbers".into()));
+    }
+    if (total - 1.0).abs() > 1e-6 {
+        return Err(refuse(format!(
+            "split ratios must sum to 1; {} sum to {}",
+            opts.ratios
+                .iter()
+                .map(|(n, r)| format!("{n}={r}"))
+                .collect::<Vec<_>>()
+                .join(","),
+            (total * 1e6).round() / 1e6
+        )));
+    }
+    for (name, _) in &opts.ratios {
+        crate::scan::check_name(name).map_err(|why| refuse(format!("split ratio name {why}")))?;
     }
     for (_, mut members) in by_class {
         members.sort_by_key(|f| {
@@ -362,5 +413,54 @@ mod tests {
             .to_string();
         assert!(e.contains("1 of 2 rows name a split"), "{e}");
         assert!(from_manifest(&write(t.path(), "e.csv", "path,label\n"), &o).is_err());
+    }
+
+    #[test]
+    fn names_that_could_escape_or_corrupt_an_output_are_refused_with_the_line() {
+        let t = tempfile::tempdir().unwrap();
+        let o = ManifestOptions::default();
+        for (text, want) in [
+            (
+                "path,label,split\nx.wav,a,../escaped\n",
+                "line 2: the split",
+            ),
+            ("path,label,split\nx.wav,a,/etc/x\n", "path separator"),
+            (
+                "path,label,split\nx.wav,a,t\ny.wav,,t\n",
+                "line 3: the label an empty name",
+            ),
+            (
+                "path,label,split\nx.wav,\"a\u{0}b\",t\n",
+                "control character",
+            ),
+            ("path,label,split\nx.wav,a,..\n", "\"..\""),
+        ] {
+            let e = from_manifest(&write(t.path(), "m.csv", text), &o)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{text:?}: {e}");
+        }
+        let e = from_manifest(
+            &write(
+                t.path(),
+                "j.jsonl",
+                "{\"path\": \"x.wav\", \"label\": \"a\\u0000\"}\n",
+            ),
+            &o,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("line 1: the label") && e.contains("control"),
+            "{e}"
+        );
+        // Ratios must sum to 1.
+        let csv = write(t.path(), "r.csv", "path,label\nx.wav,a\n");
+        let bad = ManifestOptions {
+            ratios: vec![("training".into(), 0.7), ("testing".into(), 0.2)],
+            ..ManifestOptions::default()
+        };
+        let e = from_manifest(&csv, &bad).unwrap_err().to_string();
+        assert!(e.contains("must sum to 1") && e.contains("0.9"), "{e}");
     }
 }

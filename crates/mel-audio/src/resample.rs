@@ -2,7 +2,16 @@
 
 use mel_core::config::ResampleQuality;
 
-/// Why a resampling could not be done (rubato refused the rates or the buffers).
+/// The highest sample rate melctl reads or resamples to (a header claiming more is refused:
+/// rubato's tables grow with the rates).
+pub const MAX_RATE: u32 = mel_core::plan::MAX_SAMPLE_RATE;
+
+/// The most samples one file may decode or resample to (2^25, 128 MiB of f32): a bound on
+/// what a file's header can make melctl allocate.
+pub const MAX_FILE_SAMPLES: usize = 1 << 25;
+
+/// Why a resampling could not be done (rates out of range, an output over the limit, or
+/// rubato refused the buffers).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("resampling {from} Hz to {to} Hz: {message}")]
 pub struct ResampleError {
@@ -24,6 +33,16 @@ pub fn resample(
 ) -> Result<Vec<f32>, ResampleError> {
     use rubato::audioadapter_buffers::direct::InterleavedSlice;
     use rubato::{Fft, FixedSync, Resampler, WindowFunction};
+    let refuse = |message: String| ResampleError { from, to, message };
+    if from == 0 || to == 0 || from > MAX_RATE || to > MAX_RATE {
+        return Err(refuse(format!("rates must be 1 to {MAX_RATE} Hz")));
+    }
+    let out_len = (input.len() as u128 * to as u128).div_ceil(from as u128);
+    if out_len > MAX_FILE_SAMPLES as u128 {
+        return Err(refuse(format!(
+            "the result would hold {out_len} samples, over the limit of {MAX_FILE_SAMPLES}"
+        )));
+    }
     if from == to || input.is_empty() {
         return Ok(input.to_vec());
     }
@@ -147,6 +166,23 @@ mod tests {
             println!("{quality:?}: a 9.7 kHz tone is attenuated by {attenuation:.1} dB");
             assert!(attenuation > 60.0, "{quality:?}: only {attenuation:.1} dB");
         }
+    }
+
+    #[test]
+    fn absurd_rates_and_outputs_are_refused_before_allocating() {
+        let x = vec![0.0f32; 1000];
+        let q = ResampleQuality::Balanced;
+        assert!(
+            resample(&x, 4_294_967_295, 4096, q)
+                .unwrap_err()
+                .message
+                .contains("rates")
+        );
+        assert!(resample(&x, 0, 4096, q).is_err());
+        // 1 Hz to 768 kHz: 768 M samples out, refused.
+        let e = resample(&x, 1, MAX_RATE, q).unwrap_err();
+        assert!(e.message.contains("over the limit"), "{e}");
+        assert_eq!(resample(&x, 4096, 8192, q).unwrap().len(), 2000);
     }
 
     #[test]

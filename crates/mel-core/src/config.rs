@@ -8,9 +8,16 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::plan::MelPlan;
 
 /// Worker threads a configuration may ask for.
 pub const MAX_THREADS: usize = 1024;
+
+/// Clips per batch a configuration may ask for.
+pub const MAX_BATCH_CLIPS: usize = 1 << 20;
+
+/// Batches a queue between stages may hold, at most.
+pub const MAX_QUEUE_DEPTH: usize = 1024;
 
 /// A complete build configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -717,8 +724,40 @@ impl Config {
                 format!("= {} is above the limit of {MAX_THREADS}", self.run.threads),
             ));
         }
-        if self.run.batch_clips == 0 {
-            return Err(Error::config("run.batch_clips", "must be at least 1"));
+        for (field, value, lo, hi) in [
+            ("run.batch_clips", self.run.batch_clips, 1, MAX_BATCH_CLIPS),
+            ("run.queue_depth", self.run.queue_depth, 1, MAX_QUEUE_DEPTH),
+            (
+                "run.stream.readers",
+                self.run.stream.readers,
+                0,
+                MAX_THREADS,
+            ),
+            (
+                "run.stream.files_per_task",
+                self.run.stream.files_per_task,
+                1,
+                1 << 16,
+            ),
+            (
+                "run.stream.in_flight",
+                self.run.stream.in_flight,
+                0,
+                1 << 16,
+            ),
+            (
+                "run.stream.read_size",
+                self.run.stream.read_size,
+                4096,
+                1 << 30,
+            ),
+        ] {
+            if !(lo..=hi).contains(&value) {
+                return Err(Error::config(
+                    field,
+                    format!("= {value} must be {lo} to {hi}"),
+                ));
+            }
         }
         if self.hdf5.gzip > 9 {
             return Err(Error::config(
@@ -730,6 +769,35 @@ impl Config {
             return Err(Error::config(
                 "hdf5.gzip",
                 "compression needs a chunked dataset: set hdf5.chunk_clips to 1 or more",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Estimates the memory the pipeline's buffers take (queues of input and output
+    /// batches, the buffers in use, the streaming loader's batches) and refuses a
+    /// configuration that would take more than half of `available` bytes, naming the
+    /// fields, the figure and the limit. The preload loader's arena is sized separately
+    /// (`--loader auto` picks it only when the split fits a quarter of free memory).
+    pub fn check_memory(&self, plan: &MelPlan, available: u64) -> Result<()> {
+        let batch = self.run.batch_clips as u128;
+        let input = batch * plan.clip_samples() as u128 * 4;
+        let output = batch * plan.bytes_per_clip() as u128;
+        let batches = 2 * self.run.queue_depth as u128 + 4;
+        let need = batches * (input + output);
+        let limit = available as u128 / 2;
+        if need > limit {
+            let gb = |b: u128| b as f64 / 1e9;
+            return Err(Error::limit(
+                "run.batch_clips × run.queue_depth",
+                format!(
+                    "the pipeline would hold about {:.2} GB of buffers ({batches} batches of {} clips × ({:.1} kB in + {:.1} kB out)); the limit is half the available memory, {:.2} GB",
+                    gb(need),
+                    self.run.batch_clips,
+                    plan.clip_samples() as f64 * 4.0 / 1e3,
+                    plan.bytes_per_clip() as f64 / 1e3,
+                    gb(limit)
+                ),
             ));
         }
         Ok(())
@@ -844,6 +912,34 @@ mod tests {
         assert!(e.contains("blackman"), "{e}");
         let e = Preset::from_name("leak4k").unwrap_err().to_string();
         assert!(e.contains("leak-4k, speech-16k"), "{e}");
+    }
+
+    #[test]
+    fn absurd_run_settings_and_memory_are_refused_with_field_figure_and_limit() {
+        let mut c = Config::default();
+        c.run.queue_depth = 1_000_000_000;
+        let e = c.check_options().unwrap_err().to_string();
+        assert!(e.contains("run.queue_depth") && e.contains("1024"), "{e}");
+        let mut c = Config::default();
+        c.run.threads = 5000;
+        assert!(
+            c.check_options()
+                .unwrap_err()
+                .to_string()
+                .contains("run.threads")
+        );
+        let mut c = Config::default();
+        c.run.batch_clips = 100_000;
+        c.check_options().unwrap();
+        let plan = MelPlan::from_config(&c).unwrap();
+        let e = c.check_memory(&plan, 8 << 30).unwrap_err().to_string();
+        assert!(
+            e.contains("run.batch_clips × run.queue_depth") && e.contains("GB"),
+            "{e}"
+        );
+        let c = Config::default();
+        c.check_memory(&MelPlan::from_config(&c).unwrap(), 8 << 30)
+            .unwrap();
     }
 
     #[test]

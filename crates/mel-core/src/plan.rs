@@ -9,6 +9,18 @@ use crate::error::{Error, Result};
 /// a bound that keeps every allocation finite.
 pub const MAX_CLIP_SAMPLES: usize = 1 << 28;
 
+/// Highest `audio.sample_rate`, Hz.
+pub const MAX_SAMPLE_RATE: u32 = 768_000;
+
+/// Largest `mel.n_fft` (the window and filterbank tables grow with it).
+pub const MAX_N_FFT: usize = 1 << 16;
+
+/// Most segments (spectrograms) per clip.
+pub const MAX_SEGMENTS: usize = 1 << 20;
+
+/// Most output values per clip (2^28: 1 GiB of f32).
+pub const MAX_VALUES_PER_CLIP: usize = 1 << 28;
+
 /// Everything a backend needs, derived and validated once. Read-only: every value is
 /// derived from the [`MelSpec`] by [`MelPlan::new`], so the fields cannot disagree.
 #[derive(Debug, Clone)]
@@ -69,8 +81,11 @@ impl MelPlan {
     pub fn new(spec: &MelSpec) -> Result<MelPlan> {
         let a = &spec.audio;
         let m = &spec.mel;
-        if a.sample_rate == 0 {
-            return Err(Error::config("audio.sample_rate", "must be at least 1 Hz"));
+        if a.sample_rate == 0 || a.sample_rate > MAX_SAMPLE_RATE {
+            return Err(Error::config(
+                "audio.sample_rate",
+                format!("= {} Hz must be 1 to {MAX_SAMPLE_RATE} Hz", a.sample_rate),
+            ));
         }
         if !(a.clip_seconds.is_finite() && a.clip_seconds > 0.0) {
             return Err(Error::config(
@@ -116,7 +131,18 @@ impl MelPlan {
             None => None,
         };
         let segment_len = region_len;
-        let mut offsets = Vec::new();
+        let segments = long_count
+            .unwrap_or(1)
+            .saturating_mul(short_count.unwrap_or(1));
+        if segments > MAX_SEGMENTS {
+            return Err(Error::config(
+                "segment",
+                format!(
+                    "the windows and hops give {segments} segments per clip; the limit is {MAX_SEGMENTS} (use larger hops)"
+                ),
+            ));
+        }
+        let mut offsets = Vec::with_capacity(segments);
         for l in 0..long_count.unwrap_or(1) {
             for s in 0..short_count.unwrap_or(1) {
                 offsets.push(l * long.map_or(0, |x| x.hop) + s * short.map_or(0, |x| x.hop));
@@ -136,10 +162,10 @@ impl MelPlan {
 
         // STFT.
         let n_fft = m.n_fft;
-        if n_fft < 2 {
+        if !(2..=MAX_N_FFT).contains(&n_fft) {
             return Err(Error::config(
                 "mel.n_fft",
-                format!("= {n_fft} must be at least 2"),
+                format!("= {n_fft} must be 2 to {MAX_N_FFT}"),
             ));
         }
         let win_length = m.win_length();
@@ -173,6 +199,16 @@ impl MelPlan {
             ));
         }
         let n_frames = frame_count(segment_len, n_fft, hop_length, m.center);
+        let values = (segments as u128) * (m.n_mels as u128) * (n_frames as u128);
+        if values > MAX_VALUES_PER_CLIP as u128 {
+            return Err(Error::config(
+                "mel.n_mels",
+                format!(
+                    "{segments} segments × {} mels × {n_frames} frames = {values} values per clip; the limit is {MAX_VALUES_PER_CLIP} (fewer mels, larger hops or shorter clips)",
+                    m.n_mels
+                ),
+            ));
+        }
         let power = if m.power == 2.0 {
             2
         } else if m.power == 1.0 {
@@ -211,10 +247,15 @@ impl MelPlan {
             ));
         }
         let n_mels = m.n_mels;
-        if n_mels == 0 {
-            return Err(Error::config("mel.n_mels", "must be at least 1"));
-        }
         let n_freqs = n_fft / 2 + 1;
+        if n_mels == 0 || n_mels > n_freqs {
+            return Err(Error::config(
+                "mel.n_mels",
+                format!(
+                    "= {n_mels} must be 1 to the number of FFT bins, {n_freqs} (mel.n_fft / 2 + 1)"
+                ),
+            ));
+        }
         let filterbank = melscale_fbanks(
             n_freqs,
             m.f_min,
@@ -598,6 +639,42 @@ mod tests {
             ..Config::default()
         };
         assert!(err(&c).contains("log.amin"));
+    }
+
+    #[test]
+    fn plans_that_would_allocate_gigabytes_are_refused_before_allocating() {
+        let mut c = Config::default();
+        c.mel.n_mels = 100_000_000;
+        assert!(err(&c).contains("mel.n_mels"), "{}", err(&c));
+        let mut c = Config::default();
+        c.segment.long = StageSetting::On(crate::config::Stage {
+            window: 1024,
+            hop: 1,
+        });
+        c.segment.short = StageSetting::On(crate::config::Stage {
+            window: 512,
+            hop: 1,
+        });
+        let e = err(&c);
+        assert!(e.contains("segment") && e.contains("limit"), "{e}");
+        // 65536 s at 4096 Hz is 2^28 samples, the longest clip: its 1.6 M segments are not.
+        let mut c = Config::default();
+        c.audio.clip_seconds = 65536.0;
+        let e = err(&c);
+        assert!(
+            e.contains("segments per clip") && e.contains("limit"),
+            "{e}"
+        );
+        c.audio.clip_seconds = 65537.0;
+        assert!(err(&c).contains("audio.clip_seconds"));
+        let mut c = Config::default();
+        c.mel.n_fft = 1 << 24;
+        c.mel.win_length = None;
+        c.mel.pad_mode = PadMode::Constant;
+        assert!(err(&c).contains("mel.n_fft"));
+        let mut c = Config::default();
+        c.audio.sample_rate = u32::MAX;
+        assert!(err(&c).contains("audio.sample_rate"));
     }
 
     #[test]

@@ -1,7 +1,6 @@
 //! Reading whole files the way a streaming loader wants: `O_NOATIME` (no access-time
 //! write per file), `posix_fadvise` hints, and a fixed read size into a reused buffer.
 
-use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
@@ -16,23 +15,6 @@ pub struct ReadOptions {
     pub fadvise: bool,
 }
 
-/// Opens `path` for reading, with `O_NOATIME` where allowed.
-fn open(path: &Path, noatime: bool) -> std::io::Result<File> {
-    #[cfg(target_os = "linux")]
-    if noatime {
-        use std::os::unix::fs::OpenOptionsExt;
-        if let Ok(f) = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOATIME)
-            .open(path)
-        {
-            return Ok(f);
-        }
-    }
-    let _ = noatime;
-    File::open(path)
-}
-
 /// Reads the whole of `path` into `buf` (cleared first), at most `limit` bytes.
 /// Returns the file's full length, which may exceed what was read when it is above `limit`.
 pub fn read_file(
@@ -42,7 +24,7 @@ pub fn read_file(
     buf: &mut Vec<u8>,
 ) -> std::io::Result<u64> {
     buf.clear();
-    let mut f = open(path, opts.noatime)?;
+    let mut f = mel_audio::open_input(path, opts.noatime)?;
     let len = f.metadata()?.len();
     #[cfg(target_os = "linux")]
     if opts.fadvise {
