@@ -916,3 +916,125 @@ fn resume_after_sigkill_continues_and_equals_an_uninterrupted_build() {
         "a journal from another configuration is not used",
     );
 }
+
+/// melkit's `extract` example, which `cargo test --workspace` builds beside melctl.
+fn extract_example() -> PathBuf {
+    let melctl = Path::new(env!("CARGO_BIN_EXE_melctl"));
+    let exe = melctl
+        .parent()
+        .expect("the folder of the melctl binary")
+        .join("examples")
+        .join(format!("extract{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        exe.is_file(),
+        "melkit's extract example is not built at {}: build it with \
+         `cargo build -p melkit --examples` (`cargo test --workspace` builds it too)",
+        exe.display()
+    );
+    exe
+}
+
+#[test]
+fn the_extract_example_writes_the_spectrogram_melctl_build_stores() {
+    let extract = extract_example();
+    for (preset, rate, clip_samples, shape) in [
+        ("leak-4k", 4096, 40960, &[79, 3, 32, 5][..]),
+        ("speech-16k", 16000, 16000, &[80, 101][..]),
+    ] {
+        // A few whole clips of the preset (10 s at 4096 Hz, 1 s at 16 kHz).
+        let g = goldens().into_iter().find(|g| g.name == preset).unwrap();
+        let n = g.input_i16.len() / g.clips;
+        assert_eq!(n, clip_samples, "{preset}: a golden clip is one whole clip");
+        let clip = |i: usize| &g.input_i16[i * n..(i + 1) * n];
+        let reversed: Vec<i16> = clip(1).iter().rev().copied().collect();
+        let dir = Dir::new();
+        let files = [
+            "data/training/leak/a.wav",
+            "data/training/quiet/b.wav",
+            "data/training/quiet/c.wav",
+        ];
+        dir.wav(files[0], clip(0), rate);
+        dir.wav(files[1], clip(1), rate);
+        dir.wav(files[2], &reversed, rate);
+
+        // The example on each file; it says which backend it ran on.
+        let mut extracted = Vec::new();
+        for (i, file) in files.iter().enumerate() {
+            let npy = format!("{i}.npy");
+            let mut example = dir.program(&extract);
+            example.args(["--preset", preset, file, &npy]);
+            let o = example.expect_code(0);
+            let backend = text(&o.stderr)
+                .rsplit_once("(backend ")
+                .and_then(|(_, b)| b.split_once(')'))
+                .map(|(b, _)| b.to_string());
+            example.check(&o, backend.is_some(), "the example names its backend");
+            let values: ndarray::ArrayD<f32> = ndarray_npy::read_npy(dir.join(&npy))
+                .unwrap_or_else(|e| panic!("{}", example.explain(&o, &format!("{npy}: {e}"))));
+            example.check(
+                &o,
+                values.shape() == shape,
+                &format!("{npy} has the shape {shape:?}, got {:?}", values.shape()),
+            );
+            extracted.push((example, o, backend.unwrap_or_default(), values));
+        }
+
+        // melctl build on the same backend stores the same values, as f16: the example
+        // writes those widened to f32, so they are equal bit for bit.
+        let backend = &extracted[0].2;
+        let mut build = dir.melctl();
+        build
+            .args(["build", "--preset", preset, "--backend", backend])
+            .args(["--input", "data", "--output", "out"]);
+        let built = build.expect_code(0);
+        let stored_as = hdf5::File::open(dir.join("out/training.h5"))
+            .and_then(|f| f.dataset("mel")?.dtype()?.to_descriptor())
+            .map(|d| d.to_string());
+        build.check(
+            &built,
+            matches!(stored_as.as_deref(), Ok("float16")),
+            &format!("mel stored as float16 (the default), got {stored_as:?}"),
+        );
+        let (mel, _, paths) = read_back(&dir.join("out/training.h5"));
+        let per: usize = shape.iter().product();
+        build.check(
+            &built,
+            mel.len() == paths.len() * per,
+            &format!(
+                "{} values for {} clips of {shape:?}",
+                mel.len(),
+                paths.len()
+            ),
+        );
+        for (file, (example, o, ran_on, values)) in files.iter().zip(&extracted) {
+            let path = file.strip_prefix("data/").unwrap();
+            let row = paths.iter().position(|p| p == path);
+            let Some(row) = row else {
+                panic!(
+                    "{}",
+                    build.explain(&built, &format!("{path} is not in {paths:?}"))
+                );
+            };
+            let stored: Vec<u32> = mel[row * per..(row + 1) * per]
+                .iter()
+                .map(|&bits| half::f16::from_bits(bits).to_f32().to_bits())
+                .collect();
+            let written: Vec<u32> = values.iter().map(|v| v.to_bits()).collect();
+            let first_difference = stored
+                .iter()
+                .zip(&written)
+                .enumerate()
+                .find(|(_, (a, b))| a != b)
+                .map(|(i, (a, b))| (i, f32::from_bits(*a), f32::from_bits(*b)));
+            example.check(
+                o,
+                ran_on == backend && written == stored,
+                &format!(
+                    "{preset}: the example's {path} (backend {ran_on}) equals row {row} of \
+                     the build's mel (backend {backend}) widened to f32; first difference \
+                     (index, stored, written): {first_difference:?}"
+                ),
+            );
+        }
+    }
+}
