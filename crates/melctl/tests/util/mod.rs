@@ -80,8 +80,13 @@ impl Dir {
     pub fn names(&self, rel: impl AsRef<Path>) -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(self.join(rel))
             .map(|d| {
-                d.map(|e| e.expect("an entry").file_name().to_string_lossy().into_owned())
-                    .collect()
+                d.map(|e| {
+                    e.expect("an entry")
+                        .file_name()
+                        .to_string_lossy()
+                        .into_owned()
+                })
+                .collect()
             })
             .unwrap_or_default();
         v.sort();
@@ -161,6 +166,7 @@ impl TestCommand {
     }
 
     /// Runs to completion whatever the outcome.
+    #[track_caller]
     pub fn output(&mut self) -> Output {
         self.cmd
             .output()
@@ -168,6 +174,7 @@ impl TestCommand {
     }
 
     /// Runs; panics with the whole context unless it succeeds. Returns stdout.
+    #[track_caller]
     pub fn stdout(&mut self) -> String {
         let o = self.output();
         if !o.status.success() {
@@ -177,6 +184,7 @@ impl TestCommand {
     }
 
     /// Runs; panics with the whole context unless it fails. Returns stderr.
+    #[track_caller]
     pub fn stderr_of_failure(&mut self) -> String {
         let o = self.output();
         if o.status.success() {
@@ -186,10 +194,14 @@ impl TestCommand {
     }
 
     /// Runs; panics with the whole context unless it exits with `code`. Returns the output.
+    #[track_caller]
     pub fn expect_code(&mut self, code: i32) -> Output {
         let o = self.output();
         if o.status.code() != Some(code) {
-            panic!("{}", self.explain(&o, &format!("expected exit code {code}")));
+            panic!(
+                "{}",
+                self.explain(&o, &format!("expected exit code {code}"))
+            );
         }
         o
     }
@@ -208,6 +220,7 @@ impl TestCommand {
     }
 
     /// Asserts `cond` about a finished run, explaining the run if it does not hold.
+    #[track_caller]
     pub fn check(&self, o: &Output, cond: bool, what: &str) {
         if !cond {
             panic!("{}", self.explain(o, what));
