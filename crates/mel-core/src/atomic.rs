@@ -221,6 +221,59 @@ pub fn remove_stale_partials(final_path: &Path) -> usize {
     removed
 }
 
+/// An exclusive advisory lock (`flock`) on a folder, held until dropped. Two melctl
+/// processes writing the same output folder, or building the same cache, would otherwise
+/// interleave their work.
+#[derive(Debug)]
+pub struct DirLock {
+    _file: File,
+}
+
+impl DirLock {
+    /// Waits until the lock on `dir` is free, then takes it.
+    pub fn wait(dir: &Path) -> Result<DirLock> {
+        let f = File::open(dir).map_err(|e| Error::io(dir, e))?;
+        f.lock().map_err(|e| Error::io(dir, e))?;
+        Ok(DirLock { _file: f })
+    }
+
+    /// Takes the lock on `dir` now, or fails naming the process that holds it.
+    pub fn try_now(dir: &Path) -> Result<DirLock> {
+        let f = File::open(dir).map_err(|e| Error::io(dir, e))?;
+        match f.try_lock() {
+            Ok(()) => Ok(DirLock { _file: f }),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let holder = lock_holder(dir)
+                    .map(|pid| format!("process {pid}"))
+                    .unwrap_or_else(|| "another process".into());
+                Err(Error::output(
+                    dir,
+                    format!(
+                        "{holder} is writing to this folder (it holds its lock); wait for it to finish, or write elsewhere"
+                    ),
+                ))
+            }
+            Err(std::fs::TryLockError::Error(e)) => Err(Error::io(dir, e)),
+        }
+    }
+}
+
+/// The process holding a `flock` on `path`, from Linux's `/proc/locks`.
+fn lock_holder(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    let ino = m.ino().to_string();
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    locks.lines().find_map(|l| {
+        // "1: FLOCK  ADVISORY  WRITE 12345 08:01:123456 0 EOF"
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let (pid, dev_ino) = (f.get(4)?, f.get(5)?);
+        (f.get(1) == Some(&"FLOCK") && dev_ino.rsplit(':').next() == Some(ino.as_str()))
+            .then(|| pid.parse().ok())
+            .flatten()
+    })
+}
+
 /// Whether a process with this id exists (this one always does).
 pub fn process_alive(pid: u32) -> bool {
     pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists()
@@ -277,6 +330,19 @@ mod tests {
             assert_eq!(std::fs::read_to_string(fin.join("x")).unwrap(), content);
         }
         assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_second_writer_of_a_folder_is_told_who_holds_it() {
+        let t = tempfile::tempdir().unwrap();
+        let first = DirLock::try_now(t.path()).unwrap();
+        let e = DirLock::try_now(t.path()).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("process {}", std::process::id())) && e.contains("writing"),
+            "{e}"
+        );
+        drop(first);
+        DirLock::try_now(t.path()).unwrap();
     }
 
     #[test]

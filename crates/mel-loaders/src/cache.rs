@@ -141,8 +141,9 @@ pub struct CacheLoader {
 
 impl CacheLoader {
     /// Maps the cache for `files` at `key`, building (or rebuilding) it first when it is
-    /// missing or unusable. Decoding runs in the current rayon pool; `progress` is called
-    /// once per decoded file. Two processes that need the same cache build it once: the
+    /// missing or unusable. Decoding runs in the current rayon pool; `on_file` is called
+    /// before each file decoded, and once it returns false the build stops with
+    /// [`Error::Cancelled`] (nothing is left at the cache's path). Two processes that need the same cache build it once: the
     /// cache folder is locked while a cache is checked or built, so the second waits and
     /// then finds it valid.
     pub fn open(
@@ -150,13 +151,13 @@ impl CacheLoader {
         files: &[FileEntry],
         audio: &AudioConfig,
         batch_clips: usize,
-        progress: &(dyn Fn() + Sync),
+        on_file: &(dyn Fn() -> bool + Sync),
     ) -> Result<Self> {
         let clip_samples = audio.clip_samples();
         let t0 = Instant::now();
         let dir = key.path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        let _lock = lock_exclusive(dir)?;
+        let _lock = atomic::DirLock::wait(dir)?;
         let outcome = match Self::map_valid(key, files, clip_samples) {
             Ok(loader) => {
                 let mut l = loader;
@@ -172,7 +173,7 @@ impl CacheLoader {
             Err(None) => CacheOutcome::Miss,
             Err(Some(reason)) => CacheOutcome::Rebuilt(reason),
         };
-        build(key, files, audio, progress)?;
+        build(key, files, audio, on_file)?;
         let mut l = Self::map_valid(key, files, clip_samples).map_err(|why| {
             Error::output(
                 &key.path,
@@ -316,19 +317,12 @@ impl CacheLoader {
     }
 }
 
-/// An exclusive advisory lock (`flock`) on the folder `dir`, held until dropped.
-fn lock_exclusive(dir: &Path) -> Result<File> {
-    let f = File::open(dir).map_err(|e| Error::io(dir, e))?;
-    f.lock().map_err(|e| Error::io(dir, e))?;
-    Ok(f)
-}
-
 /// Decodes `files` into a new cache file at `key.path` (temporary name, then rename).
 fn build(
     key: &CacheKey,
     files: &[FileEntry],
     audio: &AudioConfig,
-    progress: &(dyn Fn() + Sync),
+    on_file: &(dyn Fn() -> bool + Sync),
 ) -> Result<()> {
     atomic::remove_stale_partials(&key.path);
     let (staged, mut file) = Staged::file(&key.path)?;
@@ -345,11 +339,15 @@ fn build(
         .par_chunks_mut(clip_samples.max(1))
         .zip(files.par_iter())
         .map_init(Vec::new, |buf, (row, f)| {
-            let r = load_clip(&f.path, audio, DEFAULT_READ, row, buf);
-            progress();
-            r.err()
+            if !on_file() {
+                return Some(Error::Cancelled);
+            }
+            load_clip(&f.path, audio, DEFAULT_READ, row, buf).err()
         })
         .collect();
+    if outcomes.iter().any(|o| matches!(o, Some(Error::Cancelled))) {
+        return Err(Error::Cancelled);
+    }
     let ok: Vec<bool> = outcomes.iter().map(Option::is_none).collect();
     let indices: Vec<u32> = (0..files.len() as u32)
         .filter(|&i| ok[i as usize])

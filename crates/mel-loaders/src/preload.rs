@@ -23,13 +23,16 @@ pub struct PreloadLoader {
 }
 
 impl PreloadLoader {
-    /// Decodes every file of `files` in the current rayon pool; `progress` is called once per file.
-    /// Files that fail are recorded (with path and reason) and left out; the others are compacted.
+    /// Decodes every file of `files` in the current rayon pool. `on_file` is called before
+    /// each file; once it returns false the remaining files are not read and the load
+    /// returns [`Error::Cancelled`](mel_core::Error::Cancelled) (an interrupt stops a large
+    /// split at once). Files that fail are recorded (with path and reason) and left out;
+    /// the others are compacted.
     pub fn load(
         files: &[FileEntry],
         audio: &AudioConfig,
         batch_clips: usize,
-        progress: &(dyn Fn() + Sync),
+        on_file: &(dyn Fn() -> bool + Sync),
     ) -> Result<Self> {
         let clip_samples = audio.clip_samples();
         let mut arena = vec![0.0f32; files.len() * clip_samples];
@@ -37,11 +40,18 @@ impl PreloadLoader {
             .par_chunks_mut(clip_samples.max(1))
             .zip(files.par_iter())
             .map_init(Vec::new, |buf, (row, file)| {
-                let r = load_clip(&file.path, audio, DEFAULT_READ, row, buf);
-                progress();
-                r.err()
+                if !on_file() {
+                    return Some(mel_core::Error::Cancelled);
+                }
+                load_clip(&file.path, audio, DEFAULT_READ, row, buf).err()
             })
             .collect();
+        if outcomes
+            .iter()
+            .any(|o| matches!(o, Some(mel_core::Error::Cancelled)))
+        {
+            return Err(mel_core::Error::Cancelled);
+        }
         let ok: Vec<bool> = outcomes.iter().map(Option::is_none).collect();
         let indices: Vec<usize> = (0..files.len()).filter(|&i| ok[i]).collect();
         let failures = outcomes
@@ -149,6 +159,7 @@ mod tests {
         let count = std::sync::atomic::AtomicUsize::new(0);
         let mut l = PreloadLoader::load(&files, &audio, 3, &|| {
             count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            true
         })
         .unwrap();
         assert_eq!(count.into_inner(), 5);

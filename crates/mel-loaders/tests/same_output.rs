@@ -86,7 +86,7 @@ fn preload_stream_and_memmap_yield_identical_clips_and_failures() {
     let t = tempfile::tempdir().unwrap();
     let files = dataset(t.path());
     let reference = drain(Box::new(
-        PreloadLoader::load(&files, &audio(), 8, &|| {}).unwrap(),
+        PreloadLoader::load(&files, &audio(), 8, &|| true).unwrap(),
     ));
     assert_eq!(reference.0.len(), 35);
     assert_eq!(
@@ -108,10 +108,10 @@ fn preload_stream_and_memmap_yield_identical_clips_and_failures() {
     }
     let cache = t.path().join("cache");
     let key = CacheKey::new(&cache, t.path(), "train", &files, &audio()).unwrap();
-    let first = CacheLoader::open(&key, &files, &audio(), 6, &|| {}).unwrap();
+    let first = CacheLoader::open(&key, &files, &audio(), 6, &|| true).unwrap();
     assert_eq!(first.outcome(), &CacheOutcome::Miss);
     assert_eq!(drain(Box::new(first)), reference);
-    let second = CacheLoader::open(&key, &files, &audio(), 6, &|| {}).unwrap();
+    let second = CacheLoader::open(&key, &files, &audio(), 6, &|| true).unwrap();
     assert_eq!(second.outcome(), &CacheOutcome::Hit);
     assert!(second.stats().note.contains("cache hit"));
     assert_eq!(drain(Box::new(second)), reference);
@@ -119,12 +119,12 @@ fn preload_stream_and_memmap_yield_identical_clips_and_failures() {
 
 fn reopen(dir: &Path, files: &[FileEntry]) -> (CacheOutcome, Vec<usize>) {
     let key = CacheKey::new(&dir.join("cache"), dir, "train", files, &audio()).unwrap();
-    let l = CacheLoader::open(&key, files, &audio(), 16, &|| {}).unwrap();
+    let l = CacheLoader::open(&key, files, &audio(), 16, &|| true).unwrap();
     let outcome = l.outcome().clone();
     let (idx, bits, _) = drain(Box::new(l));
     // Whatever happened, what is served equals a fresh decode.
     let fresh = drain(Box::new(
-        PreloadLoader::load(files, &audio(), 16, &|| {}).unwrap(),
+        PreloadLoader::load(files, &audio(), 16, &|| true).unwrap(),
     ));
     assert_eq!((idx.clone(), bits), (fresh.0, fresh.1));
     (outcome, idx)
@@ -265,4 +265,20 @@ fn a_flipped_byte_in_any_section_of_the_cache_is_never_served() {
             "flipped byte {i}: {o:?}"
         );
     }
+}
+
+#[test]
+fn a_stop_request_ends_a_preload_and_a_cache_build_at_once() {
+    let t = tempfile::tempdir().unwrap();
+    let files = dataset(t.path());
+    let seen = std::sync::atomic::AtomicUsize::new(0);
+    let stop_after_3 = || seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 3;
+    let r = PreloadLoader::load(&files, &audio(), 8, &stop_after_3);
+    assert!(matches!(r, Err(mel_core::Error::Cancelled)));
+    let key = CacheKey::new(&t.path().join("cache"), t.path(), "s", &files, &audio()).unwrap();
+    let r = CacheLoader::open(&key, &files, &audio(), 8, &|| false);
+    assert!(matches!(r, Err(mel_core::Error::Cancelled)));
+    // Nothing at the cache's path, no temporary left.
+    let left: Vec<_> = std::fs::read_dir(t.path().join("cache")).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
 }

@@ -7,7 +7,9 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use mel_audio::scan::Skipped;
 use mel_audio::{Dataset, FileEntry, Split};
+use mel_core::atomic::DirLock;
 use mel_core::config::{LoaderKind, SinkKind};
 use mel_core::pipeline::{self, QueueMetrics, RunOptions, StageMetrics, Verdict};
 use mel_core::{
@@ -32,6 +34,8 @@ pub struct SplitReport {
     pub clips: usize,
     /// Files left out, with reasons.
     pub skipped: Vec<ClipFailure>,
+    /// Folders of the split that could not be listed (their files are not in it).
+    pub unreadable: Vec<Skipped>,
     /// The output (published when the whole build succeeded).
     pub output: PathBuf,
     /// Its size in bytes.
@@ -50,11 +54,17 @@ pub struct SplitReport {
     pub wall: Duration,
 }
 
-/// What happened in the whole build.
-#[derive(Debug, Clone)]
+/// What happened in the whole build (filled as it goes: a failed build reports what it did).
+#[derive(Debug, Clone, Default)]
 pub struct BuildReport {
     /// One entry per split built.
     pub splits: Vec<SplitReport>,
+    /// Splits an interrupted `--resume` run had already published, kept as they were.
+    pub kept: Vec<String>,
+    /// Entries of the dataset that are not audio, left out.
+    pub ignored: Vec<Skipped>,
+    /// Whether the outputs were published (false when the build failed or was interrupted).
+    pub published: bool,
     /// Whole build, wall.
     pub wall: Duration,
     /// Peak resident memory of the process, if the OS reports it.
@@ -107,9 +117,10 @@ fn final_path(config: &Config, out: &Path, split: &str) -> PathBuf {
     }
 }
 
-/// Builds every split of `dataset` (or those named in `options.only`) into `out`. Every
-/// split is finished under a temporary name first; only when all of them have succeeded
-/// are they published, so a failed build leaves the previous outputs as they were.
+/// Builds every split of `dataset` (or those named in `options.only`) into `out`, filling
+/// `report` as it goes. Every split is finished under a temporary name first; only when
+/// all of them have succeeded are they published, so a failed build leaves the previous
+/// outputs as they were. The output folder is locked for the whole build.
 pub fn build(
     dataset: &Dataset,
     config: &Config,
@@ -117,11 +128,30 @@ pub fn build(
     options: &BuildOptions,
     progress: &Progress,
     cancel: Arc<AtomicBool>,
-) -> Result<BuildReport> {
+    report: &mut BuildReport,
+) -> Result<()> {
+    let started = Instant::now();
+    let r = build_inner(dataset, config, out, options, progress, cancel, report);
+    report.wall = started.elapsed();
+    report.peak_rss_bytes = peak_rss_bytes();
+    r
+}
+
+fn build_inner(
+    dataset: &Dataset,
+    config: &Config,
+    out: &Path,
+    options: &BuildOptions,
+    progress: &Progress,
+    cancel: Arc<AtomicBool>,
+    report: &mut BuildReport,
+) -> Result<()> {
     let (on_error, only, resume) = (options.on_error, &options.only, options.resume);
     let plan = MelPlan::from_config(config)?;
     std::fs::create_dir_all(out)
         .with_context(|| format!("cannot create output folder {}", out.display()))?;
+    let _lock = DirLock::try_now(out)?;
+    report.ignored = dataset.ignored.clone();
     for name in only {
         if !dataset.splits.iter().any(|s| &s.name == name) {
             let known: Vec<_> = dataset.splits.iter().map(|s| s.name.as_str()).collect();
@@ -132,20 +162,28 @@ pub fn build(
             );
         }
     }
-    let threads = rayon::current_num_threads();
-    let started = Instant::now();
-    // One backend for every split: device setup and kernel compilation happen once.
-    let chosen = crate::backend::choose(&plan, config)?;
-    let backend_line = chosen.line;
-    let mut backend = chosen.backend;
-    let mut splits = Vec::new();
-    let mut finished: Vec<(Finished, Option<Journal>)> = Vec::new();
-    let mut kept = Vec::new();
-    for split in dataset
+    let chosen_splits: Vec<&Split> = dataset
         .splits
         .iter()
         .filter(|s| only.is_empty() || only.contains(&s.name))
+        .collect();
+    if on_error == OnError::Fail
+        && let Some(u) = chosen_splits.iter().flat_map(|s| &s.unreadable).next()
     {
+        bail!(
+            "{}: {} (--on-error fail stops at the first bad entry and writes nothing)",
+            u.path.display(),
+            u.reason
+        );
+    }
+    let threads = rayon::current_num_threads();
+    report.threads = threads;
+    // One backend for every split: device setup and kernel compilation happen once.
+    let chosen = crate::backend::choose(&plan, config)?;
+    report.backend = chosen.line;
+    let mut backend = chosen.backend;
+    let mut finished: Vec<(Finished, Option<Journal>)> = Vec::new();
+    for split in chosen_splits {
         let t0 = Instant::now();
         let spec = SinkSpec {
             split: split.name.clone(),
@@ -167,7 +205,7 @@ pub fn build(
                     "{}: resume: already built by the interrupted run; kept",
                     split.name
                 );
-                kept.push(split.name.clone());
+                report.kept.push(split.name.clone());
                 continue;
             }
             let done = j.done();
@@ -175,7 +213,8 @@ pub fn build(
             journal = Some(j);
         }
         let files: Vec<FileEntry> = todo.iter().map(|&i| split.files[i].clone()).collect();
-        let (loader, loader_choice) = make_loader(dataset, &split.name, &files, config, threads)?;
+        let (loader, loader_choice) =
+            make_loader(dataset, &split.name, &files, config, threads, &cancel)?;
         let sink = match &journal {
             Some(j) => j.sink(),
             None => make_sink(config, out, spec.clone(), threads)?,
@@ -232,11 +271,12 @@ pub fn build(
             None => (r.output, r.rows),
         };
         let verdict = pipeline::verdict(&r.stages, r.wall.as_secs_f64(), &r.loader);
-        splits.push(SplitReport {
+        report.splits.push(SplitReport {
             split: split.name.clone(),
             files: split.files.len(),
             clips,
             skipped,
+            unreadable: split.unreadable.clone(),
             output: output.final_path().to_path_buf(),
             output_bytes: output.bytes(),
             loader_choice,
@@ -255,18 +295,13 @@ pub fn build(
             j.mark_committed()?;
         }
     }
+    report.published = true;
     if resume {
-        for name in splits.iter().map(|s| &s.split).chain(&kept) {
+        for name in report.splits.iter().map(|s| &s.split).chain(&report.kept) {
             remove_journal(out, name)?;
         }
     }
-    Ok(BuildReport {
-        splits,
-        wall: started.elapsed(),
-        peak_rss_bytes: peak_rss_bytes(),
-        threads,
-        backend: backend_line,
-    })
+    Ok(())
 }
 
 /// The metadata of file `index` of `split`.
@@ -340,8 +375,12 @@ fn make_loader(
     files: &[FileEntry],
     config: &Config,
     threads: usize,
+    cancel: &Arc<AtomicBool>,
 ) -> Result<(Box<dyn Loader>, String)> {
     let audio = config.audio.clone();
+    let stop = cancel.clone();
+    // Called before each file a preload or a cache build decodes: an interrupt stops it.
+    let on_file = move || !stop.load(std::sync::atomic::Ordering::Relaxed);
     let batch = config.run.batch_clips;
     let files: Vec<FileEntry> = files.to_vec();
     let decoded = (files.len() * audio.clip_samples() * 4) as u64;
@@ -367,13 +406,13 @@ fn make_loader(
     let line = format!("{} ({})", choice.kind.name(), choice.reason);
     let loader: Box<dyn Loader> = match choice.kind {
         LoaderKind::Preload => Box::new(Lazy::new("preload", move || {
-            Ok(Box::new(PreloadLoader::load(&files, &audio, batch, &|| {})?) as Box<dyn Loader>)
+            Ok(Box::new(PreloadLoader::load(&files, &audio, batch, &on_file)?) as Box<dyn Loader>)
         })),
         LoaderKind::Memmap => {
             let key = key.expect("a key for memmap");
             Box::new(Lazy::new("memmap", move || {
                 Ok(
-                    Box::new(CacheLoader::open(&key, &files, &audio, batch, &|| {})?)
+                    Box::new(CacheLoader::open(&key, &files, &audio, batch, &on_file)?)
                         as Box<dyn Loader>,
                 )
             }))

@@ -20,20 +20,52 @@ use mel_core::MelPlan;
 
 use cli::{BuildArgs, Cli, Command, OnError};
 
+/// Exit status after an interrupt (128 + SIGINT), as shells report it.
+const EXIT_INTERRUPTED: u8 = 130;
+/// Exit status when a memory-mapped input changed under the build (BSD's EX_IOERR).
+const EXIT_MAPPED_INPUT_CHANGED: i32 = 74;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
+    on_sigbus_explain_and_exit();
+    let interrupted = Arc::new(AtomicBool::new(false));
+    match run(cli, &interrupted) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            if interrupted.load(Ordering::SeqCst) {
+                ExitCode::from(EXIT_INTERRUPTED)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }
 
-fn run(cli: Cli) -> Result<()> {
+/// A file mapped into memory (the decoded-audio cache) that shrinks under the process
+/// makes the next read of it raise SIGBUS. Say what happened instead of dying silently;
+/// nothing was published (outputs are renamed into place only at the end).
+fn on_sigbus_explain_and_exit() {
+    extern "C" fn handler(_: libc::c_int) {
+        const MSG: &[u8] = b"\nerror: a memory-mapped input changed under melctl (the decoded-audio cache was truncated or replaced, or its disk failed); nothing was published; run the build again: the cache is checked and rebuilt\n";
+        // SAFETY: write(2) and _exit(2) are async-signal-safe; MSG is a static buffer.
+        unsafe {
+            libc::write(2, MSG.as_ptr().cast(), MSG.len());
+            libc::_exit(EXIT_MAPPED_INPUT_CHANGED);
+        }
+    }
+    // SAFETY: installs a handler that only calls async-signal-safe functions.
+    unsafe {
+        libc::signal(
+            libc::SIGBUS,
+            handler as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+    }
+}
+
+fn run(cli: Cli, interrupted: &Arc<AtomicBool>) -> Result<()> {
     match cli.command {
-        Command::Build(args) => run_build(&args),
+        Command::Build(args) => run_build(&args, interrupted),
         Command::Inspect(args) => {
             print!("{}", inspect::inspect(&args.file, args.sample)?);
             Ok(())
@@ -64,26 +96,37 @@ fn run(cli: Cli) -> Result<()> {
             if args.no_build {
                 return Ok(());
             }
-            run_build(&BuildArgs {
-                input: Some(data),
-                manifest: None,
-                split_ratio: "training=0.7,validation=0.2,testing=0.1".into(),
-                seed: 0,
-                labels: None,
-                output: args.dir.join("out"),
-                flags: args.flags,
-                on_error: OnError::Skip,
-                splits: vec![],
-                report: Some(args.dir.join("report.json")),
-                resume: false,
-            })
+            run_build(
+                &BuildArgs {
+                    input: Some(data),
+                    manifest: None,
+                    split_ratio: "training=0.7,validation=0.2,testing=0.1".into(),
+                    seed: 0,
+                    labels: None,
+                    output: args.dir.join("out"),
+                    flags: args.flags,
+                    on_error: OnError::Skip,
+                    splits: vec![],
+                    report: Some(args.dir.join("report.json")),
+                    resume: false,
+                },
+                interrupted,
+            )
         }
     }
 }
 
-fn run_build(args: &BuildArgs) -> Result<()> {
+fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<()> {
     let config = settings::resolve(&args.flags)?;
     let plan = MelPlan::from_config(&config)?;
+    if let Some(available) = mel_loaders::select::available_memory() {
+        config.check_memory(&plan, available)?;
+    }
+    if let Some(path) = &args.report {
+        // Found now, not after all the work: the report's folder must take a new file.
+        mel_core::atomic::Staged::file(path)
+            .with_context(|| format!("cannot write the report to {}", path.display()))?;
+    }
     start_workers(config.run.threads)?;
     let (dataset, source) = load_dataset(args)?;
     eprintln!(
@@ -96,7 +139,6 @@ fn run_build(args: &BuildArgs) -> Result<()> {
         config.output.dtype.name(),
     );
     let progress = progress::Progress::for_stderr();
-    let cancel = Arc::new(AtomicBool::new(false));
     let flag = cancel.clone();
     // A second Ctrl-C exits at once; the first stops cleanly (no output is committed).
     let _ = ctrlc::set_handler(move || {
@@ -110,13 +152,38 @@ fn run_build(args: &BuildArgs) -> Result<()> {
         only: args.splits.clone(),
         resume: args.resume,
     };
-    let report = build::build(&dataset, &config, &args.output, &opts, &progress, cancel)?;
-    print!("{}", report::text(&report));
-    if let Some(path) = &args.report {
-        let json = report::json(&report, &config.resolved_json());
-        std::fs::write(path, serde_json::to_string_pretty(&json)? + "\n")
-            .with_context(|| format!("cannot write report {}", path.display()))?;
+    let mut report = build::BuildReport::default();
+    let built = build::build(
+        &dataset,
+        &config,
+        &args.output,
+        &opts,
+        &progress,
+        cancel.clone(),
+        &mut report,
+    );
+    if built.is_ok() {
+        print!("{}", report::text(&report));
     }
+    if let Some(path) = &args.report {
+        let error = built.as_ref().err().map(|e| format!("{e:#}"));
+        let json = report::json(&report, &config.resolved_json(), error.as_deref());
+        write_atomically(
+            path,
+            (serde_json::to_string_pretty(&json)? + "\n").as_bytes(),
+        )
+        .with_context(|| format!("cannot write the report to {}", path.display()))?;
+    }
+    built
+}
+
+/// Writes `bytes` to `path` under a temporary name, then renames it into place.
+fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let (staged, mut f) = mel_core::atomic::Staged::file(path)?;
+    f.write_all(bytes)?;
+    drop(f);
+    staged.commit(false)?;
     Ok(())
 }
 

@@ -80,6 +80,9 @@ fn split_text(x: &SplitReport) -> String {
     for f in &x.skipped {
         s += &format!("  skipped {}: {}\n", f.path.display(), f.reason);
     }
+    for u in &x.unreadable {
+        s += &format!("  skipped {}: {}\n", u.path.display(), u.reason);
+    }
     s
 }
 
@@ -90,7 +93,30 @@ pub fn text(r: &BuildReport) -> String {
     for x in &r.splits {
         s += &split_text(x);
     }
-    let skipped: usize = r.splits.iter().map(|x| x.skipped.len()).sum();
+    let skipped: usize = r
+        .splits
+        .iter()
+        .map(|x| x.skipped.len() + x.unreadable.len())
+        .sum();
+    if !r.ignored.is_empty() {
+        const SHOWN: usize = 5;
+        let names: Vec<String> = r
+            .ignored
+            .iter()
+            .take(SHOWN)
+            .map(|i| i.path.display().to_string())
+            .collect();
+        s += &format!(
+            "ignored  {} entries that are not audio: {}{}\n",
+            r.ignored.len(),
+            names.join(", "),
+            if r.ignored.len() > SHOWN {
+                ", ... (all in --report)"
+            } else {
+                ""
+            }
+        );
+    }
     s += &format!(
         "total        {clips:>7} clips in {:.2} s = {:.0} clips/s on {} threads; {} skipped; peak memory {}\n",
         secs(r.wall),
@@ -104,8 +130,13 @@ pub fn text(r: &BuildReport) -> String {
     s
 }
 
-/// The JSON report (`--report FILE.json`).
-pub fn json(r: &BuildReport, config_json: &str) -> serde_json::Value {
+/// An entry left out of the dataset, as JSON.
+fn skipped_json(s: &mel_audio::scan::Skipped) -> serde_json::Value {
+    serde_json::json!({"path": s.path.to_string_lossy(), "reason": s.reason})
+}
+
+/// The JSON report (`--report FILE.json`); `error` is why the build failed, if it did.
+pub fn json(r: &BuildReport, config_json: &str, error: Option<&str>) -> serde_json::Value {
     let splits: Vec<serde_json::Value> = r
         .splits
         .iter()
@@ -129,6 +160,7 @@ pub fn json(r: &BuildReport, config_json: &str) -> serde_json::Value {
                     "verdict": x.verdict,
                 },
                 "skipped": x.skipped,
+                "unreadable": x.unreadable.iter().map(skipped_json).collect::<Vec<_>>(),
             })
         })
         .collect();
@@ -139,6 +171,11 @@ pub fn json(r: &BuildReport, config_json: &str) -> serde_json::Value {
         "backend": r.backend,
         "wall_seconds": secs(r.wall),
         "peak_rss_bytes": r.peak_rss_bytes,
+        "ok": error.is_none(),
+        "error": error,
+        "published": r.published,
+        "kept": r.kept,
+        "ignored": r.ignored.iter().map(skipped_json).collect::<Vec<_>>(),
         "splits": splits,
     })
 }
