@@ -3,15 +3,20 @@
 //! skip; `MEL_REQUIRE_GPU=1` makes that a failure; `MEL_CUDA_KERNELS=f32` runs one
 //! kernel only), and both kernels compiled to PTX for every golden and odd
 //! configuration wherever NVRTC exists (no GPU needed; `MEL_REQUIRE_NVRTC=1` makes a
-//! missing NVRTC a failure).
+//! missing NVRTC a failure). Without a GPU, both kernels' code also runs through the
+//! same checks on the CPU, under the host emulation of CUDA's thread model
+//! (`mel_cuda::emu`: fibers for threads, strict barriers, both thread orders), wherever a
+//! C++17 compiler exists (`MEL_REQUIRE_CXX=1` makes a missing one a failure).
 
 use mel_core::{Config, MelBackend, MelPlan, OutputBuf};
 use mel_cpu::CpuBackend;
+use mel_cuda::emu::EmuBackend;
 use mel_cuda::{CudaBackend, CudaKernel, CudaOptions, DeviceLimits, Shape, compile_ptx};
 use mel_tests::extra::{
     check_fft_sizes, check_odd_configs, f16_ulp_difference, noise_clips, odd_configs,
 };
 use mel_tests::{DTYPES, goldens, run_suite};
+use rayon::prelude::*;
 
 fn require(var: &str) -> bool {
     std::env::var(var).is_ok_and(|v| v == "1")
@@ -245,3 +250,96 @@ fn both_kernels_compile_to_ptx_for_every_golden_and_odd_configuration() {
     }
 }
 
+/// Whether the host emulation can run (a C++17 compiler exists), after printing why not.
+fn emulator() -> bool {
+    match mel_cuda::emu::compiler() {
+        Ok(_) => true,
+        Err(e) => {
+            assert!(!require("MEL_REQUIRE_CXX"), "MEL_REQUIRE_CXX=1 but {e}");
+            println!("skipped: {e}");
+            false
+        }
+    }
+}
+
+/// `kernel` for `plan` in the emulator, in the shape chosen for `device` (chunks of 64).
+fn emulated(plan: MelPlan, kernel: CudaKernel, device: &DeviceLimits) -> EmuBackend {
+    let shape = Shape::choose(&plan, kernel, device, 64).expect("a shape fits");
+    EmuBackend::new(plan, kernel, shape).expect("the emulated kernel builds")
+}
+
+/// Builds the emulated programs of `configs` × `DTYPES` × `kernels` in parallel (each
+/// build is cached by content, so the checks that follow find them ready).
+fn prebuild(configs: &[Config], kernels: &[CudaKernel], device: &DeviceLimits) {
+    let mut jobs = Vec::new();
+    for c in configs {
+        for dtype in DTYPES {
+            for &k in kernels {
+                let mut c = c.clone();
+                c.output.dtype = dtype;
+                jobs.push((MelPlan::from_config(&c).unwrap(), k));
+            }
+        }
+    }
+    jobs.into_par_iter().for_each(|(plan, k)| {
+        emulated(plan, k, device);
+    });
+}
+
+#[test]
+fn both_kernels_conform_in_the_host_emulator() {
+    if !emulator() {
+        return;
+    }
+    let configs: Vec<Config> = goldens().into_iter().map(|g| g.config).collect();
+    let kernels = kernels();
+    prebuild(&configs, &kernels, &DeviceLimits::H100);
+    for kernel in kernels {
+        let failures = run_suite(|plan| {
+            let b = emulated(plan, kernel, &DeviceLimits::H100);
+            println!("emulated {} kernel, shape {:?}", kernel.name(), b.shape());
+            Some(Box::new(b) as Box<dyn MelBackend>)
+        });
+        assert!(
+            failures.is_empty(),
+            "emulated {} kernel, non-conforming:\n{}",
+            kernel.name(),
+            failures.join("\n")
+        );
+    }
+}
+
+#[test]
+fn both_kernels_match_the_reference_on_odd_configurations_and_fft_sizes_in_the_host_emulator() {
+    if !emulator() {
+        return;
+    }
+    // Shapes chosen for a 100 KiB-per-SM GPU here (the goldens use the H100's).
+    let device = DeviceLimits::RTX_4090;
+    let kernels = kernels();
+    let mut configs = odd_configs();
+    configs.extend(mel_tests::extra::fft_size_configs());
+    prebuild(&configs, &kernels, &device);
+    for kernel in kernels {
+        for dtype in DTYPES {
+            let failures =
+                check_odd_configs(dtype, |plan| Box::new(emulated(plan, kernel, &device)));
+            assert!(
+                failures.is_empty(),
+                "emulated {} kernel: {}",
+                kernel.name(),
+                failures.join("\n")
+            );
+        }
+        let (failures, ran) = check_fft_sizes(|plan| {
+            Some(Box::new(emulated(plan, kernel, &device)) as Box<dyn MelBackend>)
+        });
+        assert!(
+            failures.is_empty(),
+            "emulated {} kernel: {}",
+            kernel.name(),
+            failures.join("\n")
+        );
+        assert_eq!(ran, [4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]);
+    }
+}

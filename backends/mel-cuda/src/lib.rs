@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod driver;
+pub mod emu;
 pub mod source;
 
 use std::sync::Arc;
