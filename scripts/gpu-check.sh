@@ -2,17 +2,24 @@
 # The GPU check, run ON the GPU machine from the repository root after
 # `cargo xtask gpu-check` staged the binaries in .device-bin/ (see README):
 #   bash scripts/gpu-check.sh [--quick|--wgpu] [CLIPS]
-# 1. the conformance suites on the GPU: CUDA (MEL_REQUIRE_GPU=1) and wgpu through the
-#    NVIDIA Vulkan driver (MEL_REQUIRE_WGPU=1): a skip is a failure;
-# 2. the kernels alone on resident data: CUDA (device events) and wgpu (timestamp
-#    queries), medians of many launches;
-# 3. torchaudio's MelSpectrogram on the same GPU;
+# 1. the conformance suites on the GPU: wgpu through the NVIDIA Vulkan driver
+#    (MEL_REQUIRE_WGPU=1; the f32 shader, with its compensated-arithmetic check on this
+#    driver) and CUDA with both kernels, the verified f64 one and the compensated f32
+#    one (MEL_REQUIRE_GPU=1; the host-emulator tests are skipped: the GPU runs the real
+#    thing): a skip is a failure;
+# 2. the kernels alone on resident data: both CUDA kernels (device events; the launch
+#    shape chosen for this device, its registers and resident warps printed) and wgpu
+#    (timestamp queries), medians of many launches, then the backends from host memory
+#    with the device's upload / kernel / download split;
+# 3. torchaudio's MelSpectrogram on the same GPU, and a side-by-side table of step 2
+#    and 3 (clips/s and ratios, f16 output);
 # 4. the whole leak-4k build (51,434 clips by default, generated here), warm page cache,
-#    melctl --backend cuda with each loader, wgpu, fsync off, compressed chunks (checked
-#    equal to the uncompressed output, with h5py random-read speed), cpu, then the
-#    torchaudio + h5py pipeline.
-# `--quick` stops after step 3; `--wgpu` runs the wgpu and CUDA conformance, both
-# kernels, and cuda / wgpu / auto builds only (CLIPS default 20,000), for a short lease.
+#    melctl --backend cuda (the default f64 kernel) with each loader, wgpu, fsync off,
+#    compressed chunks (checked equal to the uncompressed output, with h5py random-read
+#    speed), cpu, then the torchaudio + h5py pipeline.
+# `--quick` stops after step 3 (plus ncu profiles of both CUDA kernels when ncu exists);
+# `--wgpu` runs the conformance suites, both kernels and cuda / wgpu / auto builds only
+# (CLIPS default 20,000), for a short lease.
 # Everything lands in $OUT/gpu-check.tgz (or ./gpu-check-out/).
 set -uo pipefail
 QUICK=0
@@ -41,26 +48,66 @@ export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
 log "vulkan: loader $(ldconfig -p | grep -c libvulkan) entries, VK_DRIVER_FILES=${VK_DRIVER_FILES:-unset}"
 log "devices"; $BIN/melctl devices 2>&1 | tee -a "$OUT/summary.txt"
 
-log "1a. wgpu conformance suite on the GPU (Vulkan)"
-MEL_REQUIRE_WGPU=1 MEL_WGPU_DEVICE=${MEL_WGPU_DEVICE:-nvidia} timeout 150 $BIN/conformance_wgpu --nocapture --test-threads 1 2>&1 | tee "$OUT/conformance-wgpu.txt" | grep -E "^wgpu|worst|test |result|odd|differ|skipped|panicked|adapter: " | sort -u | tee -a "$OUT/summary.txt"
+log "1a. wgpu conformance suite on the GPU (Vulkan): the f32 shader"
+MEL_REQUIRE_WGPU=1 MEL_WGPU_DEVICE=${MEL_WGPU_DEVICE:-nvidia} timeout 300 $BIN/conformance_wgpu --nocapture --test-threads 1 2>&1 | tee "$OUT/conformance-wgpu.txt" | grep -E "^wgpu|worst|test |result|odd|differ|skipped|panicked|adapter: |cases" | sort -u | tee -a "$OUT/summary.txt"
 
-log "1b. CUDA conformance suite on the GPU"
-MEL_REQUIRE_GPU=1 MEL_REQUIRE_NVRTC=1 timeout 150 $BIN/conformance_cuda --nocapture --test-threads 1 2>&1 | tee "$OUT/conformance.txt" | grep -E "worst|test |result|odd|differ|skipped|panicked" | tee -a "$OUT/summary.txt"
+log "1b. CUDA conformance suite on the GPU: the f64 and the f32 kernel"
+MEL_REQUIRE_GPU=1 MEL_REQUIRE_NVRTC=1 timeout 400 $BIN/conformance_cuda --skip host_emulator --nocapture --test-threads 1 2>&1 | tee "$OUT/conformance.txt" | grep -E "worst|test |result|odd|differ|skipped|panicked|compiled|device times|kernel f(32|64) on" | sort -u | tee -a "$OUT/summary.txt"
 
-log "2. kernels alone: CUDA, then wgpu"
+log "2. kernels alone: both CUDA kernels (chosen shapes), then wgpu"
 if [ $WGPU_ONLY = 1 ]; then
-  timeout 60 $BIN/kernel_time 8192 50 default 2>&1 | tee "$OUT/kernel.jsonl" | tee -a "$OUT/summary.txt"
+  timeout 120 $BIN/kernel_time 8192 50 default 2>&1 | tee "$OUT/kernel.jsonl" | tee -a "$OUT/summary.txt"
 else
-  $BIN/kernel_time 8192 50 2>&1 | tee "$OUT/kernel.jsonl" | tee -a "$OUT/summary.txt"
+  timeout 300 $BIN/kernel_time 8192 50 2>&1 | tee "$OUT/kernel.jsonl" | tee -a "$OUT/summary.txt"
+  if [ $QUICK = 0 ]; then
+    log "2b. CUDA launch shapes around the chosen one (f16)"
+    timeout 300 $BIN/kernel_time 8192 30 sweep 2>&1 | tee "$OUT/kernel-sweep.jsonl" | tee -a "$OUT/summary.txt"
+  fi
 fi
-MEL_WGPU_DEVICE=${MEL_WGPU_DEVICE:-nvidia} timeout 90 $BIN/wgpu_time 8192 30 2>&1 | tee "$OUT/wgpu-kernel.jsonl" | tee -a "$OUT/summary.txt"
+MEL_WGPU_DEVICE=${MEL_WGPU_DEVICE:-nvidia} timeout 120 $BIN/wgpu_time 8192 30 2>&1 | tee "$OUT/wgpu-kernel.jsonl" | tee -a "$OUT/summary.txt"
 # The invocation cap sets how many frame pairs share a workgroup (leak-4k: 64 → 1,
-# 128 → 2, 256 → 3, the default, measured above); f16 rows only.
+# 128 → 2, 256 → 3, the default); f16 rows only.
 for wg in 64 128; do
-  MELCTL_WGPU_WORKGROUP=$wg MEL_WGPU_DEVICE=${MEL_WGPU_DEVICE:-nvidia} timeout 90 $BIN/wgpu_time 8192 30 2>&1 \
-    | grep '"dtype":"f16"' | tee -a "$OUT/wgpu-kernel.jsonl" | tee -a "$OUT/summary.txt"
+  MELCTL_WGPU_WORKGROUP=$wg MEL_WGPU_DEVICE=${MEL_WGPU_DEVICE:-nvidia} timeout 120 $BIN/wgpu_time 8192 30 2>&1 \
+    | grep '"dtype":"f16"' | grep wgpu_kernel | tee -a "$OUT/wgpu-kernel.jsonl" | tee -a "$OUT/summary.txt"
 done
 
+log "3. torchaudio MelSpectrogram alone"
+python3 benches/peer_torchaudio.py kernel --clips 2048 --reps 20 2>&1 | tail -1 | tee "$OUT/torchaudio-kernel.jsonl" | tee -a "$OUT/summary.txt"
+log "3b. kernels alone side by side (leak-4k, f16 output, 8,192 clips resident; torchaudio 2,048)"
+python3 - "$OUT" <<'PY' 2>&1 | tee -a "$OUT/summary.txt"
+import json, sys, os
+out = sys.argv[1]
+def rows(name):
+    p = os.path.join(out, name)
+    if not os.path.exists(p):
+        return []
+    r = []
+    for line in open(p):
+        try:
+            r.append(json.loads(line))
+        except ValueError:
+            pass
+    return r
+table = []
+for r in rows("kernel.jsonl"):
+    if r.get("what") == "kernel" and r.get("dtype") == "f16" and r.get("shape_chosen"):
+        shape = f'{r["warps"]} warps x {r["segs"]} segs, {r["registers"]} regs, {r["resident_warps_per_sm"]} warps/SM'
+        table.append((f'CUDA {r["kernel"]} kernel', r["clips_per_s"], shape))
+for r in rows("wgpu-kernel.jsonl"):
+    if r.get("what") == "wgpu_kernel" and r.get("dtype") == "f16":
+        table.append((f'wgpu f32 shader, workgroup {r["workgroup"]}', r["clips_per_s"], f'{r["pairs_per_workgroup"]} pairs, tables in workgroup memory: {r.get("twiddles_in_workgroup")}'))
+peer = [r for r in rows("torchaudio-kernel.jsonl") if r.get("what") == "torchaudio_kernel"]
+ta = peer[0]["clips_per_s"] if peer else None
+if ta:
+    table.append(("torchaudio MelSpectrogram + AmplitudeToDB", ta, "f32 cuFFT"))
+cuda = {name: v for name, v, _ in table if name.startswith("CUDA")}
+refs = [ta, cuda.get("CUDA f64 kernel"), cuda.get("CUDA f32 kernel")]
+print(f'{"kernel":<44} {"clips/s":>10} {"x torchaudio":>12} {"x CUDA f64":>10} {"x CUDA f32":>10}  shape')
+for name, v, shape in table:
+    ratios = " ".join(f"{v / r:>{w}.2f}" if r else f'{"-":>{w}}' for r, w in zip(refs, [12, 10, 10]))
+    print(f"{name:<44} {v:>10.0f} {ratios}  {shape}")
+PY
 if [ $WGPU_ONLY = 1 ]; then
   log "4. builds of $CLIPS clips: cuda, wgpu, auto (stream loader, batch 512, warm cache)"
   DATA=/tmp/leak/data
@@ -87,14 +134,14 @@ PY
   log "done"; exit 0
 fi
 
-log "3. torchaudio MelSpectrogram alone"
-python3 benches/peer_torchaudio.py kernel --clips 2048 --reps 20 2>&1 | tail -1 | tee -a "$OUT/summary.txt"
 if [ $QUICK = 1 ]; then
   if command -v ncu > /dev/null; then
-    log "2b. ncu profile of the default kernel"
-    ncu -k mel_kernel -c 1 --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
-      --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats $BIN/kernel_time 4096 2 default > "$OUT/ncu.txt" 2>&1
-    grep -E "Throughput|Pipe|Occupancy|Registers|Shared Memory|Stall|Warp Cycles|Issued|Bank|Duration|Eligible|L1|DRAM|Active Warps" "$OUT/ncu.txt" | head -60 | tee -a "$OUT/summary.txt"
+    for k in f64 f32; do
+      log "2c. ncu profile of the $k kernel (chosen shape)"
+      ncu -k regex:mel_kernel -c 1 --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
+        --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats $BIN/kernel_time 4096 2 default --kernel $k > "$OUT/ncu-$k.txt" 2>&1
+      grep -E "Throughput|Pipe|Occupancy|Registers|Shared Memory|Stall|Warp Cycles|Issued|Bank|Duration|Eligible|L1|DRAM|Active Warps" "$OUT/ncu-$k.txt" | head -60 | tee -a "$OUT/summary.txt"
+    done
   fi
   log "quick: done"; exit 0
 fi

@@ -1,15 +1,22 @@
-//! The CUDA backend through the shared conformance suite, on a GPU where one exists
-//! (else a printed skip; `MEL_REQUIRE_GPU=1` makes that a failure), and its kernel
-//! compiled to PTX for every golden configuration wherever NVRTC exists (no GPU needed;
-//! `MEL_REQUIRE_NVRTC=1` makes a missing NVRTC a failure).
+//! The CUDA backend through the shared conformance suite with each kernel (the verified
+//! f64 one and the compensated f32 one), on a GPU where one exists (else a printed
+//! skip; `MEL_REQUIRE_GPU=1` makes that a failure; `MEL_CUDA_KERNELS=f32` runs one
+//! kernel only), and both kernels compiled to PTX for every golden and odd
+//! configuration wherever NVRTC exists (no GPU needed; `MEL_REQUIRE_NVRTC=1` makes a
+//! missing NVRTC a failure). Without a GPU, both kernels' code also runs through the
+//! same checks on the CPU, under the host emulation of CUDA's thread model
+//! (`mel_cuda::emu`: fibers for threads, strict barriers, both thread orders), wherever a
+//! C++17 compiler exists (`MEL_REQUIRE_CXX=1` makes a missing one a failure).
 
 use mel_core::{Config, MelBackend, MelPlan, OutputBuf};
 use mel_cpu::CpuBackend;
-use mel_cuda::{CudaBackend, Shape, compile_ptx};
+use mel_cuda::emu::EmuBackend;
+use mel_cuda::{CudaBackend, CudaKernel, CudaOptions, DeviceLimits, Shape, compile_ptx};
 use mel_tests::extra::{
     check_fft_sizes, check_odd_configs, f16_ulp_difference, noise_clips, odd_configs,
 };
 use mel_tests::{DTYPES, goldens, run_suite};
+use rayon::prelude::*;
 
 fn require(var: &str) -> bool {
     std::env::var(var).is_ok_and(|v| v == "1")
@@ -37,12 +44,84 @@ fn skip(why: &str) -> Option<usize> {
     None
 }
 
+/// The kernels to test: both, or those `MEL_CUDA_KERNELS` lists (`f64,f32`).
+fn kernels() -> Vec<CudaKernel> {
+    match std::env::var("MEL_CUDA_KERNELS") {
+        Ok(v) => v
+            .split(',')
+            .map(|k| k.trim().parse().expect("MEL_CUDA_KERNELS: f64 and/or f32"))
+            .collect(),
+        Err(_) => CudaKernel::ALL.to_vec(),
+    }
+}
+
+/// The backend with `kernel` on device `dev`, chunks of `chunk` clips.
+fn backend(
+    plan: MelPlan,
+    dev: usize,
+    chunk: usize,
+    kernel: CudaKernel,
+) -> mel_core::Result<CudaBackend> {
+    let options = CudaOptions {
+        kernel,
+        shape: None,
+    };
+    let b = CudaBackend::with_options(plan, dev, chunk, options)?;
+    println!(
+        "kernel {} on {}: shape {:?}",
+        b.kernel().name(),
+        b.device_name(),
+        b.shape()
+    );
+    Ok(b)
+}
+
 #[test]
 fn cuda_backend_conforms_on_every_golden_variant_and_dtype() {
     let Some(dev) = device() else { return };
-    // Chunks of 1 and of 64 clips: the first alternates both streams within one batch.
-    for chunk in [1, 64] {
-        let failures = run_suite(|plan| match CudaBackend::new(plan, dev, chunk) {
+    for kernel in kernels() {
+        // Chunks of 1 and of 64 clips: the first alternates both streams within one batch.
+        for chunk in [1, 64] {
+            let failures = run_suite(|plan| match backend(plan, dev, chunk, kernel) {
+                Ok(b) => Some(Box::new(b) as Box<dyn MelBackend>),
+                Err(e) => {
+                    println!("refused: {e}");
+                    None
+                }
+            });
+            assert!(
+                failures.is_empty(),
+                "{} kernel, chunk {chunk}, non-conforming:\n{}",
+                kernel.name(),
+                failures.join("\n")
+            );
+        }
+    }
+}
+
+#[test]
+fn cuda_matches_the_direct_dft_reference_on_odd_configurations() {
+    let Some(dev) = device() else { return };
+    for kernel in kernels() {
+        for dtype in DTYPES {
+            let failures = check_odd_configs(dtype, |plan| {
+                Box::new(backend(plan, dev, 2, kernel).expect("odd configurations run"))
+            });
+            assert!(
+                failures.is_empty(),
+                "{} kernel: {}",
+                kernel.name(),
+                failures.join("\n")
+            );
+        }
+    }
+}
+
+#[test]
+fn cuda_matches_the_reference_for_every_power_of_two_fft_size() {
+    let Some(dev) = device() else { return };
+    for kernel in kernels() {
+        let (failures, ran) = check_fft_sizes(|plan| match backend(plan, dev, 2, kernel) {
             Ok(b) => Some(Box::new(b) as Box<dyn MelBackend>),
             Err(e) => {
                 println!("refused: {e}");
@@ -51,35 +130,12 @@ fn cuda_backend_conforms_on_every_golden_variant_and_dtype() {
         });
         assert!(
             failures.is_empty(),
-            "chunk {chunk}, non-conforming:\n{}",
+            "{} kernel: {}",
+            kernel.name(),
             failures.join("\n")
         );
+        assert!(ran.contains(&512) && ran.len() >= 8, "ran only {ran:?}");
     }
-}
-
-#[test]
-fn cuda_matches_the_direct_dft_reference_on_odd_configurations() {
-    let Some(dev) = device() else { return };
-    for dtype in DTYPES {
-        let failures = check_odd_configs(dtype, |plan| {
-            Box::new(CudaBackend::new(plan, dev, 2).expect("odd configurations run"))
-        });
-        assert!(failures.is_empty(), "{}", failures.join("\n"));
-    }
-}
-
-#[test]
-fn cuda_matches_the_reference_for_every_power_of_two_fft_size() {
-    let Some(dev) = device() else { return };
-    let (failures, ran) = check_fft_sizes(|plan| match CudaBackend::new(plan, dev, 2) {
-        Ok(b) => Some(Box::new(b) as Box<dyn MelBackend>),
-        Err(e) => {
-            println!("refused: {e}");
-            None
-        }
-    });
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(ran.contains(&512) && ran.len() >= 8, "ran only {ran:?}");
 }
 
 #[test]
@@ -88,24 +144,33 @@ fn cuda_agrees_with_the_cpu_backend_on_a_large_random_batch() {
     let plan = MelPlan::from_config(&Config::default()).unwrap();
     let clips = 300;
     let input = noise_clips(&plan, clips);
-    let mut gpu = OutputBuf::zeros(plan.dtype(), clips * plan.values_per_clip());
     let mut cpu = OutputBuf::zeros(plan.dtype(), clips * plan.values_per_clip());
-    CudaBackend::new(plan.clone(), dev, 128)
-        .unwrap()
-        .compute(&input, gpu.as_mut_slice())
-        .unwrap();
     CpuBackend::new(plan.clone())
         .compute(&input, cpu.as_mut_slice())
         .unwrap();
-    let (worst_ulps, differ) = f16_ulp_difference(&gpu, &cpu);
-    println!(
-        "{differ} of {} f16 values differ from the CPU's, by at most {worst_ulps} ulp",
-        gpu.len()
-    );
-    assert!(
-        worst_ulps <= 1,
-        "GPU and CPU differ by {worst_ulps} f16 ulp"
-    );
+    for kernel in kernels() {
+        let mut gpu = OutputBuf::zeros(plan.dtype(), clips * plan.values_per_clip());
+        let mut b = backend(plan.clone(), dev, 128, kernel).unwrap();
+        b.compute(&input, gpu.as_mut_slice()).unwrap();
+        let (worst_ulps, differ) = f16_ulp_difference(&gpu, &cpu);
+        println!(
+            "{} kernel: {differ} of {} f16 values differ from the CPU's, by at most {worst_ulps} ulp",
+            kernel.name(),
+            gpu.len()
+        );
+        assert!(
+            worst_ulps <= 1,
+            "{} kernel: GPU and CPU differ by {worst_ulps} f16 ulp",
+            kernel.name()
+        );
+        // Three chunks of at most 128 clips: each adds its copies and kernel to the times.
+        let t = b.device_times().expect("the CUDA backend times its device");
+        println!(
+            "device times: upload {:.4} s, kernel {:.4} s, download {:.4} s",
+            t.upload_seconds, t.kernel_seconds, t.download_seconds
+        );
+        assert!(t.upload_seconds > 0.0 && t.kernel_seconds > 0.0 && t.download_seconds > 0.0);
+    }
 }
 
 #[test]
@@ -134,26 +199,154 @@ fn device_errors_are_clear_and_never_panic() {
 }
 
 #[test]
-fn kernel_compiles_to_ptx_for_every_golden_configuration() {
+fn both_kernels_compile_to_ptx_for_every_golden_and_odd_configuration() {
     if let Err(e) = mel_cuda::driver::ensure_nvrtc() {
         assert!(!require("MEL_REQUIRE_NVRTC"), "MEL_REQUIRE_NVRTC=1 but {e}");
         println!("skipped: {e}");
         return;
     }
-    let mut n = 0;
     let mut configs: Vec<Config> = goldens().into_iter().map(|g| g.config).collect();
     configs.extend(odd_configs());
-    for config in configs {
-        for dtype in DTYPES {
-            let mut c = config.clone();
-            c.output.dtype = dtype;
-            let plan = MelPlan::from_config(&c).unwrap();
-            let shape = Shape::choose(&plan, 227 * 1024).unwrap();
-            let ptx = compile_ptx(&plan, shape, "compute_90")
-                .unwrap_or_else(|e| panic!("{dtype:?} n_fft {}: {e}", plan.n_fft()));
-            assert!(ptx.to_src().contains(".entry mel_kernel"));
-            n += 1;
+    configs.extend(mel_tests::extra::fft_size_configs());
+    for kernel in CudaKernel::ALL {
+        let mut n = 0;
+        for config in &configs {
+            for dtype in DTYPES {
+                let mut c = config.clone();
+                c.output.dtype = dtype;
+                let plan = MelPlan::from_config(&c).unwrap();
+                let shape = Shape::choose(&plan, kernel, &DeviceLimits::H100, 64).unwrap();
+                let ptx = compile_ptx(&plan, kernel, shape, "compute_90").unwrap_or_else(|e| {
+                    panic!("{} {dtype:?} n_fft {}: {e}", kernel.name(), plan.n_fft())
+                });
+                let src = ptx.to_src();
+                assert!(src.contains(&format!(".entry {}", kernel.entry())));
+                if kernel == CudaKernel::F32 {
+                    // No double anywhere: no f64 registers or instructions in the PTX.
+                    assert!(
+                        !src.contains(".f64"),
+                        "f32 kernel, n_fft {}: f64 in the PTX",
+                        plan.n_fft()
+                    );
+                }
+                n += 1;
+            }
+        }
+        println!("compiled {n} {} kernels to PTX", kernel.name());
+    }
+    // Registers and spills of both kernels for leak-4k in f16 (context for BENCHMARKS.md).
+    let plan = MelPlan::from_config(&Config::default()).unwrap();
+    for (limits, sm) in [
+        (DeviceLimits::H100, "sm_90"),
+        (DeviceLimits::RTX_4090, "sm_89"),
+    ] {
+        for kernel in CudaKernel::ALL {
+            let shape = Shape::choose(&plan, kernel, &limits, 256).unwrap();
+            match mel_cuda::ptxas_report(&plan, kernel, shape, sm) {
+                Ok(r) => println!("{} kernel, {sm}, {shape:?}:\n{r}", kernel.name()),
+                Err(e) => println!("{} kernel, {sm}: no ptxas report ({e})", kernel.name()),
+            }
         }
     }
-    println!("compiled {n} kernels to PTX");
+}
+
+/// Whether the host emulation can run (a C++17 compiler exists), after printing why not.
+fn emulator() -> bool {
+    match mel_cuda::emu::compiler() {
+        Ok(_) => true,
+        Err(e) => {
+            assert!(!require("MEL_REQUIRE_CXX"), "MEL_REQUIRE_CXX=1 but {e}");
+            println!("skipped: {e}");
+            false
+        }
+    }
+}
+
+/// `kernel` for `plan` in the emulator, in the shape chosen for `device`: for chunks of
+/// 64 clips (what melctl uses at least), except for f32 output, whose shape is chosen for
+/// chunks of 1 clip (smaller blocks, as the GPU tests' first chunk size gets).
+fn emulated(plan: MelPlan, kernel: CudaKernel, device: &DeviceLimits) -> EmuBackend {
+    let chunk = if plan.dtype() == mel_core::Dtype::F32 {
+        1
+    } else {
+        64
+    };
+    let shape = Shape::choose(&plan, kernel, device, chunk).expect("a shape fits");
+    EmuBackend::new(plan, kernel, shape).expect("the emulated kernel builds")
+}
+
+/// Builds the emulated programs of `configs` × `DTYPES` × `kernels` in parallel (each
+/// build is cached by content, so the checks that follow find them ready).
+fn prebuild(configs: &[Config], kernels: &[CudaKernel], device: &DeviceLimits) {
+    let mut jobs = Vec::new();
+    for c in configs {
+        for dtype in DTYPES {
+            for &k in kernels {
+                let mut c = c.clone();
+                c.output.dtype = dtype;
+                jobs.push((MelPlan::from_config(&c).unwrap(), k));
+            }
+        }
+    }
+    jobs.into_par_iter().for_each(|(plan, k)| {
+        emulated(plan, k, device);
+    });
+}
+
+#[test]
+fn both_kernels_conform_in_the_host_emulator() {
+    if !emulator() {
+        return;
+    }
+    let configs: Vec<Config> = goldens().into_iter().map(|g| g.config).collect();
+    let kernels = kernels();
+    prebuild(&configs, &kernels, &DeviceLimits::H100);
+    for kernel in kernels {
+        let failures = run_suite(|plan| {
+            let b = emulated(plan, kernel, &DeviceLimits::H100);
+            println!("emulated {} kernel, shape {:?}", kernel.name(), b.shape());
+            Some(Box::new(b) as Box<dyn MelBackend>)
+        });
+        assert!(
+            failures.is_empty(),
+            "emulated {} kernel, non-conforming:\n{}",
+            kernel.name(),
+            failures.join("\n")
+        );
+    }
+}
+
+#[test]
+fn both_kernels_match_the_reference_on_odd_configurations_and_fft_sizes_in_the_host_emulator() {
+    if !emulator() {
+        return;
+    }
+    // Shapes chosen for a 100 KiB-per-SM GPU here (the goldens use the H100's).
+    let device = DeviceLimits::RTX_4090;
+    let kernels = kernels();
+    let mut configs = odd_configs();
+    configs.extend(mel_tests::extra::fft_size_configs());
+    prebuild(&configs, &kernels, &device);
+    for kernel in kernels {
+        for dtype in DTYPES {
+            let failures =
+                check_odd_configs(dtype, |plan| Box::new(emulated(plan, kernel, &device)));
+            assert!(
+                failures.is_empty(),
+                "emulated {} kernel: {}",
+                kernel.name(),
+                failures.join("\n")
+            );
+        }
+        let (failures, ran) = check_fft_sizes(|plan| {
+            Some(Box::new(emulated(plan, kernel, &device)) as Box<dyn MelBackend>)
+        });
+        assert!(
+            failures.is_empty(),
+            "emulated {} kernel: {}",
+            kernel.name(),
+            failures.join("\n")
+        );
+        assert_eq!(ran, [4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]);
+    }
 }

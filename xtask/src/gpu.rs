@@ -1,7 +1,8 @@
 //! `cargo xtask gpu-check`: builds, here, everything the GPU check runs there (the GPU
-//! machine has no Rust): melctl, the CUDA and wgpu conformance test binaries and the
-//! CUDA and wgpu kernel timers, all release builds, copied into `.device-bin/`
-//! (git-ignored, carried to the machine).
+//! machine has no Rust): melctl, the CUDA and wgpu conformance test binaries (the CUDA one
+//! tests both kernels, f64 and f32) and the CUDA and wgpu kernel timers, all release
+//! builds, copied into `.device-bin/` (git-ignored, carried to the machine), where
+//! `scripts/gpu-check.sh` runs them.
 
 use anyhow::{Context, Result};
 
@@ -47,7 +48,12 @@ pub fn stage() -> Result<()> {
         total += std::fs::metadata(&to)?.len();
     }
     println!(
-        "staged .device-bin/ ({:.1} MB). On the GPU machine, from the repository root:\n  bash scripts/gpu-check.sh        (carry: .device-bin, and .gl for the Vulkan loader: see README)",
+        "staged .device-bin/ ({:.1} MB). On the GPU machine, from the repository root:\n  \
+         bash scripts/gpu-check.sh        (carry: .device-bin, and .gl for the Vulkan loader: see README)\n\
+         It runs the wgpu suite (f32 shader) and the CUDA suite with both kernels (f64, f32),\n\
+         both CUDA kernels, wgpu and torchaudio alone side by side (with the launch shapes\n\
+         chosen for the device), then the whole leak-4k builds; --quick stops after the\n\
+         kernels (with ncu profiles of both CUDA kernels), --wgpu runs a short lease's subset.",
         total as f64 / 1e6
     );
     Ok(())

@@ -29,16 +29,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let plan = MelPlan::from_config(&config)?;
         let mut b = WgpuBackend::new(plan.clone(), &choice, clips)?;
         let n = clips.min(b.chunk_clips());
+        let c = b.arithmetic();
+        println!(
+            "{{\"what\":\"wgpu_arithmetic_check\",\"adapter\":\"{}\",\"cases\":{},\"shielded_wrong\":{},\"unshielded_twosum_lost\":{}}}",
+            b.adapter().name,
+            c.cases,
+            c.shielded_wrong,
+            c.unshielded_wrong
+        );
         let t = b.time_kernel(n, reps)?;
         let ms = median(t.clone());
         let min = t.iter().copied().fold(f32::INFINITY, f32::min);
         println!(
-            "{{\"what\":\"wgpu_kernel\",\"dtype\":\"{}\",\"adapter\":\"{}\",\"clips\":{n},\"reps\":{reps},\"median_ms\":{ms:.4},\"min_ms\":{min:.4},\"clips_per_s\":{:.0},\"workgroup\":{},\"pairs_per_workgroup\":{}}}",
+            "{{\"what\":\"wgpu_kernel\",\"dtype\":\"{}\",\"adapter\":\"{}\",\"clips\":{n},\"reps\":{reps},\"median_ms\":{ms:.4},\"min_ms\":{min:.4},\"clips_per_s\":{:.0},\"workgroup\":{},\"pairs_per_workgroup\":{},\"twiddles_in_workgroup\":{}}}",
             dtype.name(),
             b.adapter().name,
             n as f64 / (ms as f64 / 1e3),
             b.layout().workgroup,
             b.layout().fft.as_ref().map_or(0, |f| f.pairs),
+            b.layout()
+                .fft
+                .as_ref()
+                .is_some_and(|f| f.twiddles_in_workgroup),
         );
         // The backend from host memory: a batch of CLIPS in chunks of CLIPS/4 alternating
         // between the two buffer sets, uploads and readbacks overlapped with compute.
@@ -56,8 +68,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             times.push(t.elapsed().as_secs_f32() * 1e3);
         }
         let ms = median(times);
+        // Device time of every compute call above (timestamps inside encoders), if offered.
+        let split = b.device_times().map_or("null".to_string(), |t| {
+            format!(
+                "{{\"upload_s\":{:.4},\"kernel_s\":{:.4},\"download_s\":{:.4}}}",
+                t.upload_seconds, t.kernel_seconds, t.download_seconds
+            )
+        });
         println!(
-            "{{\"what\":\"wgpu_backend_from_host\",\"dtype\":\"{}\",\"batch\":{batch},\"chunk\":{},\"median_ms\":{ms:.3},\"clips_per_s\":{:.0}}}",
+            "{{\"what\":\"wgpu_backend_from_host\",\"dtype\":\"{}\",\"batch\":{batch},\"chunk\":{},\"median_ms\":{ms:.3},\"clips_per_s\":{:.0},\"device_times\":{split}}}",
             dtype.name(),
             b.chunk_clips(),
             batch as f64 / (ms as f64 / 1e3)

@@ -17,7 +17,8 @@ pub struct AdapterInfo {
     pub device_type: String,
     /// Driver name and version, where the API reports them.
     pub driver: String,
-    /// Whether shaders can use 64-bit floats (the backend needs them).
+    /// Whether shaders can use 64-bit floats. Reported for `melctl devices`; the backend
+    /// no longer needs them (its shader is f32 throughout).
     pub shader_f64: bool,
     /// Largest storage buffer binding, bytes.
     pub max_storage_binding: u64,
@@ -56,7 +57,7 @@ impl std::fmt::Display for AdapterInfo {
 /// How the backend picks an adapter.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum AdapterChoice {
-    /// The best adapter with 64-bit float shaders: discrete, integrated, virtual, then CPU.
+    /// The best adapter: discrete, integrated, virtual, then CPU (software).
     #[default]
     Best,
     /// The adapter at this position in [`adapters`].
@@ -168,7 +169,6 @@ pub(crate) fn pick(
     let found = match choice {
         AdapterChoice::Best => all
             .into_iter()
-            .filter(|(i, _)| i.shader_f64)
             .min_by_key(|(i, _)| (rank(&i.device_type), i.index)),
         AdapterChoice::Index(n) => {
             let n = *n;
@@ -197,15 +197,5 @@ pub(crate) fn pick(
             }
         }
     };
-    found.ok_or_else(|| {
-        err(format!(
-            "no wgpu adapter supports 64-bit floats in shaders (SHADER_F64), which the \
-             transform needs to match torchaudio within 0.01 dB ({})",
-            adapters()
-                .iter()
-                .map(|i| i.name.clone())
-                .collect::<Vec<_>>()
-                .join("; ")
-        ))
-    })
+    found.ok_or_else(|| err("no wgpu adapter found"))
 }

@@ -1,33 +1,42 @@
 // melctl's fused mel shader: clip samples -> distinct segments -> frames (centre
 // padding, window) -> FFT -> power -> mel (non-zero filter spans) -> log -> output
 // dtype, written in the final [clip][long][short][mel][frame] layout. The same
-// pipeline as the CUDA kernel (backends/mel-cuda/src/mel.cu).
+// pipeline as the CUDA kernels (backends/mel-cuda/src/mel_f32.cu).
 //
 // This file holds what both paths share: bindings, sample access, mel storage, log,
-// top_db and the output conversion (`finish`). `fft.wgsl` (power-of-two N_FFT, one
-// pass) or `dft.wgsl` (any N_FFT, two passes) follows it. The transform runs in f64
-// (SHADER_F64): a float FFT misses torchaudio's float64 reference by up to 0.03 dB on
-// bins ~100 dB below the peak (ARCHITECTURE.md). Power is rounded to f32 once
-// computed; mel sums, log and output conversion run in f32.
+// top_db and the output conversion (`finish`); `dw.wgsl` (compensated arithmetic)
+// follows it, then `fft.wgsl` (power-of-two N_FFT, one pass) or `dft.wgsl` (any N_FFT,
+// two passes). Everything runs in f32: no 64-bit floats anywhere, so any adapter runs
+// it. Accuracy is engineered instead (ARCHITECTURE.md, "Numerics"): the window and every
+// twiddle come from f64 on the host as a rounded-once f32 plus the rest (never a power
+// by repeated multiplication), and the transform carries each value with its rounding
+// error (`dw.wgsl`), so it is as accurate as the f64 one was (a large DC offset needs no
+// special care: its rounding errors are 2^-44 of it, not 2^-24).
 //
 // The host prepends the plan's constants (source.rs `shader`): N_FFT, N_FREQS,
 // HOP, N_FRAMES, PAIRS, SEG_LEN, PAD, REFLECT, POWER, N_MELS, CLIP_SAMPLES,
 // N_DISTINCT, SEGS_PER_CLIP, VPS, LOG_KIND, LOG_MUL, AMIN, HAS_TOP_DB, TOP_DB,
 // LN_OFFSET, OUT_KIND (0: f32 bits; 1: f16 pairs; 2: bf16 pairs), WG, MEL_IN_WG,
-// MEL_WG_LEN, and the section starts of `ints`: I_OFFSETS, I_MAP_START, I_MAP_OUT,
+// MEL_WG_LEN, the section starts of `ints`: I_OFFSETS, I_MAP_START, I_MAP_OUT,
 // I_F_FIRST, I_F_LEN, I_F_OFF; and each path's own (see its file).
 
 struct Params {
     n_clips: u32,
-    pad0: u32,
+    // Always 0: `hide` ORs it into values so that compilers cannot see through them.
+    zero: u32,
     pad1: u32,
     pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> clips: array<f32>;
 @group(0) @binding(1) var<storage, read_write> out: array<u32>;
-@group(0) @binding(2) var<storage, read> window: array<f64>;
-@group(0) @binding(3) var<storage, read> twiddle: array<f64>;
+// The window: (hi, lo, hi's split: 12-bit high part, the rest), computed in f64.
+@group(0) @binding(2) var<storage, read> window: array<vec4<f32>>;
+// Twiddles, two entries each: (re.hi, im.hi, re.lo, im.lo), then the split of the hi
+// parts (re.hi12, im.hi12, re.rest, im.rest); hi is the f64 value rounded once, lo the
+// rest. The FFT path's per-stage tables, or the DFT path's exp(-2 pi i k / N_FFT)
+// for every k.
+@group(0) @binding(3) var<storage, read> twiddle: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> ints: array<u32>;
 @group(0) @binding(5) var<storage, read> fw: array<f32>;
 @group(0) @binding(6) var<uniform> params: Params;
@@ -63,23 +72,9 @@ fn sync_mel() {
     workgroupBarrier();
 }
 
-// exp(-2 pi i k / N_FFT)
-fn tw(k: u32) -> vec2<f64> {
-    return vec2<f64>(twiddle[2u * k], twiddle[2u * k + 1u]);
-}
-
-fn cmul(a: vec2<f64>, b: vec2<f64>) -> vec2<f64> {
-    return vec2<f64>(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
-}
-
-// multiply by -i
-fn mul_negi(a: vec2<f64>) -> vec2<f64> {
-    return vec2<f64>(a.y, -a.x);
-}
-
 // The sample at padded position p of the segment whose first sample is clips[base]
 // (torch.stft centre padding: reflect or zeros).
-fn padded(base: u32, p: u32) -> f64 {
+fn padded(base: u32, p: u32) -> f32 {
     var s = i32(p) - i32(PAD);
     if (REFLECT) {
         s = abs(s);
@@ -87,21 +82,21 @@ fn padded(base: u32, p: u32) -> f64 {
             s = 2 * (i32(SEG_LEN) - 1) - s;
         }
     } else if (s < 0 || s >= i32(SEG_LEN)) {
-        return f64(0.0);
+        return 0.0;
     }
-    return f64(clips[base + u32(s)]);
+    return clips[base + u32(s)];
 }
 
-// The windowed sample n of frame f of the segment at clips[base].
-fn frame_sample(base: u32, f: u32, n: u32) -> f64 {
-    return window[n] * padded(base, f * HOP + n);
+// Sample n (not windowed) of frame f of the segment at clips[base].
+fn frame_raw(base: u32, f: u32, n: u32) -> f32 {
+    return padded(base, f * HOP + n);
 }
 
-fn post_power(p: f64) -> f32 {
+fn post_power(p: f32) -> f32 {
     if (POWER == 1u) {
-        return f32(sqrt(p));
+        return sqrt(p);
     }
-    return f32(p);
+    return p;
 }
 
 fn log_scale(v: f32) -> f32 {

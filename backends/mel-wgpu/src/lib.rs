@@ -1,21 +1,24 @@
 //! The wgpu mel backend: the fused pipeline of the CUDA backend as one WGSL compute
-//! shader (`src/*.wgsl`, assembled by `source.rs`), for any GPU with a Vulkan, Metal or
-//! DX12 driver and 64-bit float shaders. One context per run (device, queue, pipeline, tables, two sets of buffers
-//! and bind groups); a batch is cut into chunks that alternate between the two sets, so
-//! the host copies one chunk in or out while the GPU computes the other.
+//! shader in f32 (`src/*.wgsl`, assembled by `source.rs`), for any GPU with a Vulkan,
+//! Metal or DX12 driver (no 64-bit float shaders needed). One context per run (device,
+//! queue, pipeline, tables, two sets of buffers and bind groups); a batch is cut into
+//! chunks that alternate between the two sets, so the host copies one chunk in or out
+//! while the GPU computes the other.
 #![warn(missing_docs)]
 
 pub mod adapters;
+pub mod selftest;
 pub mod source;
 
 use std::sync::{Arc, Mutex, mpsc};
 
 use half::slice::HalfFloatSliceExt;
-use mel_core::{MelBackend, MelPlan, OutputSlice, Result};
+use mel_core::{DeviceTimes, MelBackend, MelPlan, OutputSlice, Result};
 use wgpu::util::DeviceExt;
 
 use adapters::err;
 pub use adapters::{AdapterChoice, AdapterInfo, adapters};
+pub use selftest::ArithmeticCheck;
 pub use source::{DeviceOut, FftShape, Layout, Tables};
 
 /// Largest workgroup grid dimension every adapter supports (`group_index` in the shader).
@@ -75,7 +78,21 @@ struct Slot {
     _scratch: wgpu::Buffer,
     /// (first clip in the batch, clips, submission) of the chunk in flight.
     pending: Option<(usize, usize, wgpu::SubmissionIndex)>,
+    /// Timestamps around the chunk's upload copy, passes and readback copy, where the
+    /// device can write them inside command encoders.
+    stamps: Option<Stamps>,
 }
+
+/// Four GPU timestamps per chunk: before the upload copy, before the passes, after them,
+/// after the readback copy; resolved and copied to a mappable buffer.
+struct Stamps {
+    queries: wgpu::QuerySet,
+    resolved: wgpu::Buffer,
+    readback: wgpu::Buffer,
+}
+
+/// Bytes of one chunk's four resolved timestamps.
+const STAMP_BYTES: u64 = 4 * 8;
 
 /// The wgpu backend.
 pub struct WgpuBackend {
@@ -91,6 +108,12 @@ pub struct WgpuBackend {
     shader_layout: Layout,
     /// The first error wgpu reported outside an error scope (device lost, out of memory).
     uncaptured: Arc<Mutex<Option<String>>>,
+    /// Device time accumulated over `compute` calls, when timestamps are available.
+    times: Option<DeviceTimes>,
+    /// Nanoseconds per timestamp tick.
+    tick_ns: f64,
+    /// The adapter's result on the compensated-arithmetic check.
+    arithmetic: ArithmeticCheck,
 }
 
 impl WgpuBackend {
@@ -99,13 +122,6 @@ impl WgpuBackend {
     /// adapter's buffer limits are smaller).
     pub fn new(plan: MelPlan, choice: &AdapterChoice, chunk_clips: usize) -> Result<Self> {
         let (info, adapter) = adapters::pick(adapters::instance(), choice)?;
-        if !info.shader_f64 {
-            return Err(err(format!(
-                "{} has no 64-bit floats in shaders (SHADER_F64); the transform needs them to \
-                 match torchaudio within 0.01 dB",
-                info.name
-            )));
-        }
         // Workgroup size, frame pairs side by side, and where mel values live, within
         // the adapter's limits.
         let limits = adapter.limits();
@@ -135,11 +151,13 @@ impl WgpuBackend {
         }
         let chunk_clips = chunk_clips.clamp(1, fit);
 
+        // Nothing required; timestamp queries where offered (`time_kernel` uses them in
+        // passes, `device_times` inside encoders around the copies too).
+        let stamp_features =
+            wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("melctl"),
-            // Timestamp queries where offered: `time_kernel` uses them.
-            required_features: wgpu::Features::SHADER_F64
-                | (adapter.features() & wgpu::Features::TIMESTAMP_QUERY),
+            required_features: adapter.features() & stamp_features,
             required_limits: limits,
             ..Default::default()
         }))
@@ -156,6 +174,18 @@ impl WgpuBackend {
             first.get_or_insert_with(|| format!("device lost ({reason:?}): {message}"));
         });
 
+        // The transform's accuracy rests on error-free transformations that a compiler
+        // which reassociates float arithmetic would break: check them on this adapter.
+        let arithmetic =
+            selftest::run(&device, &queue).map_err(|e| err(format!("{}: {e}", info.name)))?;
+        if !arithmetic.ok() {
+            return Err(err(format!(
+                "{}: its shader compiler does not keep compensated f32 arithmetic exact ({} of {} \
+                 checks wrong), so the transform would miss torchaudio's f64 reference by more \
+                 than 0.01 dB",
+                info.name, arithmetic.shielded_wrong, arithmetic.cases
+            )));
+        }
         let tables = Tables::new(&plan);
         device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
@@ -195,8 +225,9 @@ impl WgpuBackend {
                 usage: wgpu::BufferUsages::STORAGE,
             })
         };
-        let window = init("window", bytemuck::cast_slice(plan.window()));
+        let window = init("window", bytemuck::cast_slice(&tables.window));
         let twiddle = init("twiddle", bytemuck::cast_slice(&tables.twiddle));
+        let stamped = device.features().contains(stamp_features);
         let ints = init("ints", bytemuck::cast_slice(&tables.ints));
         let weights = init("weights", bytemuck::cast_slice(&tables.weights));
         let buffer = |label: &str, size: usize, usage| {
@@ -241,6 +272,23 @@ impl WgpuBackend {
                     layout: &layout,
                     entries: &entries,
                 });
+                let stamps = stamped.then(|| Stamps {
+                    queries: device.create_query_set(&wgpu::QuerySetDescriptor {
+                        label: Some("chunk times"),
+                        ty: wgpu::QueryType::Timestamp,
+                        count: 4,
+                    }),
+                    resolved: buffer(
+                        "chunk times",
+                        STAMP_BYTES as usize,
+                        U::QUERY_RESOLVE | U::COPY_SRC,
+                    ),
+                    readback: buffer(
+                        "chunk times readback",
+                        STAMP_BYTES as usize,
+                        U::MAP_READ | U::COPY_DST,
+                    ),
+                });
                 Slot {
                     upload,
                     upload_mapping: None,
@@ -251,6 +299,7 @@ impl WgpuBackend {
                     bind_group,
                     _scratch: scratch,
                     pending: None,
+                    stamps,
                 }
             })
             .collect();
@@ -260,6 +309,7 @@ impl WgpuBackend {
                 info.name
             )));
         }
+        let tick_ns = queue.get_timestamp_period() as f64;
         Ok(WgpuBackend {
             plan,
             device,
@@ -271,12 +321,21 @@ impl WgpuBackend {
             adapter: info,
             shader_layout,
             uncaptured,
+            times: stamped.then(DeviceTimes::default),
+            tick_ns,
+            arithmetic,
         })
     }
 
     /// The adapter in use.
     pub fn adapter(&self) -> &AdapterInfo {
         &self.adapter
+    }
+
+    /// What the compensated-arithmetic check found on this adapter (it passed, or the
+    /// backend would not have started).
+    pub fn arithmetic(&self) -> ArithmeticCheck {
+        self.arithmetic
     }
 
     /// The shader's workgroup layout (size, frame pairs side by side, mel storage).
@@ -438,7 +497,14 @@ impl WgpuBackend {
         let mut enc = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("mel") });
+        let stamp = |enc: &mut wgpu::CommandEncoder, i: u32| {
+            if let Some(s) = &slot.stamps {
+                enc.write_timestamp(&s.queries, i);
+            }
+        };
+        stamp(&mut enc, 0);
         enc.copy_buffer_to_buffer(&slot.upload, 0, &slot.input, 0, in_bytes);
+        stamp(&mut enc, 1);
         // One compute pass per shader pass: the second reads what the first wrote.
         for (pipeline, per_segment) in &self.pipelines {
             let groups = segments * per_segment;
@@ -449,7 +515,13 @@ impl WgpuBackend {
             pass.set_bind_group(0, &slot.bind_group, &[]);
             pass.dispatch_workgroups(gx as u32, gy as u32, 1);
         }
+        stamp(&mut enc, 2);
         enc.copy_buffer_to_buffer(&slot.output, 0, &slot.readback, 0, out_bytes);
+        stamp(&mut enc, 3);
+        if let Some(s) = &slot.stamps {
+            enc.resolve_query_set(&s.queries, 0..4, &s.resolved, 0);
+            enc.copy_buffer_to_buffer(&s.resolved, 0, &s.readback, 0, STAMP_BYTES);
+        }
         let index = self.queue.submit([enc.finish()]);
         // Mapped again once this submission is done with it.
         self.request_upload_map(i);
@@ -481,6 +553,15 @@ impl WgpuBackend {
         slice.map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
+        let stamps_rx = self.slots[i].stamps.as_ref().map(|s| {
+            let (tx, rx) = mpsc::channel();
+            s.readback
+                .slice(..)
+                .map_async(wgpu::MapMode::Read, move |r| {
+                    let _ = tx.send(r);
+                });
+            rx
+        });
         self.device
             .poll(wgpu::PollType::WaitForSubmissionIndex(index))
             .map_err(|e| err(format!("{}: waiting for the GPU: {e}", self.adapter.name)))?;
@@ -488,6 +569,20 @@ impl WgpuBackend {
         rx.recv()
             .map_err(|_| err("the readback was dropped"))?
             .map_err(|e| err(format!("reading results back: {e}")))?;
+        if let (Some(rx), Some(s)) = (stamps_rx, self.slots[i].stamps.as_ref()) {
+            rx.recv()
+                .map_err(|_| err("the timestamp readback was dropped"))?
+                .map_err(|e| err(format!("reading timestamps: {e}")))?;
+            let t: Vec<u64> =
+                bytemuck::cast_slice(&s.readback.slice(..).get_mapped_range()).to_vec();
+            s.readback.unmap();
+            let secs = |a: u64, b: u64| b.wrapping_sub(a) as f64 * self.tick_ns / 1e9;
+            if let Some(times) = self.times.as_mut() {
+                times.upload_seconds += secs(t[0], t[1]);
+                times.kernel_seconds += secs(t[1], t[2]);
+                times.download_seconds += secs(t[2], t[3]);
+            }
+        }
         {
             let data = slice.get_mapped_range();
             let range = first * vpc..(first + n) * vpc;
@@ -560,5 +655,12 @@ impl MelBackend for WgpuBackend {
             self.slots.iter_mut().for_each(|s| s.pending = None);
         }
         result
+    }
+
+    /// GPU time of the uploads, passes and readbacks of every chunk so far (timestamps
+    /// written inside the command encoders); `None` where the adapter offers no
+    /// `TIMESTAMP_QUERY_INSIDE_ENCODERS`.
+    fn device_times(&self) -> Option<DeviceTimes> {
+        self.times
     }
 }

@@ -3,11 +3,16 @@
 //! specialise the CUDA kernel).
 
 use mel_core::config::{LogScale, PadMode};
-use mel_core::dsp::{FilterSpans, SegmentCsr, dft_twiddles};
+use mel_core::dsp::{
+    ComplexDw, FilterSpans, SegmentCsr, f32_dw, stockham_twiddles_dw, twiddles_dw,
+};
 use mel_core::{Dtype, MelPlan};
 
 /// What both paths share: bindings, sample access, log, top_db, output conversion.
 pub const COMMON_SOURCE: &str = include_str!("common.wgsl");
+
+/// Compensated (double-word) f32 arithmetic, shielded from compilers' reassociation.
+pub const DW_SOURCE: &str = include_str!("dw.wgsl");
 
 /// The one-pass path for a power-of-two `n_fft` (its stages are generated here).
 pub const FFT_SOURCE: &str = include_str!("fft.wgsl");
@@ -81,7 +86,7 @@ impl DeviceOut {
     }
 }
 
-/// The integer tables, concatenated into one buffer, with the section starts.
+/// The tables the shader reads, concatenated into few buffers, with the section starts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tables {
     /// offsets, map start, map out, filter first, filter len, filter offset.
@@ -90,8 +95,29 @@ pub struct Tables {
     pub sections: [usize; 6],
     /// The filters' non-zero weights.
     pub weights: Vec<f32>,
-    /// exp(-2πik/n_fft) as interleaved (re, im).
-    pub twiddle: Vec<f64>,
+    /// The analysis window per sample: `[hi, lo, hi's 12-bit high part, the rest of hi]`
+    /// (hi rounded once from f64, lo the rest).
+    pub window: Vec<[f32; 4]>,
+    /// Twiddles, two entries each: `[re.hi, im.hi, re.lo, im.lo]` and the split of the hi
+    /// parts `[re.hi12, im.hi12, re.rest, im.rest]`, computed in f64. For a power-of-two
+    /// `n_fft` the FFT's per-stage tables ([`stockham_twiddles_dw`]), else
+    /// `exp(-2πik/n_fft)` for every `k` ([`twiddles_dw`]).
+    pub twiddle: Vec<[f32; 4]>,
+}
+
+/// Veltkamp's split of `x` into a part of at most 12 significant bits and the rest
+/// (both exact f32: `hi + lo == x`), as the shader's Dekker products need their factors.
+pub fn split12(x: f32) -> [f32; 2] {
+    let c = 4097.0 * x;
+    let hi = c - (c - x);
+    [hi, x - hi]
+}
+
+/// A twiddle's two table entries (see [`Tables::twiddle`]).
+fn twiddle_entries(t: &ComplexDw) -> [[f32; 4]; 2] {
+    let [re1, re2] = split12(t.hi[0]);
+    let [im1, im2] = split12(t.hi[1]);
+    [[t.hi[0], t.hi[1], t.lo[0], t.lo[1]], [re1, im1, re2, im2]]
 }
 
 impl Tables {
@@ -114,11 +140,28 @@ impl Tables {
             *s = ints.len();
             ints.extend_from_slice(p);
         }
+        let n = plan.n_fft();
+        let twiddles = if one_pass(plan) {
+            stockham_twiddles_dw(n, &radices(n))
+        } else {
+            twiddles_dw(n)
+        };
+        let twiddle = twiddles.iter().flat_map(twiddle_entries).collect();
+        let window = plan
+            .window()
+            .iter()
+            .map(|&w| {
+                let [hi, lo] = f32_dw(w);
+                let [h1, h2] = split12(hi);
+                [hi, lo, h1, h2]
+            })
+            .collect();
         Tables {
             ints,
             sections,
             weights: spans.weights,
-            twiddle: dft_twiddles(plan.n_fft()),
+            window,
+            twiddle,
         }
     }
 }
@@ -147,6 +190,9 @@ pub struct FftShape {
     /// Whether `buf` has a spare slot every 8 values (no bank conflicts on the first
     /// stage's stride-8 writes), at 1/8 more workgroup memory.
     pub pad_banks: bool,
+    /// Whether the stage tables are copied into workgroup memory when a workgroup starts
+    /// (where it fits after everything else), rather than read from the storage buffer.
+    pub twiddles_in_workgroup: bool,
 }
 
 /// The stage radices of a power-of-two transform of `n` points: radix 8 while it
@@ -222,6 +268,7 @@ impl Layout {
                         per_transform,
                         pairs,
                         pad_banks,
+                        twiddles_in_workgroup: false,
                     }),
                 };
                 if layout.workgroup_bytes(plan) <= max_bytes {
@@ -233,6 +280,16 @@ impl Layout {
                 }
             }
         }
+        // The stage tables in workgroup memory where they still fit.
+        if let Some(b) = best.as_mut() {
+            let mut with = b.clone();
+            if let Some(f) = with.fft.as_mut() {
+                f.twiddles_in_workgroup = true;
+            }
+            if with.workgroup_bytes(plan) <= max_bytes {
+                *b = with;
+            }
+        }
         best.ok_or_else(|| {
             let smallest = Layout {
                 workgroup: per_transform,
@@ -242,6 +299,7 @@ impl Layout {
                     per_transform,
                     pairs: 1,
                     pad_banks: false,
+                    twiddles_in_workgroup: false,
                 }),
             };
             too_big(smallest.workgroup_bytes(plan))
@@ -256,8 +314,18 @@ impl Layout {
             1
         };
         let path = match &self.fft {
-            Some(f) => f.buf_len(plan.n_fft()) * 16,
-            None => plan.n_fft() * 8 + plan.n_freqs() * 4,
+            // buf (double-word complex values), the stage tables (two entries per
+            // twiddle, or 1).
+            Some(f) => {
+                let tw = if f.twiddles_in_workgroup {
+                    2 * (plan.n_fft() - 1)
+                } else {
+                    1
+                };
+                (f.buf_len(plan.n_fft()) + tw) * 16
+            }
+            // frame_buf (value, error and split per sample), pw.
+            None => plan.n_fft() * 16 + plan.n_freqs() * 4,
         };
         path + mel * 4 + 4
     }
@@ -292,6 +360,8 @@ pub fn shader(plan: &MelPlan, tables: &Tables, layout: &Layout) -> String {
     let n = plan.n_fft();
     let u = |v: usize| format!("{v}u");
     let pairs = plan.n_frames().div_ceil(2);
+    let r2 = f32_dw(std::f64::consts::FRAC_1_SQRT_2);
+    let r2s = split12(r2[0]);
     let mut consts: Vec<(&str, &str, String)> = vec![
         ("N_FFT", "u32", u(n)),
         ("N_FREQS", "u32", u(plan.n_freqs())),
@@ -342,7 +412,29 @@ pub fn shader(plan: &MelPlan, tables: &Tables, layout: &Layout) -> String {
             ("G", "u32", u(f.pairs)),
             ("PAIR_GROUPS", "u32", u(pairs.div_ceil(f.pairs))),
             ("BUF_LEN", "u32", u(f.buf_len(n))),
+            ("R2", "f32", f32_lit(r2[0] as f64)),
+            ("R2_LO", "f32", f32_lit(r2[1] as f64)),
+            (
+                "R2_SPLIT",
+                "vec2<f32>",
+                format!(
+                    "vec2<f32>({}, {})",
+                    f32_lit(r2s[0] as f64),
+                    f32_lit(r2s[1] as f64)
+                ),
+            ),
             ("PAD_BANKS", "bool", f.pad_banks.to_string()),
+            ("TW_LEN", "u32", u(tables.twiddle.len() / 2)),
+            ("TW_IN_WG", "bool", f.twiddles_in_workgroup.to_string()),
+            (
+                "TW_WG_LEN",
+                "u32",
+                u(if f.twiddles_in_workgroup {
+                    tables.twiddle.len()
+                } else {
+                    1
+                }),
+            ),
         ]),
         None => consts.extend([
             ("DFT_FRAMES", "u32", u(DFT_FRAMES)),
@@ -355,6 +447,8 @@ pub fn shader(plan: &MelPlan, tables: &Tables, layout: &Layout) -> String {
     }
     src += "\n";
     src += COMMON_SOURCE;
+    src += "\n";
+    src += DW_SOURCE;
     match &layout.fft {
         Some(f) => {
             src += "\n";
@@ -370,15 +464,16 @@ pub fn shader(plan: &MelPlan, tables: &Tables, layout: &Layout) -> String {
     src
 }
 
-/// An `r`-point DFT of `x0..x{r-1}` (r = 2, 4 or 8) into new values `z0..z{r-1}`.
+/// An `r`-point DFT of the double-word values `x0..x{r-1}` (r = 2, 4 or 8) into new
+/// values `z0..z{r-1}` (`dw.wgsl`: every addition compensated).
 fn butterfly(r: usize) -> String {
     // A 4-point DFT of a[0..4] into `{out}0..{out}3`.
     let dft4 = |a: [&str; 4], out: &str| {
         format!(
-            "let {out}s0 = {a0} + {a2};\nlet {out}s1 = {a0} - {a2};\n\
-             let {out}s2 = {a1} + {a3};\nlet {out}s3 = mul_negi({a1} - {a3});\n\
-             let {out}0 = {out}s0 + {out}s2;\nlet {out}1 = {out}s1 + {out}s3;\n\
-             let {out}2 = {out}s0 - {out}s2;\nlet {out}3 = {out}s1 - {out}s3;\n",
+            "let {out}s0 = dw_add({a0}, {a2});\nlet {out}s1 = dw_sub({a0}, {a2});\n\
+             let {out}s2 = dw_add({a1}, {a3});\nlet {out}s3 = dw_negi(dw_sub({a1}, {a3}));\n\
+             let {out}0 = dw_add({out}s0, {out}s2);\nlet {out}1 = dw_add({out}s1, {out}s3);\n\
+             let {out}2 = dw_sub({out}s0, {out}s2);\nlet {out}3 = dw_sub({out}s1, {out}s3);\n",
             a0 = a[0],
             a1 = a[1],
             a2 = a[2],
@@ -386,19 +481,17 @@ fn butterfly(r: usize) -> String {
         )
     };
     match r {
-        2 => "let z0 = x0 + x1;\nlet z1 = x0 - x1;\n".to_string(),
+        2 => "let z0 = dw_add(x0, x1);\nlet z1 = dw_sub(x0, x1);\n".to_string(),
         4 => dft4(["x0", "x1", "x2", "x3"], "z"),
         8 => {
             // Even and odd halves, then z[m] = e[m] + w8^m o[m], z[m + 4] = e[m] - w8^m o[m].
             dft4(["x0", "x2", "x4", "x6"], "e")
                 + &dft4(["x1", "x3", "x5", "x7"], "o")
-                + "let p1 = R2 * vec2<f64>(o1.x + o1.y, o1.y - o1.x);\n\
-                   let p2 = mul_negi(o2);\n\
-                   let p3 = R2 * vec2<f64>(o3.y - o3.x, -(o3.x + o3.y));\n\
-                   let z0 = e0 + o0;\nlet z4 = e0 - o0;\n\
-                   let z1 = e1 + p1;\nlet z5 = e1 - p1;\n\
-                   let z2 = e2 + p2;\nlet z6 = e2 - p2;\n\
-                   let z3 = e3 + p3;\nlet z7 = e3 - p3;\n"
+                + "let p1 = dw_w8(o1);\nlet p2 = dw_negi(o2);\nlet p3 = dw_w83(o3);\n\
+                   let z0 = dw_add(e0, o0);\nlet z4 = dw_sub(e0, o0);\n\
+                   let z1 = dw_add(e1, p1);\nlet z5 = dw_sub(e1, p1);\n\
+                   let z2 = dw_add(e2, p2);\nlet z6 = dw_sub(e2, p2);\n\
+                   let z3 = dw_add(e3, p3);\nlet z7 = dw_sub(e3, p3);\n"
         }
         _ => unreachable!("radix {r}"),
     }
@@ -411,24 +504,26 @@ fn indent(code: &str, spaces: usize) -> String {
 }
 
 /// The FFT's stage functions, unrolled for one plan, and `fft(..)` calling them in order.
+/// The first stage gathers both frames' samples and windows them (`windowed`); every
+/// later stage multiplies by each twiddle power read from the stage tables (`twiddled`).
 fn fft_stages(n: usize, shape: &FftShape) -> String {
     let t = shape.per_transform;
     let mut src = String::new();
     let mut calls = String::new();
     let mut ns = 1;
+    let mut tw_off = 0;
     for (s, &r) in shape.radices.iter().enumerate() {
         let nb = n / r; // butterflies per transform
         let per = nb / t; // per invocation
-        let stride = n / (r * ns);
         if s == 0 {
-            // Inputs straight from the clip; outputs to buf at j·r + q (k = 0).
+            // Inputs straight from the clip, windowed; outputs to buf at j·r + q (k = 0).
             src += "fn stage0(g: u32, t: u32, live: bool, base: u32, fa: u32, has_b: bool) {\n    if (live) {\n";
             for b in 0..per {
                 let mut body = format!("let j = t + {}u;\n", b * t);
                 for q in 0..r {
                     body += &format!(
-                        "let x{q} = pair_sample(base, fa, has_b, j + {}u);\n",
-                        q * nb
+                        "let x{q} = windowed(pair_raw(base, fa, has_b, j + {n}u), j + {n}u);\n",
+                        n = q * nb
                     );
                 }
                 body += &butterfly(r);
@@ -444,27 +539,20 @@ fn fft_stages(n: usize, shape: &FftShape) -> String {
             src += &format!("fn stage{s}(g: u32, t: u32, live: bool) {{\n");
             for b in 0..per {
                 for q in 0..r {
-                    src += &format!("    var y{b}_{q}: vec2<f64>;\n");
+                    src += &format!("    var y{b}_{q}: vec4<f32>;\n");
                 }
             }
             src += "    if (live) {\n";
             for b in 0..per {
                 let mut body = format!("let j = t + {}u;\nlet k = j & {}u;\n", b * t, ns - 1);
-                body += &format!("let w1 = tw(k * {stride}u);\n");
-                let powers: &[(usize, usize, usize)] = &[
-                    (2, 1, 1),
-                    (3, 2, 1),
-                    (4, 2, 2),
-                    (5, 4, 1),
-                    (6, 4, 2),
-                    (7, 4, 3),
-                ];
-                for &(p, a, c) in powers.iter().filter(|p| p.0 < r) {
-                    body += &format!("let w{p} = cmul(w{a}, w{c});\n");
-                }
                 body += "let x0 = buf[at(g, j)];\n";
                 for q in 1..r {
-                    body += &format!("let x{q} = cmul(buf[at(g, j + {}u)], w{q});\n", q * nb);
+                    // exp(-2πi·q·k/(ns·r)): entry [q - 1][k] of this stage's table.
+                    body += &format!(
+                        "let x{q} = twiddled(buf[at(g, j + {}u)], {}u + k);\n",
+                        q * nb,
+                        tw_off + (q - 1) * ns
+                    );
                 }
                 body += &butterfly(r);
                 for q in 0..r {
@@ -487,6 +575,7 @@ fn fft_stages(n: usize, shape: &FftShape) -> String {
             src += "    }\n    workgroupBarrier();\n}\n\n";
             calls += &format!("    stage{s}(g, t, live);\n");
         }
+        tw_off += (r - 1) * ns;
         ns *= r;
     }
     src + "fn fft(g: u32, t: u32, live: bool, base: u32, fa: u32, has_b: bool) {\n" + &calls + "}\n"
@@ -499,6 +588,14 @@ mod tests {
 
     /// lavapipe's and many integrated GPUs' workgroup memory; NVIDIA allows 48 KiB.
     const WG_32K: usize = 32 * 1024;
+
+    /// The source without its comments.
+    fn code(src: &str) -> String {
+        src.lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
 
     #[test]
     fn leak_4k_specialisation() {
@@ -514,29 +611,71 @@ mod tests {
             (fft.per_transform, fft.pairs, layout.workgroup),
             (64, 3, 192)
         );
-        assert!(fft.pad_banks && layout.mel_in_workgroup);
+        // Double-word values (16 bytes) in buf: the tables (2 × 511 entries of 16 bytes)
+        // do not fit beside three padded pairs in 32 KiB.
+        assert!(fft.pad_banks && layout.mel_in_workgroup && !fft.twiddles_in_workgroup);
+        // buf and the stage tables' stand-in; mel values.
         assert_eq!(
             layout.workgroup_bytes(&plan),
-            (3 * 512 + 3 * 512 / 8) * 16 + 160 * 4 + 4
+            (3 * 512 + 3 * 512 / 8 + 1) * 16 + 160 * 4 + 4
         );
         let s = shader(&plan, &t, &layout);
         assert!(s.contains("const N_FFT: u32 = 512u;"));
         assert!(s.contains("const OUT_KIND: u32 = 1u;"));
         assert!(s.contains("const PAIR_GROUPS: u32 = 1u;"));
+        assert!(s.contains("const TW_IN_WG: bool = false;"));
+        assert!(s.contains("const TW_LEN: u32 = 511u;"));
         assert!(s.contains("    stage0(g, t, live, base, fa, has_b);\n    stage1(g, t, live);\n    stage2(g, t, live);\n}"));
-        // Twiddles of the last stage: exp(-2πi·k·r/512) for k < 64.
-        assert!(s.contains("let w1 = tw(k * 1u);"));
-        // A 12 KiB budget: one pair at a time, still padded.
+        // Every twiddle power is a table entry: the last stage (ns 64, after 7 + 56
+        // twiddles) multiplies by exp(-2πi·7k/512) at [6][k].
+        assert!(s.contains("let x7 = twiddled(buf[at(g, j + 448u)], 447u + k);"));
+        assert!(!code(&s).contains("f64"));
+        assert_eq!(t.twiddle.len(), 2 * 511);
+        // Twiddle 9 (stage 2 after 7, q = 1, k = 2): exp(-2πi·2/64) as hi + lo, and hi's
+        // split.
+        let e = &t.twiddle[18..20];
+        let a = -2.0 * std::f64::consts::PI * 2.0 / 64.0;
+        assert_eq!([e[0][0], e[0][1]], [a.cos() as f32, a.sin() as f32]);
+        assert!((e[0][0] as f64 + e[0][2] as f64 - a.cos()).abs() < 1e-14);
+        assert_eq!(e[1][0] + e[1][2], e[0][0]);
+        assert_eq!(e[1][1] + e[1][3], e[0][1]);
+        // With 48 KiB (NVIDIA) the tables go into workgroup memory.
+        let wide = Layout::choose(&plan, WORKGROUP, 48 * 1024).unwrap();
+        assert!(wide.fft.unwrap().twiddles_in_workgroup);
+        // A 12 KiB budget: one pair at a time, still padded, tables from storage.
         let small = Layout::choose(&plan, WORKGROUP, 12 * 1024).unwrap();
         let f = small.fft.unwrap();
         assert_eq!(
-            (f.pairs, f.pad_banks, small.mel_in_workgroup),
-            (1, true, true)
+            (
+                f.pairs,
+                f.pad_banks,
+                small.mel_in_workgroup,
+                f.twiddles_in_workgroup
+            ),
+            (1, true, true, false)
         );
         // A cap of 32 invocations: two butterflies per invocation.
         let narrow = Layout::choose(&plan, 32, WG_32K).unwrap();
         assert_eq!(narrow.fft.unwrap().per_transform, 32);
         assert_eq!(narrow.workgroup, 32);
+    }
+
+    #[test]
+    fn splits_are_exact_twelve_bit_halves() {
+        for x in [
+            1.0f32,
+            std::f32::consts::FRAC_1_SQRT_2,
+            -0.123_456_79,
+            3.0e-5,
+            8191.5,
+        ] {
+            let [hi, lo] = split12(x);
+            assert_eq!(hi + lo, x);
+            // Each half fits in 12 significant bits: its mantissa has 12 trailing zeros.
+            for h in [hi, lo] {
+                assert_eq!(h.to_bits() & 0xfff, 0, "{x}: {h}");
+            }
+        }
     }
 
     #[test]
@@ -567,7 +706,8 @@ mod tests {
     }
 
     /// Every plan shape the backend may meet compiles: naga parses and validates the
-    /// generated source (uniformity of barriers included) without a device.
+    /// generated source (uniformity of barriers included) without a device and without
+    /// the FLOAT64 capability.
     #[test]
     fn generated_shaders_validate_for_many_plans() {
         let mut plans = Vec::new();
@@ -604,9 +744,16 @@ mod tests {
                 let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| {
                     panic!("n_fft {}: {}", plan.n_fft(), e.emit_to_string(&src))
                 });
+                // No capabilities at all: in particular no FLOAT64 (the shader is f32 only,
+                // so adapters without 64-bit floats, e.g. Apple's, run it).
+                assert!(
+                    !code(&src).contains("f64"),
+                    "n_fft {}: f64 in the code",
+                    plan.n_fft()
+                );
                 naga::valid::Validator::new(
                     naga::valid::ValidationFlags::all(),
-                    naga::valid::Capabilities::FLOAT64,
+                    naga::valid::Capabilities::empty(),
                 )
                 .validate(&module)
                 .unwrap_or_else(|e| panic!("n_fft {}: {}", plan.n_fft(), e.emit_to_string(&src)));

@@ -44,7 +44,7 @@ pub fn choose(plan: &MelPlan, config: &Config) -> Result<Chosen> {
             format!("wgpu{on} (auto: no CUDA device; a hardware GPU adapter)")
         }
         (_, Some(AutoReason::NoGpu)) => {
-            "cpu (auto: no CUDA device and no hardware wgpu adapter with f64 shaders)".into()
+            "cpu (auto: no CUDA device and no hardware GPU adapter)".into()
         }
     };
     Ok(Chosen {

@@ -458,20 +458,16 @@ fn compressed_chunks_hold_the_contiguous_values_and_h5py_reads_them() {
 fn a_wgpu_build_matches_the_cpu_build() {
     let dir = Dir::new();
     let mut devices = dir.melctl();
-    devices.arg("devices");
+    devices.args(["devices", "--json"]);
     let o = devices.output();
-    let adapters = text(&o.stdout);
-    if !adapters
-        .lines()
-        .any(|l| l.starts_with("wgpu") && l.contains("f64 yes"))
-    {
+    let listed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    let any_adapter = listed["wgpu"]["adapters"]
+        .as_array()
+        .is_some_and(|a| !a.is_empty());
+    if !any_adapter {
         let required = std::env::var("MEL_REQUIRE_WGPU").is_ok_and(|v| v == "1");
-        devices.check(
-            &o,
-            !required,
-            "MEL_REQUIRE_WGPU=1 but no wgpu adapter with f64",
-        );
-        println!("skipped: no wgpu adapter with 64-bit floats");
+        devices.check(&o, !required, "MEL_REQUIRE_WGPU=1 but no wgpu adapter");
+        println!("skipped: no wgpu adapter (no Vulkan, Metal or DX12 driver)");
         return;
     }
     dir.melctl()

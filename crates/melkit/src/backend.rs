@@ -155,11 +155,12 @@ fn cuda_present() -> bool {
     present
 }
 
-/// Whether `auto` would try this wgpu adapter: a hardware (not software) adapter the
-/// backend can run on.
+/// Whether `auto` would try this wgpu adapter: any hardware (not software) adapter (the
+/// shader runs in compensated f32, so no 64-bit float support is needed). A software
+/// adapter such as lavapipe is correct but slower than the CPU backend.
 #[cfg(feature = "wgpu")]
 pub fn auto_accepts(a: &mel_wgpu::AdapterInfo) -> bool {
-    a.shader_f64 && !a.is_software()
+    !a.is_software()
 }
 
 /// Whether a wgpu adapter `auto` would try is present.

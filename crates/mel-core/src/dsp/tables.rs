@@ -92,6 +92,91 @@ pub fn twiddles_f32(n: usize) -> Vec<[f32; 2]> {
         .collect()
 }
 
+/// A complex value as two f32 pairs whose sum is its f64 value to ~2⁻⁴⁸: `hi` is the f64
+/// value rounded once to f32 (what [`twiddles_f32`] holds), `lo` the rest, rounded. The
+/// tables of compensated (double-word) f32 transforms: with `lo`, a product by a twiddle
+/// is accurate far beyond f32's own 2⁻²⁴.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ComplexDw {
+    /// `[re, im]` rounded once from f64.
+    pub hi: [f32; 2],
+    /// `[re, im]` of the f64 value minus `hi`, rounded.
+    pub lo: [f32; 2],
+}
+
+impl ComplexDw {
+    /// `re + i·im` given in f64, as a double-word pair.
+    pub fn new(re: f64, im: f64) -> Self {
+        let hi = [re as f32, im as f32];
+        ComplexDw {
+            hi,
+            lo: [(re - hi[0] as f64) as f32, (im - hi[1] as f64) as f32],
+        }
+    }
+}
+
+/// `v` as a double-word f32 pair `[hi, lo]`: `hi` rounded once from f64, `lo` the rest.
+pub fn f32_dw(v: f64) -> [f32; 2] {
+    let hi = v as f32;
+    [hi, (v - hi as f64) as f32]
+}
+
+/// `exp(-2πik/n)` for k in `0..n` as double-word pairs (`hi` equal to [`twiddles_f32`]).
+pub fn twiddles_dw(n: usize) -> Vec<ComplexDw> {
+    (0..n)
+        .map(|k| {
+            let a = -2.0 * std::f64::consts::PI * k as f64 / n as f64;
+            ComplexDw::new(a.cos(), a.sin())
+        })
+        .collect()
+}
+
+/// [`stockham_twiddles_f32`] as double-word pairs (the same layout, gathered from
+/// [`twiddles_dw`]).
+pub fn stockham_twiddles_dw(n: usize, radices: &[usize]) -> Vec<ComplexDw> {
+    assert_eq!(
+        radices.iter().product::<usize>(),
+        n,
+        "radices must multiply to n"
+    );
+    let full = twiddles_dw(n);
+    let mut out = Vec::with_capacity(n.saturating_sub(1));
+    let mut ns = 1;
+    for &r in radices {
+        let stride = n / (ns * r);
+        for q in 1..r {
+            out.extend((0..ns).map(|k| full[q * k * stride]));
+        }
+        ns *= r;
+    }
+    out
+}
+
+/// The per-stage twiddle tables of a Stockham FFT of `n` points (a power of two) whose
+/// stages have radices `radices` (first to last, product `n`), every entry gathered from
+/// [`twiddles_f32`] (f64, rounded once): stage `s`, having done `ns` points so far with
+/// radix `r`, contributes `exp(-2πi·q·k/(ns·r))` for `q` in `1..r` and `k` in `0..ns`,
+/// laid out `[q - 1][k]` (consecutive `k` side by side, so butterflies with consecutive
+/// `k` read consecutive entries), the stages one after another: `n - 1` entries in all.
+pub fn stockham_twiddles_f32(n: usize, radices: &[usize]) -> Vec<[f32; 2]> {
+    assert_eq!(
+        radices.iter().product::<usize>(),
+        n,
+        "radices must multiply to n"
+    );
+    let full = twiddles_f32(n);
+    let mut out = Vec::with_capacity(n.saturating_sub(1));
+    let mut ns = 1;
+    for &r in radices {
+        let stride = n / (ns * r);
+        for q in 1..r {
+            out.extend((0..ns).map(|k| full[q * k * stride]));
+        }
+        ns *= r;
+    }
+    out
+}
+
 /// The DFT of a plan's window at its non-zero bins, for the DC remedy of float32
 /// transforms: a frame `x = c + r` (any constant `c`) transforms to `c·W[k] + R[k]`, so a
 /// backend subtracts `c` (e.g. the frame's mean) before its f32 FFT and adds `c·W[k]`
@@ -207,6 +292,39 @@ mod tests {
         for k in 0..512 {
             assert_eq!(t[k], [d[2 * k] as f32, d[2 * k + 1] as f32]);
         }
+    }
+
+    #[test]
+    fn stockham_tables_are_entries_of_the_rounded_once_table() {
+        let full = twiddles_f32(512);
+        let t = stockham_twiddles_f32(512, &[8, 8, 8]);
+        assert_eq!(t.len(), 511);
+        // Stage 2 (ns 8, after the 7 entries of stage 1), q = 3, k = 5:
+        // exp(-2πi·15/64) = entry 15·8 of the 512-point table.
+        assert_eq!(t[7 + 2 * 8 + 5], full[15 * 8]);
+        // The last stage of 32 = 8·4: ns 8, radix 4, q = 2, k = 7: exp(-2πi·14/32).
+        let t = stockham_twiddles_f32(32, &[8, 4]);
+        assert_eq!(t.len(), 31);
+        assert_eq!(t[7 + 8 + 7], twiddles_f32(32)[14]);
+    }
+
+    #[test]
+    fn double_word_twiddles_carry_the_f64_value() {
+        let t = twiddles_dw(512);
+        let f = twiddles_f32(512);
+        let d = dft_twiddles(512);
+        for k in 0..512 {
+            assert_eq!(t[k].hi, f[k]);
+            for c in 0..2 {
+                let sum = t[k].hi[c] as f64 + t[k].lo[c] as f64;
+                assert!((sum - d[2 * k + c]).abs() <= 1e-14, "k {k}");
+            }
+        }
+        let s = stockham_twiddles_dw(512, &[8, 8, 8]);
+        assert_eq!(s[7 + 2 * 8 + 5], t[15 * 8]);
+        let [hi, lo] = f32_dw(std::f64::consts::FRAC_1_SQRT_2);
+        assert_eq!(hi, std::f32::consts::FRAC_1_SQRT_2);
+        assert!(((hi as f64 + lo as f64) - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-15);
     }
 
     #[test]
