@@ -32,7 +32,6 @@ OUT=$(mktemp -d)
 trap 'tar czf "$FINAL/gpu-check.tgz" -C "$OUT" . ; cp "$OUT/summary.txt" "$FINAL/"' EXIT
 mkdir -p "$FINAL"
 BIN=.device-bin
-export MEL_FIXTURES=$PWD/fixtures
 log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
 log "$(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
 log "cpus $(nproc), $(free -g | awk '/Mem/{print $2}') GB RAM"

@@ -250,9 +250,14 @@ fn both_kernels_compile_to_ptx_for_every_golden_and_odd_configuration() {
     }
 }
 
+/// The C++ compiler for the emulator: `CXX`, else the first that runs.
+fn cxx() -> mel_core::Result<String> {
+    mel_cuda::emu::compiler(std::env::var("CXX").ok().as_deref())
+}
+
 /// Whether the host emulation can run (a C++17 compiler exists), after printing why not.
 fn emulator() -> bool {
-    match mel_cuda::emu::compiler() {
+    match cxx() {
         Ok(_) => true,
         Err(e) => {
             assert!(!require("MEL_REQUIRE_CXX"), "MEL_REQUIRE_CXX=1 but {e}");
@@ -272,7 +277,8 @@ fn emulated(plan: MelPlan, kernel: CudaKernel, device: &DeviceLimits) -> EmuBack
         64
     };
     let shape = Shape::choose(&plan, kernel, device, chunk).expect("a shape fits");
-    EmuBackend::new(plan, kernel, shape).expect("the emulated kernel builds")
+    let cxx = cxx().expect("a C++ compiler");
+    EmuBackend::new(plan, kernel, shape, &cxx).expect("the emulated kernel builds")
 }
 
 /// Builds the emulated programs of `configs` × `DTYPES` × `kernels` in parallel (each

@@ -9,8 +9,12 @@ use mel_tests::extra::{check_fft_sizes, check_odd_configs, f16_ulp_difference, n
 use mel_tests::{DTYPES, run_suite};
 use mel_wgpu::{AdapterChoice, WgpuBackend};
 
+/// The adapter `MEL_WGPU_DEVICE` names (an index or part of a name), else the best.
 fn choice() -> AdapterChoice {
-    AdapterChoice::from_env()
+    let d: Option<mel_core::config::DeviceSelector> = std::env::var("MEL_WGPU_DEVICE")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    AdapterChoice::from(d.as_ref())
 }
 
 /// The adapter to test (any: the shader is f32 and needs no 64-bit floats), or `None`

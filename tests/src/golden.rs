@@ -44,14 +44,9 @@ struct Entry {
     expected: String,
 }
 
-/// The repository's `fixtures/` folder.
-/// `MEL_FIXTURES` overrides it (test binaries copied to another machine run from its
-/// checkout), as does a `fixtures/` folder in the current directory when the build-time
-/// path does not exist there.
+/// The repository's `fixtures/` folder: where the build put it, else `fixtures/` in the
+/// current folder (test binaries copied to another machine run from its checkout's root).
 pub fn fixtures_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("MEL_FIXTURES") {
-        return PathBuf::from(dir);
-    }
     let built = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
     if built.exists() {
         built

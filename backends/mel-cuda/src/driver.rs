@@ -28,18 +28,24 @@ fn load_by_name(lib: &str) -> Option<String> {
     None
 }
 
-/// Folders where libnvrtc is commonly found.
-fn nvrtc_dirs() -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    if let Some(p) = std::env::var_os("MELCTL_NVRTC_DIR") {
-        dirs.push(PathBuf::from(p));
-    }
-    for var in ["CUDA_PATH", "CUDA_HOME", "CUDA_ROOT"] {
-        if let Some(p) = std::env::var_os(var) {
-            dirs.push(PathBuf::from(&p).join("lib64"));
-            dirs.push(PathBuf::from(&p).join("lib"));
+/// Folders the application named (a CUDA toolkit's `CUDA_HOME`, ...), searched first.
+static EXTRA_DIRS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Adds folders to search for libnvrtc (each, and its `lib64` and `lib`), before the
+/// usual places; call it before the first backend starts (the search runs once).
+pub fn add_nvrtc_dirs(dirs: impl IntoIterator<Item = PathBuf>) {
+    if let Ok(mut d) = EXTRA_DIRS.lock() {
+        for p in dirs {
+            d.push(p.join("lib64"));
+            d.push(p.join("lib"));
+            d.push(p);
         }
     }
+}
+
+/// Folders where libnvrtc is commonly found.
+fn nvrtc_dirs() -> Vec<PathBuf> {
+    let mut dirs = EXTRA_DIRS.lock().map(|d| d.clone()).unwrap_or_default();
     dirs.push("/usr/local/cuda/lib64".into());
     dirs.push("/usr/local/cuda/targets/x86_64-linux/lib".into());
     // pip's nvidia-cuda-nvrtc wheel (cu13 and cu12 layouts) in any site-packages we can see.
@@ -82,7 +88,7 @@ pub fn ensure_driver() -> Result<()> {
     DRIVER
         .get_or_init(|| {
             load_by_name("cuda").ok_or_else(|| {
-                "no CUDA driver found (libcuda.so could not be loaded): install the NVIDIA driver, or use --backend cpu".to_string()
+                "no CUDA driver found (libcuda.so could not be loaded): install the NVIDIA driver, or use another backend".to_string()
             })
         })
         .as_ref()
@@ -119,7 +125,7 @@ pub fn ensure_nvrtc() -> Result<()> {
                     }
                 }
             }
-            Err("NVRTC (libnvrtc.so) not found: install the CUDA toolkit, or `pip install nvidia-cuda-nvrtc`, or set MELCTL_NVRTC_DIR to the folder holding it".to_string())
+            Err("NVRTC (libnvrtc.so) not found: install the CUDA toolkit, or `pip install nvidia-cuda-nvrtc`, or name the folder holding it (mel_cuda::add_nvrtc_dirs)".to_string())
         })
         .as_ref()
         .map(|_| ())

@@ -38,11 +38,12 @@ fn err(message: impl std::fmt::Display) -> mel_core::Error {
     }
 }
 
-/// The C++ compiler to use: `CXX`, else the first of `c++`, `g++`, `clang++` that runs.
-pub fn compiler() -> Result<String> {
-    let candidates: Vec<String> = match std::env::var("CXX") {
-        Ok(c) => vec![c],
-        Err(_) => ["c++", "g++", "clang++"].map(String::from).to_vec(),
+/// The C++ compiler to use: `preferred` (e.g. the caller's `CXX`), else the first of
+/// `c++`, `g++`, `clang++` that runs.
+pub fn compiler(preferred: Option<&str>) -> Result<String> {
+    let candidates: Vec<String> = match preferred {
+        Some(c) => vec![c.to_string()],
+        None => ["c++", "g++", "clang++"].map(String::from).to_vec(),
     };
     for c in candidates {
         if Command::new(&c)
@@ -53,7 +54,7 @@ pub fn compiler() -> Result<String> {
             return Ok(c);
         }
     }
-    Err(err("no C++ compiler found (set CXX, or install g++)"))
+    Err(err("no C++ compiler found (install g++)"))
 }
 
 /// The emulated program for `kernel`, `plan` and `shape`: `kernel.cu` as the harness
@@ -79,8 +80,7 @@ pub fn kernel_source(plan: &MelPlan, kernel: CudaKernel, shape: Shape) -> Result
 
 /// Compiles the emulated program (once per distinct source: cached under the temporary
 /// folder by a hash of everything that goes into it) and returns the executable's path.
-fn build(plan: &MelPlan, kernel: CudaKernel, shape: Shape) -> Result<PathBuf> {
-    let cxx = compiler()?;
+fn build(plan: &MelPlan, kernel: CudaKernel, shape: Shape, cxx: &str) -> Result<PathBuf> {
     let kernel_cu = kernel_source(plan, kernel, shape)?;
     let flags = [
         "-std=c++17",
@@ -105,7 +105,7 @@ fn build(plan: &MelPlan, kernel: CudaKernel, shape: Shape) -> Result<PathBuf> {
     write("emu_main.cpp", EMU_MAIN)?;
     write("kernel.cu", &kernel_cu)?;
     let tmp = dir.join(format!("emu.{}.tmp", std::process::id()));
-    let mut cmd = Command::new(&cxx);
+    let mut cmd = Command::new(cxx);
     cmd.args(flags);
     if kernel == CudaKernel::F32 {
         cmd.arg("-DEMU_KERNEL_F32");
@@ -142,9 +142,9 @@ pub struct EmuBackend {
 
 impl EmuBackend {
     /// Compiles `kernel` for `plan` in launch shape `shape` for the emulator and writes
-    /// its tables; needs a C++17 compiler ([`compiler`]).
-    pub fn new(plan: MelPlan, kernel: CudaKernel, shape: Shape) -> Result<Self> {
-        let exe = build(&plan, kernel, shape)?;
+    /// its tables with the C++17 compiler `cxx` ([`compiler`] finds one).
+    pub fn new(plan: MelPlan, kernel: CudaKernel, shape: Shape, cxx: &str) -> Result<Self> {
+        let exe = build(&plan, kernel, shape, cxx)?;
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let work = std::env::temp_dir().join(format!(
             "melctl-cuda-emu-run-{}-{}",

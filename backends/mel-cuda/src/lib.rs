@@ -26,7 +26,7 @@ use cudarc::nvrtc::{CompileOptions, Ptx};
 use mel_core::{DeviceTimes, Error, MelBackend, MelPlan, OutputSlice, Result};
 use rayon::prelude::*;
 
-pub use driver::{DeviceInfo, devices};
+pub use driver::{DeviceInfo, add_nvrtc_dirs, devices};
 pub use source::{CudaKernel, DeviceLimits, KERNEL_SOURCE, KERNEL_SOURCE_F32, Shape, Tables};
 
 fn err(message: impl std::fmt::Display) -> Error {
@@ -229,7 +229,7 @@ impl CudaBackend {
         }
         if ordinal >= count as usize {
             return Err(err(format!(
-                "--device {ordinal}: there are only {count} CUDA devices (0..{})",
+                "device {ordinal}: there are only {count} CUDA devices (0..{})",
                 count - 1
             )));
         }
@@ -411,7 +411,7 @@ impl CudaBackend {
     }
 }
 
-/// Copies with all cores for large buffers (pinned staging is on the critical path).
+/// Copies large buffers on the caller's rayon pool (pinned staging is on the critical path).
 fn parallel_copy<T: Copy + Send + Sync>(src: &[T], dst: &mut [T]) {
     const PIECE: usize = 1 << 20;
     if std::mem::size_of_val(src) < 4 * PIECE {
@@ -424,24 +424,8 @@ fn parallel_copy<T: Copy + Send + Sync>(src: &[T], dst: &mut [T]) {
             .zip(src.par_chunks(per))
             .for_each(|(d, s)| d.copy_from_slice(s))
     };
-    match copy_pool() {
-        Some(pool) => pool.install(copy),
-        None => copy(),
-    }
-}
-
-/// Threads of the backend's own for staging copies, so they never queue behind the
-/// loaders' or the sink's work on the shared pool.
-fn copy_pool() -> Option<&'static rayon::ThreadPool> {
-    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
-    POOL.get_or_init(|| {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(6)
-            .thread_name(|i| format!("melctl-cuda-copy-{i}"))
-            .build()
-            .ok()
-    })
-    .as_ref()
+    // The caller's rayon pool: the application sizes it (melctl: --threads).
+    copy();
 }
 
 impl MelBackend for CudaBackend {

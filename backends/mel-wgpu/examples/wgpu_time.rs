@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use mel_core::{Config, Dtype, MelBackend, MelPlan, OutputBuf};
-use mel_wgpu::{AdapterChoice, WgpuBackend};
+use mel_wgpu::{AdapterChoice, WgpuBackend, WgpuOptions};
 
 fn median(mut v: Vec<f32>) -> f32 {
     v.sort_by(f32::total_cmp);
@@ -22,12 +22,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     let clips = args.first().copied().unwrap_or(4096);
     let reps = args.get(1).copied().unwrap_or(30);
-    let choice = AdapterChoice::from_env();
+    // MEL_WGPU_DEVICE picks the adapter; MELCTL_WGPU_WORKGROUP bounds the workgroup.
+    let device: Option<mel_core::config::DeviceSelector> = std::env::var("MEL_WGPU_DEVICE")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let choice = AdapterChoice::from(device.as_ref());
+    let options = WgpuOptions {
+        max_workgroup: std::env::var("MELCTL_WGPU_WORKGROUP")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(WgpuOptions::default().max_workgroup),
+    };
     for dtype in [Dtype::F16, Dtype::F32] {
         let mut config = Config::default();
         config.output.dtype = dtype;
         let plan = MelPlan::from_config(&config)?;
-        let mut b = WgpuBackend::new(plan.clone(), &choice, clips)?;
+        let mut b = WgpuBackend::with_options(plan.clone(), &choice, clips, options)?;
         let n = clips.min(b.chunk_clips());
         let c = b.arithmetic();
         println!(

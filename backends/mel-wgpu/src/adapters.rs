@@ -77,16 +77,6 @@ impl From<Option<&DeviceSelector>> for AdapterChoice {
     }
 }
 
-impl AdapterChoice {
-    /// The adapter `MEL_WGPU_DEVICE` names (index or part of a name), else the best.
-    pub fn from_env() -> Self {
-        let d: Option<DeviceSelector> = std::env::var("MEL_WGPU_DEVICE")
-            .ok()
-            .and_then(|v| v.parse().ok());
-        AdapterChoice::from(d.as_ref())
-    }
-}
-
 pub(crate) fn err(message: impl std::fmt::Display) -> Error {
     Error::Device {
         backend: "wgpu".into(),
@@ -174,7 +164,7 @@ pub(crate) fn pick(
             let n = *n;
             if n >= all.len() {
                 return Err(err(format!(
-                    "--device {n}: there are {} wgpu adapters ({})",
+                    "device {n}: there are {} wgpu adapters ({})",
                     all.len(),
                     names()
                 )));
@@ -191,7 +181,7 @@ pub(crate) fn pick(
                 Some(x) => Some(x),
                 None => {
                     return Err(err(format!(
-                        "--device {text:?}: no wgpu adapter's name contains it ({list})"
+                        "device {text:?}: no wgpu adapter's name contains it ({list})"
                     )));
                 }
             }

@@ -94,6 +94,22 @@ struct Stamps {
 /// Bytes of one chunk's four resolved timestamps.
 const STAMP_BYTES: u64 = 4 * 8;
 
+/// Tuning of the wgpu backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WgpuOptions {
+    /// The most invocations per workgroup (a power of two, 32 to 1024), further bounded
+    /// by the adapter's limits.
+    pub max_workgroup: usize,
+}
+
+impl Default for WgpuOptions {
+    fn default() -> Self {
+        WgpuOptions {
+            max_workgroup: source::WORKGROUP,
+        }
+    }
+}
+
 /// The wgpu backend.
 pub struct WgpuBackend {
     plan: MelPlan,
@@ -121,11 +137,30 @@ impl WgpuBackend {
     /// two sets of buffers for chunks of at most `chunk_clips` clips (fewer when the
     /// adapter's buffer limits are smaller).
     pub fn new(plan: MelPlan, choice: &AdapterChoice, chunk_clips: usize) -> Result<Self> {
+        Self::with_options(plan, choice, chunk_clips, WgpuOptions::default())
+    }
+
+    /// Like [`new`](Self::new), with the tuning `options` give.
+    pub fn with_options(
+        plan: MelPlan,
+        choice: &AdapterChoice,
+        chunk_clips: usize,
+        options: WgpuOptions,
+    ) -> Result<Self> {
+        if !(options.max_workgroup.is_power_of_two()
+            && (32..=1024).contains(&options.max_workgroup))
+        {
+            return Err(err(format!(
+                "a workgroup bound of {} invocations: it must be a power of two from 32 to 1024",
+                options.max_workgroup
+            )));
+        }
         let (info, adapter) = adapters::pick(adapters::instance(), choice)?;
         // Workgroup size, frame pairs side by side, and where mel values live, within
         // the adapter's limits.
         let limits = adapter.limits();
-        let max_invocations = source::workgroup_size()
+        let max_invocations = options
+            .max_workgroup
             .min(limits.max_compute_invocations_per_workgroup as usize)
             .min(limits.max_compute_workgroup_size_x as usize);
         let shader_layout =

@@ -43,19 +43,10 @@ pub fn passes(plan: &MelPlan) -> Vec<(&'static str, usize)> {
     }
 }
 
-/// The most invocations per workgroup, unless `MELCTL_WGPU_WORKGROUP` (a power of two,
-/// 32..=1024) says otherwise (for tuning). The FFT path uses `pairs × n_fft / 8` of them
-/// (192 for leak-4k: three frame pairs of 64 butterflies); the direct DFT all of them.
+/// The most invocations per workgroup by default (`WgpuOptions::max_workgroup` tunes
+/// it). The FFT path uses `pairs × n_fft / 8` of them (192 for leak-4k: three frame pairs
+/// of 64 butterflies); the direct DFT all of them.
 pub const WORKGROUP: usize = 256;
-
-/// The workgroup bound in force: [`WORKGROUP`] or a valid `MELCTL_WGPU_WORKGROUP`.
-pub fn workgroup_size() -> usize {
-    std::env::var("MELCTL_WGPU_WORKGROUP")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|w| w.is_power_of_two() && (32..=1024).contains(w))
-        .unwrap_or(WORKGROUP)
-}
 
 /// What the shader writes: f32 bits, or two 16-bit values per word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

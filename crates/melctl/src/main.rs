@@ -28,6 +28,13 @@ const EXIT_MAPPED_INPUT_CHANGED: i32 = 74;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     on_sigbus_explain_and_exit();
+    // Where NVRTC may be, beyond the usual places: the environment is the CLI's to read.
+    mel_cuda::add_nvrtc_dirs(
+        ["MELCTL_NVRTC_DIR", "CUDA_PATH", "CUDA_HOME", "CUDA_ROOT"]
+            .iter()
+            .filter_map(|v| std::env::var_os(v).filter(|x| !x.is_empty()))
+            .map(std::path::PathBuf::from),
+    );
     let interrupted = Arc::new(AtomicBool::new(false));
     match run(cli, &interrupted) {
         Ok(()) => ExitCode::SUCCESS,

@@ -57,7 +57,7 @@ pub mod backends {
     #[cfg(feature = "cpu")]
     pub use mel_cpu::CpuBackend;
     #[cfg(feature = "cuda")]
-    pub use mel_cuda::CudaBackend;
+    pub use mel_cuda::{CudaBackend, add_nvrtc_dirs};
     #[cfg(feature = "wgpu")]
     pub use mel_wgpu::WgpuBackend;
 }
