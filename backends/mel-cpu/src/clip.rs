@@ -255,8 +255,11 @@ pub(crate) fn transform_frames<S: Simd, D: Lanes<E = f64>>(
         unsafe {
             match &k.transform {
                 Transform::Batched64(fft, _) => {
-                    fft.run(d, &rows[..4], buf.ptr(), power, l);
-                    fft.run(d, &rows[4..], buf.ptr(), power.add(4), l);
+                    let mut j = 0;
+                    while j < l {
+                        fft.run(d, &rows[j..j + D::LANES], buf.ptr(), power.add(j), l);
+                        j += D::LANES;
+                    }
                 }
                 Transform::Batched32(fft, _) => fft.run(s, &rows, buf.ptr(), power, l),
                 Transform::Single64(fft) => {

@@ -106,6 +106,7 @@ impl CpuBackend {
                     // SAFETY: `isa` is Avx2 only when the CPU has AVX2 and FMA (resolve).
                     |sc, (dst, clip)| unsafe { clip_avx2(k, sc, clip, dst) },
                 ),
+
             _ => out
                 .par_chunks_mut(vpc)
                 .zip(clips.par_chunks(n))
@@ -179,6 +180,7 @@ pub mod transforms {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: `isa` is Avx2 only when the CPU has AVX2 and FMA (resolve).
                 Isa::Avx2 => unsafe { transforms_avx2(k, &mut self.buf, frames, out) },
+
                 _ => clip::transform_frames(Portable, PortableF64, k, &mut self.buf, frames, out),
             }
         }

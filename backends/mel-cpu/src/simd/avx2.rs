@@ -103,31 +103,10 @@ impl Lanes for Avx2 {
             let mut acc = [_mm256_setzero_ps(); 8];
             let mut i = 0;
             while i < n {
-                // Two 4×4 transposes inside the 128-bit halves: the low half holds frames
-                // 0–3, the high half frames 4–7, so no cross-half shuffle is needed.
-                for half in 0..2 {
-                    let o = i + 4 * half;
-                    let pair = |j: usize| {
-                        _mm256_insertf128_ps::<1>(
-                            _mm256_castps128_ps256(_mm_loadu_ps(r[j].add(o))),
-                            _mm_loadu_ps(r[j + 4].add(o)),
-                        )
-                    };
-                    let a = [pair(0), pair(1), pair(2), pair(3)];
-                    let t0 = _mm256_unpacklo_ps(a[0], a[1]);
-                    let t1 = _mm256_unpackhi_ps(a[0], a[1]);
-                    let t2 = _mm256_unpacklo_ps(a[2], a[3]);
-                    let t3 = _mm256_unpackhi_ps(a[2], a[3]);
-                    let v = [
-                        _mm256_shuffle_ps::<0x44>(t0, t2),
-                        _mm256_shuffle_ps::<0xEE>(t0, t2),
-                        _mm256_shuffle_ps::<0x44>(t1, t3),
-                        _mm256_shuffle_ps::<0xEE>(t1, t3),
-                    ];
-                    for (s, &x) in v.iter().enumerate() {
-                        _mm256_storeu_ps(dst.add(*slot.get_unchecked(o + s) as usize * 8), x);
-                        acc[4 * half + s] = _mm256_add_ps(acc[4 * half + s], x);
-                    }
+                let v = transpose8x8(&r, i);
+                for (s, &x) in v.iter().enumerate() {
+                    _mm256_storeu_ps(dst.add(*slot.get_unchecked(i + s) as usize * 8), x);
+                    acc[s] = _mm256_add_ps(acc[s], x);
                 }
                 i += 8;
             }
@@ -181,6 +160,39 @@ impl Simd for Avx2 {
             let e = _mm256_sub_epi32(_mm256_srli_epi32::<23>(bits), _mm256_set1_epi32(127));
             (_mm256_castsi256_ps(m), _mm256_cvtepi32_ps(e))
         }
+    }
+}
+
+/// Samples `o .. o + 8` of 8 rows, transposed: vector `s` holds sample `o + s` of rows
+/// 0–7. Two 4×4 transposes inside the 128-bit halves (the low half holds rows 0–3, the
+/// high half rows 4–7), so no cross-half shuffle is needed.
+///
+/// # Safety
+/// Each row is readable at `o .. o + 8`; the CPU has AVX.
+#[inline(always)]
+pub(crate) unsafe fn transpose8x8(r: &[*const f32; 8], o: usize) -> [__m256; 8] {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let mut v = [_mm256_setzero_ps(); 8];
+        for half in 0..2 {
+            let o = o + 4 * half;
+            let pair = |j: usize| {
+                _mm256_insertf128_ps::<1>(
+                    _mm256_castps128_ps256(_mm_loadu_ps(r[j].add(o))),
+                    _mm_loadu_ps(r[j + 4].add(o)),
+                )
+            };
+            let a = [pair(0), pair(1), pair(2), pair(3)];
+            let t0 = _mm256_unpacklo_ps(a[0], a[1]);
+            let t1 = _mm256_unpackhi_ps(a[0], a[1]);
+            let t2 = _mm256_unpacklo_ps(a[2], a[3]);
+            let t3 = _mm256_unpackhi_ps(a[2], a[3]);
+            v[4 * half] = _mm256_shuffle_ps::<0x44>(t0, t2);
+            v[4 * half + 1] = _mm256_shuffle_ps::<0xEE>(t0, t2);
+            v[4 * half + 2] = _mm256_shuffle_ps::<0x44>(t1, t3);
+            v[4 * half + 3] = _mm256_shuffle_ps::<0xEE>(t1, t3);
+        }
+        v
     }
 }
 

@@ -18,7 +18,9 @@ pub enum Isa {
     /// Plain Rust on arrays of 8 lanes: runs everywhere; the compiler vectorises it for
     /// the build's baseline (SSE2 on x86-64, NEON on aarch64).
     Portable,
-    /// x86-64 AVX2 + FMA intrinsics, 8 lanes.
+    /// x86-64 AVX2 + FMA intrinsics: f32 stages in 8 lanes, the f64 transform in 4.
+    /// (An AVX-512F f64 transform, 8 lanes, was measured 2–3% faster on Zen 4 and
+    /// left out: BENCHMARKS.md, 2026-11-23.)
     Avx2,
 }
 
