@@ -114,13 +114,21 @@ pub(crate) fn group(
         rows: [std::ptr::null(); 16],
         out: [0; 16],
     };
+    // One division per group; the lanes step through (segment, frame) by counting.
+    let (mut s, mut tt) = (f0 / nf, f0 % nf);
     for j in 0..lanes {
-        let fr = f0 + j.min(active - 1);
-        let (s, tt) = (fr / nf, fr % nf);
         // Frame `tt` of a (padded) segment ends inside it (frame_count), so the row stays
         // within the slice `starts[s]` points into.
         g.rows[j] = starts[s].wrapping_add(tt * t.hop);
         g.out[j] = (first + s) * t.vps + tt;
+        // Lanes past the last frame repeat it.
+        if j + 1 < active {
+            tt += 1;
+            if tt == nf {
+                tt = 0;
+                s += 1;
+            }
+        }
     }
     g
 }
