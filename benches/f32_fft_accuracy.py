@@ -60,6 +60,27 @@ def dit(z, ct):
     return z
 
 
+def dit_rounding(z, mode):
+    """Radix-2 DIT in f64 that rounds only the twiddle products (`mul`) or only the sums
+    (`add`) to complex64: which of the two an f32 FFT would need to compensate."""
+    n = z.shape[1]
+    z = z[:, bitrev(n)].astype(np.complex128)
+    r = lambda v: v.astype(c64).astype(np.complex128)  # noqa: E731
+    h = 1
+    while h < n:
+        w = TW[(np.arange(h) * (N // (2 * h))) % N].astype(c64).astype(np.complex128)
+        z = z.reshape(z.shape[0], n // (2 * h), 2, h)
+        a, b = z[:, :, 0, :], z[:, :, 1, :] * w
+        if mode == "mul":
+            b = r(b)
+        s, d = a + b, a - b
+        if mode == "add":
+            s, d = r(s), r(d)
+        z = np.stack([s, d], axis=2).reshape(-1, n)
+        h *= 2
+    return z
+
+
 def packed(x):
     """n/2-point complex FFT of even + i·odd samples, then the real split, all in f32."""
     m = N // 2
@@ -74,6 +95,8 @@ FFTS = {
     "f64 FFT of the f32 windowed frame": lambda x: np.fft.rfft(x.astype(np.float64)),
     "numpy rfft(float32)": lambda x: np.fft.rfft(x),
     "radix-2 DIT, f32 arithmetic": lambda x: dit(x.astype(c64), c64)[:, :NF],
+    "radix-2, only products rounded to f32": lambda x: dit_rounding(x, "mul")[:, :NF],
+    "radix-2, only sums rounded to f32": lambda x: dit_rounding(x, "add")[:, :NF],
     "packed n/2 complex + split, f32": packed,
 }
 

@@ -1,8 +1,9 @@
 //! The CPU mel backend: clips in parallel with rayon; within a clip, frames transformed
-//! eight at a time in float32 with one frame per SIMD lane (AVX2 + FMA when the CPU has
-//! it, chosen at run time, else portable code), each distinct segment computed once, the
-//! filterbank applied through its non-zero spans, a vectorised log, output converted
-//! with `half`. Sizes the batched FFT does not cover run through realfft in f32.
+//! several at a time with one frame per SIMD lane (AVX2 + FMA when the CPU has it, chosen
+//! at run time, else portable code), in f64 by default (f32 as an option), each distinct
+//! segment computed once, the filterbank applied through its non-zero spans in f32, a
+//! vectorised log, output converted with `half`. Sizes the batched FFT does not cover
+//! run through realfft in the same precision.
 //! Precision policy and design: ARCHITECTURE.md, "Numerics" and "The CPU backend".
 #![warn(missing_docs)]
 
