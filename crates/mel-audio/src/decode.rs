@@ -18,7 +18,9 @@ use crate::mix::{check_channel, mono, takes};
 /// What a decoded file was like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DecodeInfo {
-    /// Frames in the file.
+    /// The file's sample rate, Hz.
+    pub rate: u32,
+    /// Frames in the file (as its header says; decoded frames when it says nothing).
     pub frames: usize,
     /// Channels in the file.
     pub channels: u16,
@@ -219,6 +221,7 @@ fn decode_pcm16(
         ));
     }
     Ok(DecodeInfo {
+        rate: audio.sample_rate,
         frames,
         channels,
         bits: 16,
@@ -292,6 +295,7 @@ fn decode_wav<R: std::io::Read + std::io::Seek>(
         )));
     }
     Ok(DecodeInfo {
+        rate: spec.sample_rate,
         frames,
         channels: spec.channels,
         bits: spec.bits_per_sample,

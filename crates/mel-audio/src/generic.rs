@@ -100,6 +100,7 @@ fn decode_inner(
         .default_track(TrackType::Audio)
         .ok_or_else(|| bad("no audio track".into()))?;
     let track_id = track.id;
+    let header_frames = track.num_frames;
     let params = track
         .codec_params
         .as_ref()
@@ -189,7 +190,8 @@ fn decode_inner(
     fit_clip(&mono, rate, audio, dst)
         .map_err(|e| Error::limit(path.display().to_string(), e.to_string()))?;
     Ok(DecodeInfo {
-        frames: source_frames,
+        rate,
+        frames: header_frames.map_or(source_frames, |n| n as usize),
         channels: channels as u16,
         bits,
     })

@@ -18,5 +18,5 @@ pub use error::{Error, FailureKind, Result};
 pub use plan::MelPlan;
 pub use traits::{
     ClipBatch, ClipFailure, ClipMeta, DeviceTimes, Finished, Loader, LoaderStats, MelBackend,
-    SampleBlock, SampleStore, Sink, SinkSpec,
+    Provenance, SampleBlock, SampleStore, Sink, SinkSpec, SourceInfo,
 };

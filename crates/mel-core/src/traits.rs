@@ -109,6 +109,8 @@ fn lossy_path<S: serde::Serializer>(
 pub struct ClipBatch {
     /// Indices (into the split's file list) of the clips in `samples`, in order.
     pub indices: Vec<usize>,
+    /// Each clip's source file, in the same order.
+    pub sources: Vec<SourceInfo>,
     /// `indices.len() × clip_samples` samples.
     pub samples: SampleBlock,
 }
@@ -177,6 +179,45 @@ pub struct DeviceTimes {
     pub download_seconds: f64,
 }
 
+/// Where a clip came from: its file's rate, channels and length before it was resampled,
+/// downmixed, padded or trimmed to the clip.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SourceInfo {
+    /// The file's sample rate, Hz.
+    pub rate: u32,
+    /// The file's channel count.
+    pub channels: u16,
+    /// Frames in the file.
+    pub frames: u64,
+}
+
+impl SourceInfo {
+    /// Whether the clip was resampled (the file's rate is not `rate`).
+    pub fn resampled(&self, rate: u32) -> bool {
+        self.rate != rate
+    }
+
+    /// Whether several channels were mixed or one picked.
+    pub fn downmixed(&self) -> bool {
+        self.channels > 1
+    }
+
+    /// The file's length at `rate` Hz, in samples.
+    fn length_at(&self, rate: u32) -> u64 {
+        (self.frames as u128 * rate as u128).div_ceil(self.rate.max(1) as u128) as u64
+    }
+
+    /// Whether the clip holds zeros after (or around) the file's audio.
+    pub fn padded(&self, rate: u32, clip_samples: usize) -> bool {
+        self.length_at(rate) < clip_samples as u64
+    }
+
+    /// Whether part of the file was left out of the clip.
+    pub fn trimmed(&self, rate: u32, clip_samples: usize) -> bool {
+        self.length_at(rate) > clip_samples as u64
+    }
+}
+
 /// Per-clip metadata a sink stores beside the spectrogram.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClipMeta {
@@ -186,6 +227,8 @@ pub struct ClipMeta {
     pub label: i64,
     /// Path relative to the dataset root, UTF-8.
     pub path: String,
+    /// The clip's source file (rate, channels, length), when the loader knows it.
+    pub source: SourceInfo,
 }
 
 /// What a sink is told before the first write.
@@ -219,6 +262,37 @@ pub trait Sink: Send {
     fn finish(self: Box<Self>, rows: usize) -> Result<Finished>;
 }
 
+/// How many of an output's clips were resampled, downmixed, padded or trimmed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Provenance {
+    /// Clips whose file was at another sample rate.
+    pub resampled: usize,
+    /// Clips whose file had several channels.
+    pub downmixed: usize,
+    /// Clips whose file was shorter than the clip.
+    pub padded: usize,
+    /// Clips whose file was longer than the clip.
+    pub trimmed: usize,
+}
+
+impl Provenance {
+    /// The counts over `sources`, for clips of `clip_samples` samples at `rate` Hz.
+    pub fn of<'a>(
+        sources: impl IntoIterator<Item = &'a SourceInfo>,
+        rate: u32,
+        clip_samples: usize,
+    ) -> Self {
+        let mut p = Provenance::default();
+        for s in sources {
+            p.resampled += usize::from(s.resampled(rate));
+            p.downmixed += usize::from(s.downmixed());
+            p.padded += usize::from(s.padded(rate, clip_samples));
+            p.trimmed += usize::from(s.trimmed(rate, clip_samples));
+        }
+        p
+    }
+}
+
 /// A complete output under its temporary name, waiting to be published at its final
 /// path. Dropping it unpublished removes it.
 #[derive(Debug)]
@@ -227,6 +301,7 @@ pub struct Finished {
     final_path: PathBuf,
     durable: bool,
     bytes: u64,
+    provenance: Provenance,
 }
 
 impl Finished {
@@ -237,7 +312,19 @@ impl Finished {
             staged: Some(staged),
             durable,
             bytes,
+            provenance: Provenance::default(),
         }
+    }
+
+    /// The same output, with the counts of its clips' treatment.
+    pub fn with_provenance(mut self, provenance: Provenance) -> Self {
+        self.provenance = provenance;
+        self
+    }
+
+    /// How many of its clips were resampled, downmixed, padded or trimmed.
+    pub fn provenance(&self) -> Provenance {
+        self.provenance
     }
 
     /// An output that is already where it belongs (publishing does nothing).
@@ -247,6 +334,7 @@ impl Finished {
             final_path: path,
             durable: false,
             bytes,
+            provenance: Provenance::default(),
         }
     }
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use mel_core::pipeline::{RunOptions, run};
 use mel_core::{
     ClipBatch, ClipFailure, ClipMeta, Config, Error, Finished, Loader, MelBackend, MelPlan,
-    OutputBuf, OutputSlice, Result, SampleBlock, Sink,
+    OutputBuf, OutputSlice, Result, SampleBlock, Sink, SourceInfo,
 };
 
 fn plan() -> MelPlan {
@@ -45,8 +45,17 @@ impl Loader for FakeLoader {
             .iter()
             .flat_map(|&i| std::iter::repeat_n(i as f32, self.clip))
             .collect();
+        let sources = indices
+            .iter()
+            .map(|&i| SourceInfo {
+                rate: 1000 + i as u32,
+                channels: 2,
+                frames: 7,
+            })
+            .collect();
         Some(Ok(ClipBatch {
             indices,
+            sources,
             samples: SampleBlock::owned(samples),
         }))
     }
@@ -92,6 +101,7 @@ impl MelBackend for FakeBackend {
 #[derive(Default)]
 struct Seen {
     rows: Vec<(usize, usize, f32, String)>,
+    sources: Vec<(usize, u32)>,
     committed: Option<usize>,
 }
 
@@ -120,6 +130,7 @@ impl Sink for FakeSink {
                 data.get_f64(k * per) as f32,
                 m.path.clone(),
             ));
+            s.sources.push((m.index, m.source.rate));
         }
         Ok(())
     }
@@ -165,6 +176,7 @@ fn go(
         Box::new(sink),
         &|i| ClipMeta {
             index: i,
+            source: SourceInfo::default(),
             label: i as i64 * 10,
             path: format!("f{i}.wav"),
         },
@@ -196,6 +208,13 @@ fn rows_are_assigned_in_file_order_with_failures_compacted_out() {
             (row, file * 10, file as f32, format!("f{file}.wav").as_str())
         );
     }
+    // Each clip's source comes from the loader's batch, matched to its file.
+    assert_eq!(seen.sources.len(), 59);
+    assert!(
+        seen.sources
+            .iter()
+            .all(|&(i, rate)| rate == 1000 + i as u32)
+    );
     let names: Vec<_> = r.stages.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["load", "mel", "write"]);
     for s in &r.stages {

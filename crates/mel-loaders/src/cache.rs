@@ -9,6 +9,7 @@
 //! ...    arena checksums: one xxh3-64 per 64 clips (the arena's own entry checks these)
 //! ...    index: clips × u32 (the file index of each cached clip)
 //! ...    failures: JSON [[index, kind, reason], ...]
+//! ...    sources: JSON [[rate, channels, frames], ...], one per cached clip
 //! ```
 //! The fingerprint covers the format version, the audio settings and every file's
 //! relative path, label, size and modification time: any change rebuilds the cache.
@@ -28,16 +29,16 @@ use mel_core::config::AudioConfig;
 use mel_core::container::{self, Section};
 use mel_core::{
     ClipBatch, ClipFailure, Error, FailureKind, Loader, LoaderStats, Result, SampleBlock,
-    SampleStore,
+    SampleStore, SourceInfo,
 };
 use memmap2::{Mmap, MmapMut};
 use rayon::prelude::*;
 use xxhash_rust::xxh3::{Xxh3, xxh3_64};
 
-use crate::io::{DEFAULT_READ, load_clip};
+use crate::io::{DEFAULT_READ, load_clip, sort_outcomes};
 
 const MAGIC: &[u8; 8] = b"MELCACHE";
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 const HEADER: usize = 4096;
 /// Clips per arena checksum.
 const CHUNK_CLIPS: usize = 64;
@@ -112,11 +113,12 @@ impl SampleStore for MappedArena {
 }
 
 /// The cache's sections, in file order.
-const SECTIONS: [&str; 4] = [
+const SECTIONS: [&str; 5] = [
     "the arena",
     "the arena checksums",
     "the index",
     "the failures",
+    "the sources",
 ];
 
 /// Checksums of the arena, one per `CHUNK_CLIPS` clips, computed in parallel.
@@ -131,6 +133,7 @@ fn arena_checksums(arena: &[u8], clip_bytes: usize) -> Vec<u64> {
 pub struct CacheLoader {
     arena: Arc<MappedArena>,
     indices: Vec<usize>,
+    sources: Vec<SourceInfo>,
     failures: Vec<ClipFailure>,
     clip_samples: usize,
     batch_clips: usize,
@@ -232,8 +235,8 @@ impl CacheLoader {
                     .into(),
             ));
         }
-        let [arena, sums, index, failures] = h.sections[..] else {
-            return Err(Some(format!("{} sections, 4 expected", h.sections.len())));
+        let [arena, sums, index, failures, sources] = h.sections[..] else {
+            return Err(Some(format!("{} sections, 5 expected", h.sections.len())));
         };
         let clip_bytes = clip_samples * 4;
         let clips = (index.len / 4) as usize;
@@ -250,6 +253,7 @@ impl CacheLoader {
             (sums, SECTIONS[1]),
             (index, SECTIONS[2]),
             (failures, SECTIONS[3]),
+            (sources, SECTIONS[4]),
         ] {
             container::verify(&map[s.range()], &s, name).map_err(bad)?;
         }
@@ -276,6 +280,11 @@ impl CacheLoader {
         if indices.windows(2).any(|w| w[0] >= w[1]) || indices.iter().any(|&i| i >= files.len()) {
             return Err(Some("index is not increasing or out of range".into()));
         }
+        let sources: Vec<SourceInfo> = serde_json::from_slice(&map[sources.range()])
+            .map_err(|e| Some(format!("unreadable source list: {e}")))?;
+        if sources.len() != clips {
+            return Err(Some("the source list does not match the clips".into()));
+        }
         let failures: Vec<(usize, FailureKind, String)> =
             serde_json::from_slice(&map[failures.range()])
                 .map_err(|e| Some(format!("unreadable failure list: {e}")))?;
@@ -297,6 +306,7 @@ impl CacheLoader {
                 len: clips * clip_samples,
             }),
             indices,
+            sources,
             failures,
             clip_samples,
             batch_clips: 1,
@@ -335,28 +345,25 @@ fn build(
     // SAFETY: the temporary file is ours alone until it is renamed.
     let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(io)?;
     let arena: &mut [f32] = bytemuck::cast_slice_mut(&mut map[HEADER..]);
-    let outcomes: Vec<Option<Error>> = arena
+    let outcomes: Vec<Result<SourceInfo>> = arena
         .par_chunks_mut(clip_samples.max(1))
         .zip(files.par_iter())
         .map_init(Vec::new, |buf, (row, f)| {
             if !on_file() {
-                return Some(Error::Cancelled);
+                return Err(Error::Cancelled);
             }
-            load_clip(&f.path, audio, DEFAULT_READ, row, buf).err()
+            load_clip(&f.path, audio, DEFAULT_READ, row, buf)
         })
         .collect();
-    if outcomes.iter().any(|o| matches!(o, Some(Error::Cancelled))) {
-        return Err(Error::Cancelled);
-    }
-    let ok: Vec<bool> = outcomes.iter().map(Option::is_none).collect();
+    let (ok, sources, failures) = sort_outcomes(outcomes, files)?;
     let indices: Vec<u32> = (0..files.len() as u32)
         .filter(|&i| ok[i as usize])
         .collect();
-    let failures: Vec<(usize, FailureKind, String)> = outcomes
-        .iter()
-        .enumerate()
-        .filter_map(|(i, e)| e.as_ref().map(|e| (i, e.failure_kind(), e.reason())))
+    let failures: Vec<(usize, FailureKind, String)> = failures
+        .into_iter()
+        .map(|f| (f.index, f.kind, f.reason))
         .collect();
+    let sources = serde_json::to_vec(&sources).expect("sources serialise");
     let clips = crate::arena::compact(arena, clip_samples, &ok);
     let arena_end = HEADER + clips * clip_bytes;
     let sums = container::u64s_to_bytes(&arena_checksums(&map[HEADER..arena_end], clip_bytes));
@@ -372,6 +379,7 @@ fn build(
         (sums.len(), container::checksum(&sums)),
         (index.len(), container::checksum(&index)),
         (failures.len(), container::checksum(&failures)),
+        (sources.len(), container::checksum(&sources)),
     ] {
         sections.push(Section {
             offset: at,
@@ -382,7 +390,7 @@ fn build(
     }
     use std::io::{Seek, SeekFrom};
     file.seek(SeekFrom::Start(arena_end as u64)).map_err(io)?;
-    for part in [&sums, &index, &failures] {
+    for part in [&sums, &index, &failures, &sources] {
         file.write_all(part).map_err(io)?;
     }
     let header = container::encode(MAGIC, VERSION, key.fingerprint, &sections, HEADER);
@@ -405,6 +413,7 @@ impl Loader for CacheLoader {
         let end = (self.next + self.batch_clips).min(self.indices.len());
         let batch = ClipBatch {
             indices: self.indices[self.next..end].to_vec(),
+            sources: self.sources[self.next..end].to_vec(),
             samples: SampleBlock::new(
                 self.arena.clone(),
                 self.next * self.clip_samples,

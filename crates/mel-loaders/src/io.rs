@@ -2,6 +2,8 @@
 //! write per file), `posix_fadvise` hints, and a fixed read size into a reused buffer.
 
 use std::io::Read;
+
+use mel_core::{ClipFailure, SourceInfo};
 use std::path::Path;
 
 /// How files are opened and read.
@@ -52,14 +54,14 @@ pub fn read_file(
 }
 
 /// Reads `path` into `buf` and decodes it into `row` (files over a size bound are decoded
-/// from the file, reading only the kept frames).
+/// from the file, reading only the kept frames). Returns what the file was.
 pub fn load_clip(
     path: &Path,
     audio: &mel_core::config::AudioConfig,
     opts: ReadOptions,
     row: &mut [f32],
     buf: &mut Vec<u8>,
-) -> mel_core::Result<()> {
+) -> mel_core::Result<SourceInfo> {
     if path.file_name().and_then(|n| n.to_str()).is_none() {
         // The output's `path` list must name every clip exactly, in UTF-8.
         return Err(mel_core::Error::unsupported(
@@ -69,12 +71,42 @@ pub fn load_clip(
     }
     let limit = read_limit(row.len());
     let len = read_file(path, opts, limit, buf).map_err(|e| mel_core::Error::read(path, e))?;
-    if len > limit {
-        mel_audio::decode_into(path, audio, row)?;
+    let info = if len > limit {
+        mel_audio::decode_into(path, audio, row)?
     } else {
-        mel_audio::decode_bytes_into(buf, path, audio, row)?;
+        mel_audio::decode_bytes_into(buf, path, audio, row)?
+    };
+    Ok(SourceInfo {
+        rate: info.rate,
+        channels: info.channels,
+        frames: info.frames as u64,
+    })
+}
+
+/// The outcome of loading every file of a list into rows: which rows hold clips, the
+/// sources of those (in order), and the failures (`Err(Cancelled)` if any load was
+/// cancelled).
+pub(crate) fn sort_outcomes(
+    outcomes: Vec<mel_core::Result<SourceInfo>>,
+    files: &[mel_audio::FileEntry],
+) -> mel_core::Result<(Vec<bool>, Vec<SourceInfo>, Vec<ClipFailure>)> {
+    let mut ok = Vec::with_capacity(outcomes.len());
+    let mut sources = Vec::new();
+    let mut failures = Vec::new();
+    for (i, o) in outcomes.into_iter().enumerate() {
+        match o {
+            Ok(s) => {
+                ok.push(true);
+                sources.push(s);
+            }
+            Err(mel_core::Error::Cancelled) => return Err(mel_core::Error::Cancelled),
+            Err(e) => {
+                ok.push(false);
+                failures.push(ClipFailure::from_error(i, &files[i].path, &e));
+            }
+        }
     }
-    Ok(())
+    Ok((ok, sources, failures))
 }
 
 /// Files up to this many bytes are read whole; longer ones are decoded from the file

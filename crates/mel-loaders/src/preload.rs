@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use mel_audio::FileEntry;
 
-use crate::io::{DEFAULT_READ, load_clip};
+use crate::io::{DEFAULT_READ, load_clip, sort_outcomes};
 use mel_core::config::AudioConfig;
-use mel_core::{ClipBatch, ClipFailure, Loader, Result, SampleBlock};
+use mel_core::{ClipBatch, ClipFailure, Loader, Result, SampleBlock, SourceInfo};
 use rayon::prelude::*;
 
 /// A split decoded into RAM.
@@ -16,6 +16,8 @@ pub struct PreloadLoader {
     arena: Arc<Vec<f32>>,
     /// Split indices of the clips held, in arena order.
     indices: Vec<usize>,
+    /// Their source files.
+    sources: Vec<SourceInfo>,
     failures: Vec<ClipFailure>,
     clip_samples: usize,
     batch_clips: usize,
@@ -36,35 +38,25 @@ impl PreloadLoader {
     ) -> Result<Self> {
         let clip_samples = audio.clip_samples();
         let mut arena = vec![0.0f32; files.len() * clip_samples];
-        let outcomes: Vec<Option<mel_core::Error>> = arena
+        let outcomes: Vec<Result<SourceInfo>> = arena
             .par_chunks_mut(clip_samples.max(1))
             .zip(files.par_iter())
             .map_init(Vec::new, |buf, (row, file)| {
                 if !on_file() {
-                    return Some(mel_core::Error::Cancelled);
+                    return Err(mel_core::Error::Cancelled);
                 }
-                load_clip(&file.path, audio, DEFAULT_READ, row, buf).err()
+                load_clip(&file.path, audio, DEFAULT_READ, row, buf)
             })
             .collect();
-        if outcomes
-            .iter()
-            .any(|o| matches!(o, Some(mel_core::Error::Cancelled)))
-        {
-            return Err(mel_core::Error::Cancelled);
-        }
-        let ok: Vec<bool> = outcomes.iter().map(Option::is_none).collect();
+        let (ok, sources, failures) = sort_outcomes(outcomes, files)?;
         let indices: Vec<usize> = (0..files.len()).filter(|&i| ok[i]).collect();
-        let failures = outcomes
-            .iter()
-            .enumerate()
-            .filter_map(|(i, e)| Some(ClipFailure::from_error(i, &files[i].path, e.as_ref()?)))
-            .collect();
         let kept = crate::arena::compact(&mut arena, clip_samples, &ok);
         arena.truncate(kept * clip_samples);
         arena.shrink_to_fit();
         Ok(PreloadLoader {
             arena: Arc::new(arena),
             indices,
+            sources,
             failures,
             clip_samples,
             batch_clips: batch_clips.max(1),
@@ -95,6 +87,7 @@ impl Loader for PreloadLoader {
         let end = (self.next + self.batch_clips).min(self.indices.len());
         let batch = ClipBatch {
             indices: self.indices[self.next..end].to_vec(),
+            sources: self.sources[self.next..end].to_vec(),
             samples: SampleBlock::new(
                 self.arena.clone(),
                 self.next * self.clip_samples,

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use mel_audio::FileEntry;
 use mel_core::config::{AudioConfig, StreamConfig};
-use mel_core::{ClipBatch, ClipFailure, Error, Loader, LoaderStats, Result};
+use mel_core::{ClipBatch, ClipFailure, Error, Loader, LoaderStats, Result, SourceInfo};
 
 use crate::io::{ReadOptions, load_clip};
 use crate::pool::{BufferPool, PooledSamples};
@@ -33,9 +33,12 @@ struct SendPtr(*mut f32);
 // completion message (a happens-before edge through the channel) arrives.
 unsafe impl Send for SendPtr {}
 
-/// A finished task: its batch and the files of it that failed.
+/// A finished task: its batch, its first file, each file's source (a default for those
+/// that failed) and the files of it that failed.
 struct Done {
     batch: usize,
+    first: usize,
+    sources: Vec<SourceInfo>,
     failures: Vec<ClipFailure>,
 }
 
@@ -45,6 +48,7 @@ struct Pending {
     count: usize,
     tasks_left: usize,
     buf: Vec<f32>,
+    sources: Vec<SourceInfo>,
     failures: Vec<ClipFailure>,
 }
 
@@ -198,6 +202,7 @@ impl StreamLoader {
             count,
             tasks_left: tasks,
             buf,
+            sources: vec![SourceInfo::default(); count],
             failures: Vec::new(),
         });
         self.outstanding_tasks += tasks;
@@ -221,11 +226,16 @@ impl StreamLoader {
             .filter(|&k| ok[k])
             .map(|k| p.first + k)
             .collect();
+        let sources: Vec<SourceInfo> = (0..p.count)
+            .filter(|&k| ok[k])
+            .map(|k| p.sources[k])
+            .collect();
         let kept = crate::arena::compact(&mut buf, self.clip_samples, &ok);
         buf.truncate(kept * self.clip_samples);
         let len = buf.len();
         ClipBatch {
             indices,
+            sources,
             samples: mel_core::SampleBlock::new(
                 Arc::new(PooledSamples::new(buf, self.pool.clone())),
                 0,
@@ -263,6 +273,8 @@ impl Loader for StreamLoader {
                 .find(|p| p.first == done.batch)
                 .expect("a done task belongs to a pending batch");
             p.tasks_left -= 1;
+            let at = done.first - p.first;
+            p.sources[at..at + done.sources.len()].copy_from_slice(&done.sources);
             p.failures.extend(done.failures);
         }
     }
@@ -323,6 +335,7 @@ impl Reader {
                 }
             };
             let mut failures = Vec::new();
+            let mut sources = vec![SourceInfo::default(); task.count];
             for k in 0..task.count {
                 let i = task.first + k;
                 // SAFETY: see `SendPtr`; this region belongs to this task alone.
@@ -337,14 +350,17 @@ impl Reader {
                     failures.push(ClipFailure::from_error(i, path, &Error::Cancelled));
                     continue;
                 }
-                if let Err(e) = self.load_one(path, row, &mut bytes) {
-                    failures.push(ClipFailure::from_error(i, path, &e));
+                match self.load_one(path, row, &mut bytes) {
+                    Ok(s) => sources[k] = s,
+                    Err(e) => failures.push(ClipFailure::from_error(i, path, &e)),
                 }
             }
             if self
                 .done
                 .send(Done {
                     batch: task.batch,
+                    first: task.first,
+                    sources,
                     failures,
                 })
                 .is_err()
@@ -354,7 +370,7 @@ impl Reader {
         }
     }
 
-    fn load_one(&self, path: &Path, row: &mut [f32], bytes: &mut Vec<u8>) -> Result<()> {
+    fn load_one(&self, path: &Path, row: &mut [f32], bytes: &mut Vec<u8>) -> Result<SourceInfo> {
         let t0 = Instant::now();
         let r = load_clip(path, &self.audio, self.opts, row, bytes);
         self.counters

@@ -29,6 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let meta: Vec<ClipMeta> = (0..batch)
             .map(|i| ClipMeta {
                 index: i,
+                source: mel_core::SourceInfo::default(),
                 label: (i % 5) as i64,
                 path: format!("class/clip-{i:06}.wav"),
             })

@@ -8,11 +8,12 @@ use hdf5::types::VarLenUnicode;
 use hdf5::{Dataset, Extent, File, Hyperslab, SimpleExtents, SliceOrIndex};
 use mel_core::{ClipMeta, Dtype, Error, OutputBuf, Result, Sink, SinkSpec};
 
-use mel_core::Finished;
 use mel_core::atomic::{self, Staged};
+use mel_core::{Finished, Provenance};
 
 use crate::chunks::ChunkWriter;
 use crate::rows::RowLedger;
+use crate::stats::MelStats;
 
 /// Options of the HDF5 sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +62,7 @@ pub struct Hdf5Sink {
     mel: Option<Dataset>,
     spec: SinkSpec,
     ledger: RowLedger,
+    stats: MelStats,
     opts: Hdf5Options,
     pool: rayon::ThreadPool,
 }
@@ -149,6 +151,7 @@ impl Hdf5Sink {
             .build()
             .map_err(|e| Error::Internal(format!("cannot start the HDF5 writer threads: {e}")))?;
         let rows = spec.rows;
+        let stats = MelStats::new(spec.plan.n_mels(), spec.plan.n_frames());
         Ok(Hdf5Sink {
             staged,
             raw,
@@ -158,6 +161,7 @@ impl Hdf5Sink {
             mel: Some(mel),
             spec,
             ledger: RowLedger::new(rows),
+            stats,
             opts,
             pool,
         })
@@ -238,6 +242,44 @@ impl Hdf5Sink {
                 .write_scalar(&varlen(value)?)
                 .map_err(e)
         };
+        let sources = self.ledger.sources(rows);
+        let column = |name: &str, r: hdf5::Result<Dataset>| {
+            r.map(|_| ()).map_err(|e| self.err(format!("{name}: {e}")))
+        };
+        column(
+            "source_rate",
+            file.new_dataset_builder()
+                .with_data(&sources.iter().map(|s| s.rate).collect::<Vec<u32>>())
+                .create("source_rate"),
+        )?;
+        column(
+            "source_channels",
+            file.new_dataset_builder()
+                .with_data(&sources.iter().map(|s| s.channels).collect::<Vec<u16>>())
+                .create("source_channels"),
+        )?;
+        column(
+            "source_frames",
+            file.new_dataset_builder()
+                .with_data(&sources.iter().map(|s| s.frames).collect::<Vec<u64>>())
+                .create("source_frames"),
+        )?;
+        column(
+            "mel_mean",
+            file.new_dataset_builder()
+                .with_data(self.stats.mean())
+                .create("mel_mean"),
+        )?;
+        column(
+            "mel_std",
+            file.new_dataset_builder()
+                .with_data(&self.stats.std())
+                .create("mel_std"),
+        )?;
+        file.new_attr::<u64>()
+            .create("stats_count")
+            .and_then(|a| a.write_scalar(&self.stats.count()))
+            .map_err(e)?;
         text_attr("config", &self.spec.provenance)?;
         text_attr("melctl_version", env!("CARGO_PKG_VERSION"))?;
         text_attr("split", &self.spec.split)?;
@@ -348,6 +390,7 @@ impl Sink for Hdf5Sink {
         if let Err(m) = self.ledger.record(first_row, meta) {
             return Err(self.err(m));
         }
+        self.stats.add(data);
         let failed = |e: &dyn std::fmt::Display| {
             Error::output(
                 self.staged.final_path(),
@@ -416,8 +459,13 @@ impl Sink for Hdf5Sink {
         let bytes = std::fs::metadata(self.staged.path())
             .map_err(|e| Error::io(self.staged.path(), e))?
             .len();
+        let provenance = Provenance::of(
+            self.ledger.sources(rows),
+            self.spec.plan.sample_rate(),
+            self.spec.plan.clip_samples(),
+        );
         let Hdf5Sink { staged, opts, .. } = *self;
-        Ok(Finished::new(staged, opts.fsync, bytes))
+        Ok(Finished::new(staged, opts.fsync, bytes).with_provenance(provenance))
     }
 }
 

@@ -4,8 +4,9 @@
 //!
 //! `OUT/.{split}.resume/` holds `fingerprint` (what the journal was made for, in hex) and
 //! one file per finished batch, `b-{first file index:010}.bin`, in melctl's checksummed
-//! container format ([`mel_core::container`]): the fingerprint in the header, then two
-//! sections, the batch's file indices (u64 each) and its spectrograms (native layout).
+//! container format ([`mel_core::container`]): the fingerprint in the header, then three
+//! sections, the batch's file indices (u64 each), its clips' sources (rate u32, channels
+//! u32, frames u64 each) and its spectrograms (native layout).
 //! Each batch file is built under a temporary name and renamed (flushed first).
 //!
 //! Opening keeps the batches of an interrupted build of the same thing (same
@@ -20,10 +21,38 @@ use std::path::{Path, PathBuf};
 
 use mel_core::atomic::Staged;
 use mel_core::container::{self, Section};
-use mel_core::{ClipMeta, Dtype, Error, Finished, MelPlan, OutputBuf, Result, Sink};
+use mel_core::{ClipMeta, Dtype, Error, Finished, MelPlan, OutputBuf, Result, Sink, SourceInfo};
 
-const MAGIC: &[u8; 8] = b"MELJRNL2";
-const VERSION: u32 = 2;
+const MAGIC: &[u8; 8] = b"MELJRNL3";
+const VERSION: u32 = 3;
+/// Sections of a batch file: indices, sources, spectrograms.
+const SECTIONS: usize = 3;
+/// Bytes of one clip's source in a batch file.
+const SOURCE_BYTES: usize = 16;
+
+fn encode_sources(sources: &[SourceInfo]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(sources.len() * SOURCE_BYTES);
+    for s in sources {
+        b.extend_from_slice(&s.rate.to_le_bytes());
+        b.extend_from_slice(&u32::from(s.channels).to_le_bytes());
+        b.extend_from_slice(&s.frames.to_le_bytes());
+    }
+    b
+}
+
+fn decode_sources(b: &[u8]) -> Vec<SourceInfo> {
+    b.chunks_exact(SOURCE_BYTES)
+        .map(|c| SourceInfo {
+            rate: u32::from_le_bytes(c[0..4].try_into().expect("4 bytes")),
+            channels: u32::from_le_bytes(c[4..8].try_into().expect("4 bytes")) as u16,
+            frames: u64::from_le_bytes(c[8..16].try_into().expect("8 bytes")),
+        })
+        .collect()
+}
+
+/// One batch file's contents: file indices, their sources, and (when asked for) the
+/// spectrogram bytes.
+type BatchContents = (Vec<usize>, Vec<SourceInfo>, Vec<u8>);
 
 /// What opening a journal found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,7 +141,7 @@ impl Journal {
         for path in j.batch_files()? {
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
             match j.read(&path, true) {
-                Ok((indices, _)) => j.batches.push((path, indices)),
+                Ok((indices, _, _)) => j.batches.push((path, indices)),
                 Err(reason) => {
                     dropped.push(format!("{}: {reason}", name.unwrap_or_default()));
                     std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
@@ -170,15 +199,11 @@ impl Journal {
     /// Reads and checks the batch file at `path`: its header and file indices, and with
     /// `with_data` its spectrograms too (checksummed), which are returned. Without, only
     /// the header and the index section are read. The error is the reason, in words.
-    fn read(
-        &self,
-        path: &Path,
-        with_data: bool,
-    ) -> std::result::Result<(Vec<usize>, Vec<u8>), String> {
+    fn read(&self, path: &Path, with_data: bool) -> std::result::Result<BatchContents, String> {
         use std::io::{Read, Seek, SeekFrom};
         let mut f = std::fs::File::open(path).map_err(|e| e.to_string())?;
         let file_len = f.metadata().map_err(|e| e.to_string())?.len();
-        let start = container::header_len(2);
+        let start = container::header_len(SECTIONS);
         let mut head = vec![0u8; start.min(file_len as usize)];
         f.read_exact(&mut head).map_err(|e| e.to_string())?;
         let h = container::decode(
@@ -190,34 +215,39 @@ impl Journal {
             start as u64,
         )
         .map_err(|e| e.to_string())?;
-        if h.fingerprint != self.fingerprint || h.sections.len() != 2 {
+        if h.fingerprint != self.fingerprint || h.sections.len() != SECTIONS {
             return Err("written for another build".into());
         }
-        let (ix, data) = (h.sections[0], h.sections[1]);
+        let (ix, src, data) = (h.sections[0], h.sections[1], h.sections[2]);
         let clips = (ix.len / 8) as usize;
-        if ix.len % 8 != 0 || clips > self.files || data.len != (clips * self.bytes_per_clip) as u64
+        if ix.len % 8 != 0
+            || clips > self.files
+            || src.len != (clips * SOURCE_BYTES) as u64
+            || data.len != (clips * self.bytes_per_clip) as u64
         {
             return Err("section sizes do not match the plan".into());
         }
-        let mut index_bytes = vec![0u8; ix.len as usize];
-        f.read_exact(&mut index_bytes).map_err(|e| e.to_string())?;
-        container::verify(&index_bytes, &ix, "the file indices").map_err(|e| e.to_string())?;
-        let indices: Vec<usize> = container::bytes_to_u64s(&index_bytes)
+        let mut read_section = |s: &container::Section, name: &str| {
+            let mut b = vec![0u8; s.len as usize];
+            f.seek(SeekFrom::Start(s.offset))
+                .map_err(|e| e.to_string())?;
+            f.read_exact(&mut b).map_err(|e| e.to_string())?;
+            container::verify(&b, s, name).map_err(|e| e.to_string())?;
+            Ok::<_, String>(b)
+        };
+        let indices: Vec<usize> = container::bytes_to_u64s(&read_section(&ix, "the file indices")?)
             .into_iter()
             .map(|i| i as usize)
             .collect();
         if indices.iter().any(|&i| i >= self.files) || indices.windows(2).any(|w| w[0] >= w[1]) {
             return Err("file indices out of range or out of order".into());
         }
+        let sources = decode_sources(&read_section(&src, "the sources")?);
         if !with_data {
-            return Ok((indices, Vec::new()));
+            return Ok((indices, sources, Vec::new()));
         }
-        let mut bytes = vec![0u8; data.len as usize];
-        f.seek(SeekFrom::Start(data.offset))
-            .map_err(|e| e.to_string())?;
-        f.read_exact(&mut bytes).map_err(|e| e.to_string())?;
-        container::verify(&bytes, &data, "the spectrograms").map_err(|e| e.to_string())?;
-        Ok((indices, bytes))
+        let bytes = read_section(&data, "the spectrograms")?;
+        Ok((indices, sources, bytes))
     }
 
     /// A sink that adds each batch it receives to the journal (file indices from
@@ -240,7 +270,7 @@ impl Journal {
         let mut batches = Vec::new();
         let mut row_of: Vec<Option<usize>> = vec![None; self.files];
         for path in self.batch_files()? {
-            let (indices, _) = self
+            let (indices, _, _) = self
                 .read(&path, false)
                 .map_err(|why| Error::output(&path, format!("journal batch: {why}")))?;
             for &i in &indices {
@@ -260,7 +290,7 @@ impl Journal {
         }
         // Pass 2: one batch in memory at a time, runs of consecutive rows per write.
         for path in batches {
-            let (indices, data) = self
+            let (indices, sources, data) = self
                 .read(&path, true)
                 .map_err(|why| Error::output(&path, format!("journal batch: {why}")))?;
             let mut k = 0;
@@ -270,7 +300,11 @@ impl Journal {
                 while k + n < indices.len() && row_of[indices[k + n]] == Some(first + n) {
                     n += 1;
                 }
-                let metas: Vec<ClipMeta> = indices[k..k + n].iter().map(|&i| meta(i)).collect();
+                let metas: Vec<ClipMeta> = indices[k..k + n]
+                    .iter()
+                    .zip(&sources[k..k + n])
+                    .map(|(&i, &source)| ClipMeta { source, ..meta(i) })
+                    .collect();
                 let buf = OutputBuf::from_bytes(
                     self.dtype,
                     &data[k * self.bytes_per_clip..(k + n) * self.bytes_per_clip],
@@ -312,19 +346,19 @@ impl Sink for JournalSink {
     fn write(&mut self, _first_row: usize, meta: &[ClipMeta], data: &OutputBuf) -> Result<()> {
         let indices: Vec<u64> = meta.iter().map(|m| m.index as u64).collect();
         let index_bytes = container::u64s_to_bytes(&indices);
-        let start = container::header_len(2) as u64;
-        let sections = [
-            Section {
-                offset: start,
-                len: index_bytes.len() as u64,
-                checksum: container::checksum(&index_bytes),
-            },
-            Section {
-                offset: start + index_bytes.len() as u64,
-                len: data.as_bytes().len() as u64,
-                checksum: container::checksum(data.as_bytes()),
-            },
-        ];
+        let sources: Vec<SourceInfo> = meta.iter().map(|m| m.source).collect();
+        let source_bytes = encode_sources(&sources);
+        let start = container::header_len(SECTIONS) as u64;
+        let mut sections = Vec::with_capacity(SECTIONS);
+        let mut at = start;
+        for part in [&index_bytes[..], &source_bytes, data.as_bytes()] {
+            sections.push(Section {
+                offset: at,
+                len: part.len() as u64,
+                checksum: container::checksum(part),
+            });
+            at += part.len() as u64;
+        }
         let header = container::encode(MAGIC, VERSION, self.fingerprint, &sections, 0);
         let first = indices.first().copied().unwrap_or(0);
         let (staged, mut f) = Staged::file(&self.dir.join(format!("b-{first:010}.bin")))?;
@@ -332,6 +366,7 @@ impl Sink for JournalSink {
         use std::io::Write;
         f.write_all(&header).map_err(io)?;
         f.write_all(&index_bytes).map_err(io)?;
+        f.write_all(&source_bytes).map_err(io)?;
         f.write_all(data.as_bytes()).map_err(io)?;
         drop(f);
         staged.commit(true)?;
@@ -370,6 +405,11 @@ mod tests {
     fn meta(i: usize) -> ClipMeta {
         ClipMeta {
             index: i,
+            source: SourceInfo {
+                rate: 4096 + i as u32,
+                channels: 1,
+                frames: 10,
+            },
             label: i as i64 % 2,
             path: format!("{i}.wav"),
         }
@@ -385,6 +425,8 @@ mod tests {
         fn write(&mut self, first: usize, meta: &[ClipMeta], data: &OutputBuf) -> Result<()> {
             let per = data.len() / meta.len();
             for (k, m) in meta.iter().enumerate() {
+                // Each clip's source comes back from the journal with it.
+                assert_eq!(m.source.rate, 4096 + m.index as u32);
                 self.0
                     .lock()
                     .unwrap()
@@ -469,7 +511,7 @@ mod tests {
         let j = Journal::open(t.path(), "s", 1, &p, 4).unwrap();
         assert!(j.read(&path, true).is_ok());
         // Every byte of the header and index section, and a sample of the data.
-        let data_start = container::header_len(2) + 16;
+        let data_start = container::header_len(SECTIONS) + 16 + 2 * SOURCE_BYTES;
         let probes = (0..data_start).chain((data_start..good.len()).step_by(997));
         for i in probes {
             let mut b = good.clone();

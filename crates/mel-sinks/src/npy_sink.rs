@@ -19,9 +19,10 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use mel_core::atomic::{self, Staged};
-use mel_core::{ClipMeta, Dtype, Error, Finished, OutputBuf, Result, Sink, SinkSpec};
+use mel_core::{ClipMeta, Dtype, Error, Finished, OutputBuf, Provenance, Result, Sink, SinkSpec};
 
 use crate::rows::RowLedger;
+use crate::stats::MelStats;
 
 /// Header bytes reserved for `mel.npy` (a multiple of 64, room for any shape).
 const HEADER_LEN: usize = 256;
@@ -39,6 +40,7 @@ pub struct NpySink {
     mel: Option<File>,
     spec: SinkSpec,
     ledger: RowLedger,
+    stats: MelStats,
     opts: NpyOptions,
 }
 
@@ -83,11 +85,13 @@ impl NpySink {
         file.set_len((HEADER_LEN + spec.rows * spec.plan.bytes_per_clip()) as u64)
             .map_err(|e| Error::io(&path, e))?;
         let rows = spec.rows;
+        let stats = MelStats::new(spec.plan.n_mels(), spec.plan.n_frames());
         Ok(NpySink {
             staged,
             mel: Some(file),
             spec,
             ledger: RowLedger::new(rows),
+            stats,
             opts,
         })
     }
@@ -118,6 +122,12 @@ impl NpySink {
             "dtype_note": if plan.dtype() == Dtype::Bf16 { "bfloat16 stored as uint16 bit patterns" } else { "" },
             "label_names": self.spec.label_names,
             "paths": self.ledger.paths(rows),
+            "mel_mean": self.stats.mean(),
+            "mel_std": self.stats.std(),
+            "stats_count": self.stats.count(),
+            "source_rate": self.ledger.sources(rows).iter().map(|s| s.rate).collect::<Vec<_>>(),
+            "source_channels": self.ledger.sources(rows).iter().map(|s| s.channels).collect::<Vec<_>>(),
+            "source_frames": self.ledger.sources(rows).iter().map(|s| s.frames).collect::<Vec<_>>(),
             "config": serde_json::from_str::<serde_json::Value>(&self.spec.provenance).unwrap_or_default(),
         });
         let meta_path = dir.join("meta.json");
@@ -145,6 +155,7 @@ impl Sink for NpySink {
         if let Err(m) = self.ledger.record(first_row, meta) {
             return Err(self.err(m));
         }
+        self.stats.add(data);
         let offset = (HEADER_LEN + first_row * self.spec.plan.bytes_per_clip()) as u64;
         let file = self.mel.as_ref().expect("open until finish");
         file.write_all_at(data.as_bytes(), offset)
@@ -172,8 +183,13 @@ impl Sink for NpySink {
                     .sum()
             })
             .map_err(|e| Error::io(self.staged.path(), e))?;
+        let provenance = Provenance::of(
+            self.ledger.sources(rows),
+            self.spec.plan.sample_rate(),
+            self.spec.plan.clip_samples(),
+        );
         let NpySink { staged, opts, .. } = *self;
-        Ok(Finished::new(staged, opts.fsync, bytes))
+        Ok(Finished::new(staged, opts.fsync, bytes).with_provenance(provenance))
     }
 }
 
@@ -206,6 +222,7 @@ mod tests {
         let meta = (first..first + n)
             .map(|i| ClipMeta {
                 index: i,
+                source: mel_core::SourceInfo::default(),
                 label: (i % 2) as i64,
                 path: format!("c/{i}.wav"),
             })

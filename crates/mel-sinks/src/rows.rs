@@ -1,13 +1,14 @@
 //! Which rows a sink has received: the bookkeeping both sinks share, so that an output
 //! is committed only with every row written exactly once and nothing beyond.
 
-use mel_core::ClipMeta;
+use mel_core::{ClipMeta, SourceInfo};
 
 /// Labels and paths of the rows received so far.
 #[derive(Debug)]
 pub(crate) struct RowLedger {
     labels: Vec<Option<i64>>,
     paths: Vec<Option<String>>,
+    sources: Vec<SourceInfo>,
 }
 
 impl RowLedger {
@@ -16,6 +17,7 @@ impl RowLedger {
         RowLedger {
             labels: vec![None; rows],
             paths: vec![None; rows],
+            sources: vec![SourceInfo::default(); rows],
         }
     }
 
@@ -40,6 +42,7 @@ impl RowLedger {
         for (i, m) in meta.iter().enumerate() {
             self.labels[first_row + i] = Some(m.label);
             self.paths[first_row + i] = Some(m.path.clone());
+            self.sources[first_row + i] = m.source;
         }
         Ok(())
     }
@@ -75,6 +78,11 @@ impl RowLedger {
             .collect()
     }
 
+    /// Sources of rows `0..rows`.
+    pub(crate) fn sources(&self, rows: usize) -> &[SourceInfo] {
+        &self.sources[..rows]
+    }
+
     /// Paths of rows `0..rows` (after [`check`](Self::check)).
     pub(crate) fn paths(&self, rows: usize) -> Vec<&str> {
         self.paths[..rows]
@@ -92,6 +100,7 @@ mod tests {
         (0..n)
             .map(|i| ClipMeta {
                 index: i,
+                source: SourceInfo::default(),
                 label: i as i64,
                 path: format!("{i}.wav"),
             })

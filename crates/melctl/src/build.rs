@@ -13,7 +13,8 @@ use mel_core::atomic::DirLock;
 use mel_core::config::{LoaderKind, SinkKind};
 use mel_core::pipeline::{self, QueueMetrics, RunOptions, StageMetrics, Verdict};
 use mel_core::{
-    ClipFailure, ClipMeta, Config, Finished, Loader, LoaderStats, MelPlan, Sink, SinkSpec,
+    ClipFailure, ClipMeta, Config, Finished, Loader, LoaderStats, MelPlan, Provenance, Sink,
+    SinkSpec, SourceInfo,
 };
 use mel_loaders::{CacheKey, CacheLoader, Lazy, PreloadLoader, StreamLoader};
 use mel_sinks::{
@@ -36,6 +37,10 @@ pub struct SplitReport {
     pub skipped: Vec<ClipFailure>,
     /// Folders of the split that could not be listed (their files are not in it).
     pub unreadable: Vec<Skipped>,
+    /// Clips written per class: (class name, clips), in label order.
+    pub classes: Vec<(String, usize)>,
+    /// How many clips were resampled, downmixed, padded or trimmed.
+    pub provenance: Provenance,
     /// The output (published when the whole build succeeded).
     pub output: PathBuf,
     /// Its size in bytes.
@@ -271,10 +276,13 @@ fn build_inner(
             None => (r.output, r.rows),
         };
         let verdict = pipeline::verdict(&r.stages, r.wall.as_secs_f64(), &r.loader);
+        let classes = class_counts(&dataset.label_names, split, &skipped);
         report.splits.push(SplitReport {
             split: split.name.clone(),
             files: split.files.len(),
             clips,
+            classes,
+            provenance: output.provenance(),
             skipped,
             unreadable: split.unreadable.clone(),
             output: output.final_path().to_path_buf(),
@@ -304,11 +312,28 @@ fn build_inner(
     Ok(())
 }
 
+/// Clips written per class: the split's files of each class less those skipped.
+pub fn class_counts(
+    label_names: &[String],
+    split: &Split,
+    skipped: &[ClipFailure],
+) -> Vec<(String, usize)> {
+    let mut counts = vec![0usize; label_names.len()];
+    for f in &split.files {
+        counts[f.label as usize] += 1;
+    }
+    for s in skipped {
+        counts[split.files[s.index].label as usize] -= 1;
+    }
+    label_names.iter().cloned().zip(counts).collect()
+}
+
 /// The metadata of file `index` of `split`.
 fn clip_meta(split: &Split, index: usize) -> ClipMeta {
     let f = &split.files[index];
     ClipMeta {
         index,
+        source: SourceInfo::default(),
         label: f.label,
         path: f.rel.clone(),
     }

@@ -33,6 +33,21 @@ fn split_text(x: &SplitReport) -> String {
         wall,
         x.clips as f64 / wall
     );
+    s += &format!(
+        "  classes  {}\n",
+        x.classes
+            .iter()
+            .map(|(n, c)| format!("{n} {c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let p = &x.provenance;
+    if p.resampled + p.downmixed + p.padded + p.trimmed > 0 {
+        s += &format!(
+            "  sources  {} resampled, {} downmixed, {} padded, {} trimmed\n",
+            p.resampled, p.downmixed, p.padded, p.trimmed
+        );
+    }
     s += &format!("  loader   {}\n", x.loader_choice);
     if !x.loader.note.is_empty() {
         s += &format!("           {}\n", x.loader.note);
@@ -160,6 +175,8 @@ pub fn json(r: &BuildReport, config_json: &str, error: Option<&str>) -> serde_js
                     "verdict": x.verdict,
                 },
                 "skipped": x.skipped,
+                "classes": x.classes.iter().map(|(n, c)| serde_json::json!({"class": n, "clips": c})).collect::<Vec<_>>(),
+                "provenance": x.provenance,
                 "unreadable": x.unreadable.iter().map(skipped_json).collect::<Vec<_>>(),
             })
         })

@@ -64,7 +64,8 @@ type LoadOutcome = (Vec<ClipFailure>, LoaderStats, StageMetrics);
 
 /// Runs `loader` → `backend` → `sink` to completion and finishes the sink (the caller
 /// publishes the output).
-/// `meta(i)` gives the label and path of file `i`; `progress(n)` is called as clips finish.
+/// `meta(i)` gives the index, label and path of file `i` (its source comes from the
+/// loader's batch); `progress(n)` is called as clips finish.
 pub fn run(
     loader: Box<dyn Loader>,
     backend: &mut dyn MelBackend,
@@ -200,7 +201,12 @@ pub fn run(
                         m.items += n as u64;
                         m.batches += 1;
                         m.bytes += (batch.samples.samples().len() * 4) as u64;
-                        let metas = batch.indices.iter().map(|&i| meta(i)).collect();
+                        let metas = batch
+                            .indices
+                            .iter()
+                            .zip(&batch.sources)
+                            .map(|(&i, &source)| ClipMeta { source, ..meta(i) })
+                            .collect();
                         drop(batch);
                         match mel_tx.send(Computed::Batch(row, metas, out)) {
                             Ok(w) => m.wait_output(w),
