@@ -336,7 +336,7 @@ impl Reader {
             };
             let mut failures = Vec::new();
             let mut sources = vec![SourceInfo::default(); task.count];
-            for k in 0..task.count {
+            for (k, source) in sources.iter_mut().enumerate() {
                 let i = task.first + k;
                 // SAFETY: see `SendPtr`; this region belongs to this task alone.
                 let row = unsafe {
@@ -351,7 +351,7 @@ impl Reader {
                     continue;
                 }
                 match self.load_one(path, row, &mut bytes) {
-                    Ok(s) => sources[k] = s,
+                    Ok(s) => *source = s,
                     Err(e) => failures.push(ClipFailure::from_error(i, path, &e)),
                 }
             }
