@@ -9,6 +9,18 @@
 #    conformance suite runs on it. Needs apt as root; without it those tests print a skip.
 set -euo pipefail
 
+#  - strace: the integrity tests kill a build at every sync point and fail its writes
+#    with strace's fault injection (without it they print a skip).
+if ! command -v strace >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "setup: apt-get install strace (for the integrity tests)" >&2
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace; } >/dev/null \
+            || echo "setup: could not install strace; those tests will print a skip" >&2
+    else
+        echo "setup: no strace and no root for apt-get; those tests will print a skip" >&2
+    fi
+fi
+
 if ! ldconfig -p 2>/dev/null | grep -q libvulkan.so.1 || ! ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "setup: apt-get install libvulkan1 mesa-vulkan-drivers (lavapipe, for the wgpu tests)" >&2

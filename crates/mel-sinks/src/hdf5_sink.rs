@@ -58,8 +58,7 @@ pub struct Hdf5Sink {
     chunks: Option<ChunkWriter>,
     /// The temporary file, for starting writeback of chunks as they land (fsync only).
     writeback: Option<std::fs::File>,
-    file: Option<File>,
-    mel: Option<Dataset>,
+    h5: Handles,
     spec: SinkSpec,
     ledger: RowLedger,
     stats: MelStats,
@@ -117,6 +116,17 @@ impl Hdf5Sink {
         let final_path = out_dir.join(format!("{}.h5", spec.split));
         atomic::remove_stale_partials(&final_path);
         let (staged, handle) = Staged::file(&final_path)?;
+        // Reserve the disk space the file will take before HDF5 writes anything: a full
+        // disk is then this clear error, never a failed write inside the library (whose
+        // error paths can leave it unable to close the file). HDF5 trims the file to
+        // its contents when it closes it. Compressed chunks reserve only the metadata.
+        let data = if opts.gzip > 0 {
+            0
+        } else {
+            spec.rows as u64 * spec.plan.bytes_per_clip() as u64
+        };
+        reserve(&handle, data + metadata_bound(spec.rows))
+            .map_err(|e| Error::output(&final_path, format!("reserving disk space: {e}")))?;
         drop(handle);
         let err = |e: hdf5::Error| Error::output(&final_path, e);
         let file = File::create(staged.path()).map_err(err)?;
@@ -157,8 +167,10 @@ impl Hdf5Sink {
             raw,
             chunks,
             writeback,
-            file: Some(file),
-            mel: Some(mel),
+            h5: Handles {
+                file: Some(file),
+                mel: Some(mel),
+            },
             spec,
             ledger: RowLedger::new(rows),
             stats,
@@ -172,7 +184,7 @@ impl Hdf5Sink {
     }
 
     fn mel(&self) -> &Dataset {
-        self.mel.as_ref().expect("mel is open until finish")
+        self.h5.mel.as_ref().expect("mel is open until finish")
     }
 
     /// Shrinks `mel` to `rows` clips: a resize when chunked; when contiguous, a copy of the
@@ -200,15 +212,17 @@ impl Hdf5Sink {
             .ok_or_else(|| self.err("contiguous mel has no offset"))?;
         copy_range(self.staged.path(), from, staged.path(), to, bytes)
             .map_err(|e| self.err(format!("copying {rows} rows into an exact-size file: {e}")))?;
-        // The old file (and every handle to it) goes; the new one takes its place.
-        self.mel = Some(mel);
-        self.file = Some(file);
+        // The new file takes the old one's place; the old one is deleted (its Staged
+        // drops) and its handles abandoned, not closed: closing would write metadata
+        // into a file that is going away.
+        std::mem::forget(self.h5.mel.replace(mel));
+        std::mem::forget(self.h5.file.replace(file));
         self.staged = staged;
         Ok(())
     }
 
     fn write_metadata(&self, rows: usize) -> Result<()> {
-        let file = self.file.as_ref().expect("file is open until finish");
+        let file = self.h5.file.as_ref().expect("file is open until finish");
         let labels = self.ledger.labels(rows);
         let paths = self
             .ledger
@@ -302,8 +316,18 @@ impl Hdf5Sink {
     /// Closes every HDF5 object and then the file, so that the library has written all
     /// of it (superblock, heaps, object headers) before anything else happens to it.
     fn close(&mut self) -> Result<()> {
-        self.mel = None;
-        let file = self.file.take().expect("file is open until finish");
+        // Flush first, with every object open: a write that fails (a full disk) is
+        // reported here. The file is then abandoned by Drop, never closed: HDF5 2.0 can
+        // crash closing a file whose metadata flush failed.
+        let flushed = self
+            .h5
+            .file
+            .as_ref()
+            .expect("file is open until finish")
+            .flush();
+        flushed.map_err(|e| self.err(e))?;
+        self.h5.mel = None;
+        let file = self.h5.file.take().expect("file is open until finish");
         let open = hdf5::sync::sync(|| {
             // SAFETY: a valid file id; the call only counts open objects.
             unsafe {
@@ -314,6 +338,7 @@ impl Hdf5Sink {
             }
         });
         if open != 1 {
+            std::mem::forget(file);
             return Err(self.err(format!(
                 "{} HDF5 objects still open at close; the file would be written after it was committed",
                 open - 1
@@ -338,6 +363,24 @@ impl Hdf5Sink {
             )));
         }
         Ok(())
+    }
+}
+
+/// A bound on the bytes HDF5 writes besides `mel` for `rows` clips: labels, paths (in
+/// its global heap), sources, statistics, attributes and object headers.
+fn metadata_bound(rows: usize) -> u64 {
+    (256 << 10) + rows as u64 * 512
+}
+
+/// Allocates `bytes` of disk for `file` (`posix_fallocate`: `ENOSPC` now rather than
+/// in a later write). Where the filesystem cannot (`EOPNOTSUPP`), nothing is reserved.
+fn reserve(file: &std::fs::File, bytes: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid open descriptor; the call only allocates blocks for it.
+    let r = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, bytes as libc::off_t) };
+    match r {
+        0 | libc::EOPNOTSUPP | libc::EINVAL => Ok(()),
+        e => Err(std::io::Error::from_raw_os_error(e)),
     }
 }
 
@@ -404,7 +447,7 @@ impl Sink for Hdf5Sink {
                 .map_err(|e| failed(&e));
         }
         if let Some(chunks) = &mut self.chunks {
-            let mel = self.mel.as_ref().expect("mel is open until finish");
+            let mel = self.h5.mel.as_ref().expect("mel is open until finish");
             chunks
                 .write(mel, first_row, data.as_bytes(), &self.pool)
                 .map_err(|e| failed(&e))?;
@@ -447,7 +490,7 @@ impl Sink for Hdf5Sink {
             self.shrink(rows)?;
         }
         if let Some(mut chunks) = self.chunks.take() {
-            let mel = self.mel.as_ref().expect("mel is open until finish");
+            let mel = self.h5.mel.as_ref().expect("mel is open until finish");
             if let Err(e) = chunks.flush(mel, &self.pool) {
                 return Err(self.err(format!("writing the last chunks: {e}")));
             }
@@ -466,6 +509,22 @@ impl Sink for Hdf5Sink {
         );
         let Hdf5Sink { staged, opts, .. } = *self;
         Ok(Finished::new(staged, opts.fsync, bytes).with_provenance(provenance))
+    }
+}
+
+/// The HDF5 file and its `mel` dataset. Whatever is still open when this is dropped
+/// (an unfinished sink: an error, a cancellation) is abandoned, not closed: after a
+/// failed write HDF5's state is suspect, and closing can crash inside the library. The
+/// temporary file is removed by its `Staged` all the same.
+struct Handles {
+    file: Option<File>,
+    mel: Option<Dataset>,
+}
+
+impl Drop for Handles {
+    fn drop(&mut self) {
+        std::mem::forget(self.mel.take());
+        std::mem::forget(self.file.take());
     }
 }
 

@@ -40,7 +40,9 @@ fn statistics_and_provenance_are_stored_and_right() {
         let report = format!("{sink}.json");
         let stdout = dir
             .melctl()
-            .args(["build", "-i", "data", "-o", sink, "--dtype", "f32", "--sink", sink])
+            .args([
+                "build", "-i", "data", "-o", sink, "--dtype", "f32", "--sink", sink,
+            ])
             .args(["--report", &report])
             .stdout();
         assert!(
