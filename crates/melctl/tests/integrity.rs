@@ -42,7 +42,10 @@ fn build(dir: &Dir, out: &str, extra: &[&str]) -> TestCommand {
 
 /// `mel` (as f16 bits), `label` and `path` of an HDF5 output, or why it does not open
 /// complete (the three datasets with the same row count).
-fn read_h5(path: &Path) -> Result<(Vec<u16>, Vec<i64>, Vec<String>), String> {
+/// An output's `mel` (f16 bits), `label` and `path`.
+type Contents = (Vec<u16>, Vec<i64>, Vec<String>);
+
+fn read_h5(path: &Path) -> Result<Contents, String> {
     let f = hdf5::File::open(path).map_err(|e| e.to_string())?;
     let mel = f.dataset("mel").map_err(|e| e.to_string())?;
     let rows = mel.shape().first().copied().unwrap_or(0);
