@@ -241,11 +241,11 @@ pub struct Stage {
 pub struct MelConfig {
     /// FFT size. Default 512.
     pub n_fft: usize,
-    /// Window length; absent means `n_fft` (torchaudio's default).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Window length; `"default"` (or absent) means `n_fft` (torchaudio's default).
+    #[serde(with = "or_default")]
     pub win_length: Option<usize>,
-    /// Hop between frames; absent means `win_length / 2` (torchaudio's default).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Hop between frames; `"default"` (or absent) means `win_length / 2` (torchaudio's).
+    #[serde(with = "or_default")]
     pub hop_length: Option<usize>,
     /// The analysis window (periodic). Default `hann`.
     pub window: WindowKind,
@@ -259,8 +259,8 @@ pub struct MelConfig {
     pub n_mels: usize,
     /// Lowest filter edge in Hz. Default 0.
     pub f_min: f64,
-    /// Highest filter edge in Hz; absent means `sample_rate / 2`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Highest filter edge in Hz; `"default"` (or absent) means `sample_rate / 2`.
+    #[serde(with = "or_default")]
     pub f_max: Option<f64>,
     /// Mel scale formula. Default `htk`.
     pub mel_scale: MelScale,
@@ -301,6 +301,37 @@ impl MelConfig {
     /// The upper filter edge, resolving the default for `sample_rate`.
     pub fn f_max(&self, sample_rate: u32) -> f64 {
         self.f_max.unwrap_or(sample_rate as f64 / 2.0)
+    }
+}
+
+/// A value or the word `"default"` (torchaudio's derived default) in TOML and JSON.
+mod or_default {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either<T> {
+        Value(T),
+        Word(String),
+    }
+
+    pub fn serialize<T: Serialize, S: Serializer>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(x) => x.serialize(s),
+            None => s.serialize_str("default"),
+        }
+    }
+
+    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<T>, D::Error> {
+        match Either::<T>::deserialize(d)? {
+            Either::Value(v) => Ok(Some(v)),
+            Either::Word(w) if w == "default" => Ok(None),
+            Either::Word(w) => Err(serde::de::Error::custom(format!(
+                "expected a number or \"default\", found {w:?}"
+            ))),
+        }
     }
 }
 
@@ -940,6 +971,19 @@ mod tests {
         let c = Config::default();
         c.check_memory(&MelPlan::from_config(&c).unwrap(), 8 << 30)
             .unwrap();
+    }
+
+    #[test]
+    fn default_words_restore_torchaudio_derived_values() {
+        let c = Config::from_toml(
+            "[mel]\nn_fft = 1024\nwin_length = \"default\"\nhop_length = \"default\"\nf_max = \"default\"\n",
+        )
+        .unwrap();
+        assert_eq!((c.mel.win_length(), c.mel.hop_length()), (1024, 512));
+        assert_eq!(c.mel.f_max(c.audio.sample_rate), 2048.0);
+        // "default" survives a round trip through TOML.
+        assert_eq!(Config::from_toml(&c.to_toml()).unwrap(), c);
+        assert!(Config::from_toml("[mel]\nwin_length = \"auto\"\n").is_err());
     }
 
     #[test]

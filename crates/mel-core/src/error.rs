@@ -12,7 +12,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A configuration value is out of range; names the field and the limit.
-    #[error("invalid configuration: {field}: {message}")]
+    #[error("invalid configuration: {field}{}{message}", if message.starts_with('=') { " " } else { ": " })]
     Config {
         /// Dotted path of the offending field, e.g. `mel.f_max`.
         field: String,

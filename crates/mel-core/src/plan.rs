@@ -12,8 +12,11 @@ pub const MAX_CLIP_SAMPLES: usize = 1 << 28;
 /// Highest `audio.sample_rate`, Hz.
 pub const MAX_SAMPLE_RATE: u32 = 768_000;
 
-/// Largest `mel.n_fft` (the window and filterbank tables grow with it).
-pub const MAX_N_FFT: usize = 1 << 16;
+/// Largest `mel.n_fft` (the window, its spectrum and the filterbank grow with it).
+pub const MAX_N_FFT: usize = 1 << 14;
+
+/// Most filterbank weights, `n_freqs × n_mels` (2^24: 128 MiB of f64).
+pub const MAX_FILTERBANK: usize = 1 << 24;
 
 /// Most segments (spectrograms) per clip.
 pub const MAX_SEGMENTS: usize = 1 << 20;
@@ -248,6 +251,15 @@ impl MelPlan {
         }
         let n_mels = m.n_mels;
         let n_freqs = n_fft / 2 + 1;
+        if n_freqs.saturating_mul(n_mels) > MAX_FILTERBANK {
+            return Err(Error::config(
+                "mel.n_mels",
+                format!(
+                    "= {n_mels} with {n_freqs} FFT bins makes a filterbank of {} weights; the limit is {MAX_FILTERBANK}",
+                    n_freqs * n_mels
+                ),
+            ));
+        }
         if n_mels == 0 || n_mels > n_freqs {
             return Err(Error::config(
                 "mel.n_mels",

@@ -392,6 +392,51 @@ pub fn cache_dir(config: &Config) -> PathBuf {
     std::env::temp_dir().join("melctl-cache")
 }
 
+/// The loader each split would get and why, without building any (`--dry-run`).
+pub fn loader_choices(dataset: &Dataset, config: &Config) -> Result<Vec<(String, String)>> {
+    dataset
+        .splits
+        .iter()
+        .map(|s| {
+            let choice = loader_choice(dataset, &s.name, &s.files, config)?.0;
+            Ok((
+                s.name.clone(),
+                format!("{} ({})", choice.kind.name(), choice.reason),
+            ))
+        })
+        .collect()
+}
+
+/// `run.loader` resolved for a split of `files`, and the cache key when one is needed.
+fn loader_choice(
+    dataset: &Dataset,
+    split: &str,
+    files: &[FileEntry],
+    config: &Config,
+) -> Result<(mel_loaders::Choice, Option<CacheKey>)> {
+    let decoded = (files.len() * config.audio.clip_samples() * 4) as u64;
+    let needs_key = matches!(config.run.loader, LoaderKind::Auto | LoaderKind::Memmap);
+    let key = if needs_key {
+        Some(CacheKey::new(
+            &cache_dir(config),
+            &dataset.root,
+            split,
+            files,
+            &config.audio,
+        )?)
+    } else {
+        None
+    };
+    let cache_exists = key.as_ref().is_some_and(|k| k.path.exists());
+    let choice = mel_loaders::choose(
+        config.run.loader,
+        decoded,
+        mel_loaders::select::available_memory(),
+        cache_exists,
+    );
+    Ok((choice, key))
+}
+
 /// Resolves `run.loader` for `split` and builds the loader (lazily: its up-front work runs
 /// inside the pipeline's load stage). Returns it with a line saying which and why.
 fn make_loader(
@@ -407,27 +452,8 @@ fn make_loader(
     // Called before each file a preload or a cache build decodes: an interrupt stops it.
     let on_file = move || !stop.load(std::sync::atomic::Ordering::Relaxed);
     let batch = config.run.batch_clips;
+    let (choice, key) = loader_choice(dataset, split, files, config)?;
     let files: Vec<FileEntry> = files.to_vec();
-    let decoded = (files.len() * audio.clip_samples() * 4) as u64;
-    let needs_key = matches!(config.run.loader, LoaderKind::Auto | LoaderKind::Memmap);
-    let key = if needs_key {
-        Some(CacheKey::new(
-            &cache_dir(config),
-            &dataset.root,
-            split,
-            &files,
-            &audio,
-        )?)
-    } else {
-        None
-    };
-    let cache_exists = key.as_ref().is_some_and(|k| k.path.exists());
-    let choice = mel_loaders::choose(
-        config.run.loader,
-        decoded,
-        mel_loaders::select::available_memory(),
-        cache_exists,
-    );
     let line = format!("{} ({})", choice.kind.name(), choice.reason);
     let loader: Box<dyn Loader> = match choice.kind {
         LoaderKind::Preload => Box::new(Lazy::new("preload", move || {

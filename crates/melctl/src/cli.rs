@@ -29,6 +29,8 @@ pub enum Command {
     Config(ConfigArgs),
     /// List the GPU devices melctl can use.
     Devices(DevicesArgs),
+    /// Draw a clip's spectrogram (or each class's mean) from an output as a PNG.
+    Show(ShowArgs),
 }
 
 /// Flags that choose and override the configuration (preset < file < flags).
@@ -113,9 +115,21 @@ pub struct BuildArgs {
     /// Build only these splits (repeatable); default: all.
     #[arg(long = "split", value_name = "NAME")]
     pub splits: Vec<String>,
-    /// Write the summary (stages, timings, skipped files) as JSON to this file.
-    #[arg(long, value_name = "FILE.json")]
+    /// Write the summary (stages, timings, skipped files) as JSON to this file; `-` writes
+    /// it to stdout (the human summary then goes to stderr).
+    #[arg(long, value_name = "FILE.json|-")]
     pub report: Option<PathBuf>,
+    /// Scan and validate, print what the build would do (layout, splits × classes, files
+    /// that would be skipped, output size, backend and loader), and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Exit with status 3 when any file was skipped (outputs are still written), for
+    /// pipelines that must not lose data quietly.
+    #[arg(long)]
+    pub strict: bool,
+    /// Output verbosity.
+    #[command(flatten)]
+    pub verbosity: Verbosity,
     /// Journal finished batches beside the output (OUT/.SPLIT.resume/), and continue an
     /// interrupted build of the same command from them: the result is identical to an
     /// uninterrupted build.
@@ -123,14 +137,54 @@ pub struct BuildArgs {
     pub resume: bool,
 }
 
+/// How much a command prints.
+#[derive(Debug, Args, Clone, Copy, Default)]
+pub struct Verbosity {
+    /// Print nothing on success (errors and skipped files still go to stderr).
+    #[arg(short, long, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Print the per-stage profiler table, the loader and the queues of every split.
+    #[arg(short, long)]
+    pub verbose: bool,
+}
+
 /// `melctl inspect`.
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// The HDF5 file.
+    /// An HDF5 file or an npy folder written by melctl.
     pub file: PathBuf,
     /// Clips sampled for the value statistics.
     #[arg(long, default_value_t = 256)]
     pub sample: usize,
+    /// Print JSON (for scripts) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `melctl show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// An HDF5 file or an npy folder written by melctl.
+    pub file: PathBuf,
+    /// The clip to draw (its row).
+    #[arg(long, visible_alias = "clip", default_value_t = 0)]
+    pub index: usize,
+    /// Where to write the picture.
+    #[arg(long, short = 'o', visible_alias = "output", value_name = "OUT.png")]
+    pub png: PathBuf,
+    /// One segment, long window L and short window S, instead of the clip's segments in
+    /// time order.
+    #[arg(long, value_name = "L,S", value_parser = parse_segment)]
+    pub segment: Option<(usize, usize)>,
+    /// Each class's mean spectrogram, side by side.
+    #[arg(long, conflicts_with = "index")]
+    pub class_means: bool,
+}
+
+fn parse_segment(s: &str) -> Result<(usize, usize), String> {
+    let (l, r) = s.split_once(',').ok_or("expected L,S (e.g. 10,1)")?;
+    let n = |x: &str| x.trim().parse::<usize>().map_err(|e| format!("{x:?}: {e}"));
+    Ok((n(l)?, n(r)?))
 }
 
 /// `melctl devices`.
@@ -153,6 +207,9 @@ pub struct DemoArgs {
     /// Only generate the dataset; do not build it.
     #[arg(long)]
     pub no_build: bool,
+    /// Output verbosity of the build.
+    #[command(flatten)]
+    pub verbosity: Verbosity,
     /// Configuration choices for the build.
     #[command(flatten)]
     pub flags: ConfigFlags,

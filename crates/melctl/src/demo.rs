@@ -77,11 +77,10 @@ pub fn synth(class: usize, n: usize, rate: f64, seed: u64) -> Vec<f64> {
         .collect()
 }
 
-/// Writes `clips` WAV files (16-bit PCM, mono, 4096 Hz, 10 s) under `root/{split}/{class}/`.
-/// Returns the number written. Files that already exist with the right size are kept.
-pub fn generate(root: &Path, clips: usize) -> Result<usize> {
-    let rate = 4096u32;
-    let n = 40_960;
+/// Writes `clips` WAV files (16-bit PCM, mono, `rate` Hz, `n` samples each: the preset's
+/// clip) under `root/{split}/{class}/`. Returns the number written. Files that already
+/// exist with the right size are kept.
+pub fn generate(root: &Path, clips: usize, rate: u32, n: usize) -> Result<usize> {
     let spec = WavSpec {
         channels: 1,
         sample_rate: rate,
@@ -139,7 +138,7 @@ mod tests {
     #[test]
     fn generate_lays_out_splits_and_classes() {
         let t = tempfile::tempdir().unwrap();
-        assert_eq!(generate(t.path(), 20).unwrap(), 20);
+        assert_eq!(generate(t.path(), 20, 4096, 4096).unwrap(), 20);
         let d = mel_audio::scan(t.path()).unwrap();
         assert_eq!(d.label_names, CLASSES.to_vec());
         let counts: Vec<usize> = d.splits.iter().map(|s| s.files.len()).collect();

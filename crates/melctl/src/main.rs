@@ -5,10 +5,12 @@ mod backend;
 mod build;
 mod cli;
 mod demo;
+mod dryrun;
 mod inspect;
 mod progress;
 mod report;
 mod settings;
+mod show;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -17,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::{Context, Result};
 use clap::Parser;
 use mel_core::MelPlan;
+use mel_core::config::BackendKind;
 
 use cli::{BuildArgs, Cli, Command, OnError};
 
@@ -27,6 +30,7 @@ const EXIT_MAPPED_INPUT_CHANGED: i32 = 74;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    quiet_vulkan_loader();
     on_sigbus_explain_and_exit();
     // Where NVRTC may be, beyond the usual places: the environment is the CLI's to read.
     mel_cuda::add_nvrtc_dirs(
@@ -37,15 +41,55 @@ fn main() -> ExitCode {
     );
     let interrupted = Arc::new(AtomicBool::new(false));
     match run(cli, &interrupted) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_line(&e));
             if interrupted.load(Ordering::SeqCst) {
                 ExitCode::from(EXIT_INTERRUPTED)
             } else {
                 ExitCode::FAILURE
             }
         }
+    }
+}
+
+/// An error and its causes on one line, each cause once: a cause whose text the message
+/// already holds (an error that prints its source and also names it) is not repeated.
+fn error_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = inspect::one_line(&cause.to_string());
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line += ": ";
+        }
+        line += &text;
+    }
+    line
+}
+
+/// Probing Vulkan (wgpu's adapters) makes the loader print "error: XDG_RUNTIME_DIR is
+/// invalid or not set" to stderr, twice, when the variable is missing (a server, CI, a
+/// container). Point it at a private folder of ours before any thread starts.
+fn quiet_vulkan_loader() {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let usable = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(std::path::PathBuf::from)
+        .and_then(|d| std::fs::metadata(d).ok())
+        .is_some_and(|m| m.is_dir());
+    if usable {
+        return;
+    }
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let dir = std::env::temp_dir().join(format!("melctl-runtime-{uid}"));
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+    let ours = std::fs::metadata(&dir).is_ok_and(|m| m.is_dir() && m.uid() == uid);
+    if ours {
+        // SAFETY: called first thing in main, before any other thread exists.
+        unsafe { std::env::set_var("XDG_RUNTIME_DIR", &dir) };
     }
 }
 
@@ -70,38 +114,60 @@ fn on_sigbus_explain_and_exit() {
     }
 }
 
-fn run(cli: Cli, interrupted: &Arc<AtomicBool>) -> Result<()> {
+fn run(cli: Cli, interrupted: &Arc<AtomicBool>) -> Result<u8> {
     match cli.command {
         Command::Build(args) => run_build(&args, interrupted),
         Command::Inspect(args) => {
-            print!("{}", inspect::inspect(&args.file, args.sample)?);
-            Ok(())
+            let summary = inspect::summarize(&args.file, args.sample)?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&summary)?);
+            } else {
+                print!("{}", inspect::text(&summary)?);
+            }
+            Ok(0)
+        }
+        Command::Show(args) => {
+            show::show(
+                &args.file,
+                args.index,
+                &args.png,
+                args.segment,
+                args.class_means,
+            )?;
+            eprintln!("wrote {}", args.png.display());
+            Ok(0)
         }
         Command::Devices(args) if args.json => {
             println!("{}", serde_json::to_string_pretty(&devices_json())?);
-            Ok(())
+            Ok(0)
         }
         Command::Devices(_) => {
             print!("{}", devices_text());
-            Ok(())
+            Ok(0)
         }
         Command::Config(args) => {
             let config = settings::resolve(&args.flags)?;
             MelPlan::from_config(&config)?;
-            print!("{}", config.to_toml());
-            Ok(())
+            print!("{}", settings::annotated_toml(&config));
+            Ok(0)
         }
         Command::Demo(args) => {
             let data = args.dir.join("data");
-            eprintln!(
-                "generating {} leak-4k clips under {}",
-                args.clips,
-                data.display()
-            );
-            let n = demo::generate(&data, args.clips)?;
-            eprintln!("{n} clips ready");
+            let config = settings::resolve(&args.flags)?;
+            let (rate, clip) = (config.audio.sample_rate, config.audio.clip_samples());
+            if !args.verbosity.quiet {
+                eprintln!(
+                    "generating {} clips of {clip} samples at {rate} Hz under {}",
+                    args.clips,
+                    data.display()
+                );
+            }
+            let n = demo::generate(&data, args.clips, rate, clip)?;
+            if !args.verbosity.quiet {
+                eprintln!("{n} clips ready");
+            }
             if args.no_build {
-                return Ok(());
+                return Ok(0);
             }
             run_build(
                 &BuildArgs {
@@ -116,6 +182,9 @@ fn run(cli: Cli, interrupted: &Arc<AtomicBool>) -> Result<()> {
                     splits: vec![],
                     report: Some(args.dir.join("report.json")),
                     resume: false,
+                    dry_run: false,
+                    strict: false,
+                    verbosity: args.verbosity,
                 },
                 interrupted,
             )
@@ -123,29 +192,59 @@ fn run(cli: Cli, interrupted: &Arc<AtomicBool>) -> Result<()> {
     }
 }
 
-fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<()> {
+/// Exit status of `--strict` when files were skipped.
+const EXIT_SKIPPED: u8 = 3;
+
+fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     let config = settings::resolve(&args.flags)?;
     let plan = MelPlan::from_config(&config)?;
+    if config.run.backend == BackendKind::Cpu && config.run.device.is_some() {
+        anyhow::bail!("--device picks a GPU; --backend cpu uses none (drop one of them)");
+    }
     if let Some(available) = mel_loaders::select::available_memory() {
         config.check_memory(&plan, available)?;
     }
-    if let Some(path) = &args.report {
+    let report_to_stdout = args.report.as_deref() == Some(std::path::Path::new("-"));
+    if let Some(path) = args.report.as_ref().filter(|_| !report_to_stdout) {
         // Found now, not after all the work: the report's folder must take a new file.
         mel_core::atomic::Staged::file(path)
             .with_context(|| format!("cannot write the report to {}", path.display()))?;
     }
+    let (quiet, verbose) = (args.verbosity.quiet, args.verbosity.verbose);
     start_workers(config.run.threads)?;
     let (dataset, source) = load_dataset(args)?;
-    eprintln!(
-        "{}: {} splits, {} classes, {} files; clip {:?} {} per clip",
-        source.display(),
-        dataset.splits.len(),
-        dataset.label_names.len(),
-        dataset.splits.iter().map(|s| s.files.len()).sum::<usize>(),
-        plan.clip_shape(),
-        config.output.dtype.name(),
-    );
-    let progress = progress::Progress::for_stderr();
+    if !quiet {
+        eprintln!(
+            "{}: {} splits, {} classes, {} files; clip {:?} {} per clip",
+            source.display(),
+            dataset.splits.len(),
+            dataset.label_names.len(),
+            dataset.splits.iter().map(|s| s.files.len()).sum::<usize>(),
+            plan.clip_shape(),
+            config.output.dtype.name(),
+        );
+    }
+    if args.dry_run {
+        let chosen = backend::choose(&plan, &config)?;
+        let loaders = build::loader_choices(&dataset, &config)?;
+        print!(
+            "{}",
+            dryrun::text(
+                &dataset,
+                &config,
+                &plan,
+                &args.output,
+                &chosen.line,
+                &loaders
+            )?
+        );
+        return Ok(0);
+    }
+    let progress = if quiet {
+        progress::Progress::hidden()
+    } else {
+        progress::Progress::for_stderr()
+    };
     let flag = cancel.clone();
     // A second Ctrl-C exits at once; the first stops cleanly (no output is committed).
     let _ = ctrlc::set_handler(move || {
@@ -169,19 +268,49 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<()> {
         cancel.clone(),
         &mut report,
     );
-    if built.is_ok() {
-        print!("{}", report::text(&report));
+    if built.is_ok() && !quiet {
+        let summary = report::text(&report, verbose);
+        if report_to_stdout {
+            eprint!("{summary}");
+        } else {
+            print!("{summary}");
+        }
     }
     if let Some(path) = &args.report {
-        let error = built.as_ref().err().map(|e| format!("{e:#}"));
+        let error = built.as_ref().err().map(error_line);
         let json = report::json(&report, &config.resolved_json(), error.as_deref());
-        write_atomically(
-            path,
-            (serde_json::to_string_pretty(&json)? + "\n").as_bytes(),
-        )
-        .with_context(|| format!("cannot write the report to {}", path.display()))?;
+        let text = serde_json::to_string_pretty(&json)? + "\n";
+        if report_to_stdout {
+            print!("{text}");
+        } else {
+            write_atomically(path, text.as_bytes())
+                .with_context(|| format!("cannot write the report to {}", path.display()))?;
+        }
     }
-    built
+    built?;
+    if quiet {
+        // Quiet prints nothing on success, but nothing is dropped without being named.
+        for x in &report.splits {
+            for f in &x.skipped {
+                eprintln!("skipped {}: {}", f.path.display(), f.reason);
+            }
+            for u in &x.unreadable {
+                eprintln!("skipped {}: {}", u.path.display(), u.reason);
+            }
+        }
+    }
+    let skipped: usize = report
+        .splits
+        .iter()
+        .map(|x| x.skipped.len() + x.unreadable.len())
+        .sum();
+    if args.strict && skipped > 0 {
+        eprintln!(
+            "error: --strict: {skipped} file(s) were skipped (listed above); the outputs were written"
+        );
+        return Ok(EXIT_SKIPPED);
+    }
+    Ok(0)
 }
 
 /// Writes `bytes` to `path` under a temporary name, then renames it into place.

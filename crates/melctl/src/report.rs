@@ -1,5 +1,6 @@
-//! The closing summary of a build, as text (a profiler-style stage table and the
-//! bottleneck) and as JSON (`--report FILE.json`).
+//! The closing summary of a build, as text (a line per split with its classes, sources,
+//! bottleneck and skipped files; with `-v` the profiler-style stage table, loader and
+//! queues too) and as JSON (`--report FILE.json`).
 
 use std::time::Duration;
 
@@ -22,7 +23,7 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
-fn split_text(x: &SplitReport) -> String {
+fn split_text(x: &SplitReport, verbose: bool) -> String {
     let wall = secs(x.wall).max(1e-9);
     let mut s = format!(
         "{:<12} {:>7} clips -> {} ({}) in {:.2} s = {:.0} clips/s\n",
@@ -48,43 +49,45 @@ fn split_text(x: &SplitReport) -> String {
             p.resampled, p.downmixed, p.padded, p.trimmed
         );
     }
-    s += &format!("  loader   {}\n", x.loader_choice);
-    if !x.loader.note.is_empty() {
-        s += &format!("           {}\n", x.loader.note);
-    }
-    if x.loader.decode_seconds > 0.0 {
-        s += &format!(
-            "           {} workers: read + decode {:.2} s (summed), {} from {} files\n",
-            x.loader.workers,
-            x.loader.decode_seconds,
-            bytes(x.loader.bytes_read),
-            x.loader.files
-        );
-    }
-    s += "  stage    impl      busy s   busy%  wait-in s  wait-out s    clips/busy-s\n";
-    for m in &x.stages {
-        s += &format!(
-            "  {:<8} {:<8} {:>7.2}  {:>5.0}%  {:>9.2}  {:>10.2}  {:>14.0}\n",
-            m.name,
-            m.implementation,
-            m.busy_seconds,
-            100.0 * m.busy_seconds / wall,
-            m.wait_input_seconds,
-            m.wait_output_seconds,
-            m.capacity_per_second()
-        );
-    }
-    if let Some(w) = x.stages.iter().find(|m| m.name == "write") {
-        s += &format!(
-            "  write    of which commit (metadata, flush, rename) {:.2} s\n",
-            w.finish_seconds
-        );
-    }
-    for q in &x.queues {
-        s += &format!(
-            "  queue {:<11} depth mean {:.1} max {} of {}\n",
-            q.name, q.mean_depth, q.max_depth, q.capacity
-        );
+    if verbose {
+        s += &format!("  loader   {}\n", x.loader_choice);
+        if !x.loader.note.is_empty() {
+            s += &format!("           {}\n", x.loader.note);
+        }
+        if x.loader.decode_seconds > 0.0 {
+            s += &format!(
+                "           {} workers: read + decode {:.2} s (summed), {} from {} files\n",
+                x.loader.workers,
+                x.loader.decode_seconds,
+                bytes(x.loader.bytes_read),
+                x.loader.files
+            );
+        }
+        s += "  stage    impl      busy s   busy%  wait-in s  wait-out s    clips/busy-s\n";
+        for m in &x.stages {
+            s += &format!(
+                "  {:<8} {:<8} {:>7.2}  {:>5.0}%  {:>9.2}  {:>10.2}  {:>14.0}\n",
+                m.name,
+                m.implementation,
+                m.busy_seconds,
+                100.0 * m.busy_seconds / wall,
+                m.wait_input_seconds,
+                m.wait_output_seconds,
+                m.capacity_per_second()
+            );
+        }
+        if let Some(w) = x.stages.iter().find(|m| m.name == "write") {
+            s += &format!(
+                "  write    of which commit (metadata, flush, rename) {:.2} s\n",
+                w.finish_seconds
+            );
+        }
+        for q in &x.queues {
+            s += &format!(
+                "  queue {:<11} depth mean {:.1} max {} of {}\n",
+                q.name, q.mean_depth, q.max_depth, q.capacity
+            );
+        }
     }
     s += &format!(
         "  bottleneck: {} ({:.0}% busy): {}\n",
@@ -102,11 +105,11 @@ fn split_text(x: &SplitReport) -> String {
 }
 
 /// The text summary printed at the end of a build.
-pub fn text(r: &BuildReport) -> String {
+pub fn text(r: &BuildReport, verbose: bool) -> String {
     let mut s = format!("backend  {}\n", r.backend);
     let clips: usize = r.splits.iter().map(|x| x.clips).sum();
     for x in &r.splits {
-        s += &split_text(x);
+        s += &split_text(x, verbose);
     }
     let skipped: usize = r
         .splits

@@ -67,3 +67,47 @@ pub fn resolve(flags: &ConfigFlags) -> Result<Config> {
     }
     Ok(config)
 }
+
+/// The configuration as TOML, each value torchaudio's defaults derive (`win_length` =
+/// `n_fft`, `hop_length` = `win_length / 2`, `f_max` = `sample_rate / 2`) written as
+/// `"default"` with what it resolves to.
+pub fn annotated_toml(config: &Config) -> String {
+    let m = &config.mel;
+    let derived = [
+        (
+            "win_length",
+            m.win_length.is_none(),
+            m.win_length().to_string(),
+            "n_fft",
+        ),
+        (
+            "hop_length",
+            m.hop_length.is_none(),
+            m.hop_length().to_string(),
+            "win_length / 2",
+        ),
+        (
+            "f_max",
+            m.f_max.is_none(),
+            format!("{:?}", m.f_max(config.audio.sample_rate)),
+            "audio.sample_rate / 2",
+        ),
+    ];
+    let mut out = String::new();
+    let mut section = String::new();
+    for line in config.to_toml().lines() {
+        if line.starts_with('[') {
+            section = line.to_string();
+        }
+        out += line;
+        if section == "[mel]" {
+            for (key, unset, value, rule) in &derived {
+                if *unset && line.starts_with(&format!("{key} =")) {
+                    out += &format!("  # = {value}, derived: {rule} (torchaudio's default)");
+                }
+            }
+        }
+        out.push('\n');
+    }
+    out
+}

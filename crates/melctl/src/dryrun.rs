@@ -1,0 +1,123 @@
+//! `melctl build --dry-run`: what a build would do, from the scan and the configuration
+//! alone. Nothing is decoded or written.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Result;
+use mel_audio::Dataset;
+use mel_core::{Config, MelPlan};
+
+use crate::report::bytes;
+
+/// Why a listed file would be skipped without decoding it, if it would: not there, not
+/// a regular file, empty, or a name the output could not store.
+fn precheck(path: &Path) -> Option<String> {
+    if path.file_name().and_then(|n| n.to_str()).is_none() {
+        return Some("the file name is not valid UTF-8".into());
+    }
+    match std::fs::metadata(path) {
+        Err(e) => Some(format!("cannot read: {e}")),
+        Ok(m) if !m.is_file() => Some("not a regular file".into()),
+        Ok(m) if m.len() == 0 => Some("empty file (0 bytes)".into()),
+        Ok(_) => None,
+    }
+}
+
+/// The dry run's text; `backend` and `loaders` are the choices the build would make.
+pub fn text(
+    dataset: &Dataset,
+    config: &Config,
+    plan: &MelPlan,
+    out: &Path,
+    backend: &str,
+    loaders: &[(String, String)],
+) -> Result<String> {
+    let mut s = String::from("dry run: nothing is decoded or written\n");
+    let layout = if dataset.splits.len() == 1 && dataset.splits[0].name == "all" {
+        "ROOT/{class}/*.wav: one split, `all`"
+    } else {
+        "ROOT/{split}/{class}/*.wav"
+    };
+    writeln!(
+        s,
+        "layout   {layout} ({} splits, {} classes) in {}",
+        dataset.splits.len(),
+        dataset.label_names.len(),
+        dataset.root.display()
+    )?;
+    let width = dataset
+        .label_names
+        .iter()
+        .map(|n| n.len().max(6))
+        .collect::<Vec<_>>();
+    let mut head = format!("  {:<12} {:>7}", "split", "files");
+    for (n, w) in dataset.label_names.iter().zip(&width) {
+        head += &format!(" {n:>w$}");
+    }
+    writeln!(s, "{head}")?;
+    let mut skips = Vec::new();
+    let mut clips = 0usize;
+    for split in &dataset.splits {
+        let mut counts = vec![0usize; dataset.label_names.len()];
+        for f in &split.files {
+            counts[f.label as usize] += 1;
+            if let Some(why) = precheck(&f.path) {
+                skips.push(format!("{}: {why}", f.path.display()));
+            } else {
+                clips += 1;
+            }
+        }
+        for u in &split.unreadable {
+            skips.push(format!("{}: {}", u.path.display(), u.reason));
+        }
+        let mut row = format!("  {:<12} {:>7}", split.name, split.files.len());
+        for (c, w) in counts.iter().zip(&width) {
+            row += &format!(" {c:>w$}");
+        }
+        writeln!(s, "{row}")?;
+    }
+    for skip in &skips {
+        writeln!(s, "would skip {skip}")?;
+    }
+    if !dataset.ignored.is_empty() {
+        writeln!(
+            s,
+            "ignored  {} entries that are not audio: {}",
+            dataset.ignored.len(),
+            dataset
+                .ignored
+                .iter()
+                .take(5)
+                .map(|i| i.path.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )?;
+    }
+    let per_clip = plan.bytes_per_clip() as u64;
+    let estimate = clips as u64 * per_clip + dataset.splits.len() as u64 * (64 << 10);
+    let sink = config.output.sink.name();
+    let compressed = if config.hdf5.gzip > 0 {
+        " before compression (deflate roughly halves leak-4k)"
+    } else {
+        ""
+    };
+    writeln!(
+        s,
+        "output   {} as {sink}: about {} ({clips} clips × {} of {} {:?}{compressed})",
+        out.display(),
+        bytes(estimate),
+        bytes(per_clip),
+        plan.dtype().name(),
+        plan.clip_shape()
+    )?;
+    writeln!(
+        s,
+        "         files that fail to decode are skipped in the build (use --on-error fail to stop)"
+    )?;
+    writeln!(s, "backend  {backend}")?;
+    for (split, loader) in loaders {
+        writeln!(s, "loader   {split}: {loader}")?;
+    }
+    Ok(s)
+}

@@ -1,0 +1,245 @@
+//! The ways of running melctl besides a plain build: `--dry-run`, `-q`, `--strict`,
+//! `--report -`, `inspect --json`, `show`, and the flag combinations it refuses.
+
+mod util;
+
+use std::path::Path;
+
+use util::Dir;
+
+/// A run's stdout or stderr as text.
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `melctl demo --clips N --no-build` moved to `data/`, plus one broken training file.
+fn demo_with_a_broken_file(dir: &Dir, clips: &str) {
+    dir.melctl()
+        .args(["demo", "--clips", clips, "--no-build", "demo"])
+        .stdout();
+    std::fs::rename(dir.join("demo/data"), dir.join("data")).unwrap();
+    dir.create("data/training/leak/zz-broken.wav", "RIFF....WAVEjunk");
+}
+
+/// Width and height of a PNG file, from its IHDR chunk.
+fn png_size(path: &Path) -> (u32, u32) {
+    let b = std::fs::read(path).unwrap();
+    assert_eq!(&b[..8], b"\x89PNG\r\n\x1a\n", "{} is a PNG", path.display());
+    assert_eq!(&b[12..16], b"IHDR");
+    let be = |at: usize| u32::from_be_bytes(b[at..at + 4].try_into().unwrap());
+    (be(16), be(20))
+}
+
+#[test]
+fn dry_run_names_splits_classes_backend_and_size_and_writes_nothing() {
+    let dir = Dir::new();
+    demo_with_a_broken_file(&dir, "20");
+    let mut dry = dir.melctl();
+    dry.args(["build", "-i", "data", "-o", "out", "--dry-run"]);
+    let o = dry.expect_code(0);
+    let stdout = text(&o.stdout);
+    for needle in [
+        "dry run",
+        "training",
+        "validation",
+        "no_leak",
+        "backend  cpu",
+        "loader   training: preload",
+        "as hdf5: about",
+    ] {
+        dry.check(
+            &o,
+            stdout.contains(needle),
+            &format!("stdout names {needle:?}"),
+        );
+    }
+    dry.check(&o, !dir.join("out").exists(), "nothing is written");
+}
+
+#[test]
+fn quiet_prints_nothing_but_the_skipped_files_and_strict_exits_3() {
+    let dir = Dir::new();
+    demo_with_a_broken_file(&dir, "20");
+    let mut quiet = dir.melctl();
+    quiet.args(["build", "-i", "data", "-o", "out", "-q"]);
+    let o = quiet.expect_code(0);
+    quiet.check(&o, o.stdout.is_empty(), "nothing on stdout");
+    let stderr = text(&o.stderr);
+    quiet.check(
+        &o,
+        stderr.lines().count() == 1
+            && stderr.contains("zz-broken.wav")
+            && stderr.contains("truncated"),
+        "stderr has one line naming the skipped file and why",
+    );
+    quiet.check(&o, dir.join("out/training.h5").is_file(), "the build wrote");
+
+    let mut strict = dir.melctl();
+    strict.args(["build", "-i", "data", "-o", "strict", "-q", "--strict"]);
+    let o = strict.expect_code(3);
+    let stderr = text(&o.stderr);
+    strict.check(
+        &o,
+        stderr.contains("zz-broken.wav") && stderr.contains("--strict: 1 file(s) were skipped"),
+        "strict names the file and says why it failed",
+    );
+    strict.check(
+        &o,
+        dir.join("strict/training.h5").is_file(),
+        "strict still writes the outputs (the exit status tells a pipeline)",
+    );
+
+    // Without broken files, strict succeeds.
+    std::fs::remove_file(dir.join("data/training/leak/zz-broken.wav")).unwrap();
+    dir.melctl()
+        .args(["build", "-i", "data", "-o", "clean", "-q", "--strict"])
+        .expect_code(0);
+}
+
+#[test]
+fn report_to_stdout_is_the_only_thing_on_stdout() {
+    let dir = Dir::new();
+    demo_with_a_broken_file(&dir, "20");
+    let mut build = dir.melctl();
+    build.args(["build", "-i", "data", "-o", "out", "--report", "-"]);
+    let o = build.expect_code(0);
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{}", build.explain(&o, &format!("stdout is JSON: {e}"))));
+    build.check(&o, report["ok"] == true, "the report says ok");
+    let skipped = report["splits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["skipped"].as_array().unwrap())
+        .count();
+    build.check(&o, skipped == 1, "the report lists the broken file");
+    build.check(
+        &o,
+        text(&o.stderr).contains("total"),
+        "the human summary moved to stderr",
+    );
+}
+
+#[test]
+fn device_with_the_cpu_backend_is_refused_before_any_work() {
+    let dir = Dir::new();
+    demo_with_a_broken_file(&dir, "5");
+    let mut build = dir.melctl();
+    build.args([
+        "build",
+        "-i",
+        "data",
+        "-o",
+        "out",
+        "--backend",
+        "cpu",
+        "--device",
+        "0",
+    ]);
+    let stderr = build.stderr_of_failure();
+    assert!(stderr.contains("--device"), "{stderr}");
+    assert!(!dir.join("out").exists());
+}
+
+#[test]
+fn inspect_json_and_show_describe_and_draw_an_output() {
+    let dir = Dir::new();
+    dir.melctl()
+        .args(["demo", ".", "--clips", "25", "-q"])
+        .expect_code(0);
+
+    let mut inspect = dir.melctl();
+    inspect.args(["inspect", "out/training.h5", "--json"]);
+    let o = inspect.expect_code(0);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    inspect.check(
+        &o,
+        j["shape"] == serde_json::json!([18, 79, 3, 32, 5]) && j["dtype"] == "f16",
+        "shape and dtype",
+    );
+    let per_class: Vec<u64> = j["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c[1].as_u64().unwrap())
+        .collect();
+    inspect.check(
+        &o,
+        per_class.len() == 5 && per_class.iter().sum::<u64>() == 18,
+        "five classes whose counts add up to the clips",
+    );
+    inspect.check(
+        &o,
+        j["mel_mean"].as_array().map(Vec::len) == Some(32) && j["values"]["non_finite"] == 0,
+        "per-bin statistics and no non-finite values",
+    );
+
+    let mut show = dir.melctl();
+    show.args(["show", "out/training.h5", "--index", "2", "-o", "clip.png"]);
+    show.stdout();
+    assert_eq!(png_size(&dir.join("clip.png")), (900, 520));
+    dir.melctl()
+        .args([
+            "show",
+            "out/training.h5",
+            "--class-means",
+            "-o",
+            "means.png",
+        ])
+        .stdout();
+    let (w, _) = png_size(&dir.join("means.png"));
+    assert!(w > 900, "five panels are wider than one: {w}");
+    dir.melctl()
+        .args([
+            "show",
+            "out/training.h5",
+            "--segment",
+            "78,2",
+            "-o",
+            "seg.png",
+        ])
+        .stdout();
+    assert_eq!(png_size(&dir.join("seg.png")), (900, 520));
+
+    // Bad requests are errors that say what exists; no picture, no partial file.
+    for (args, needle) in [
+        (vec!["--index", "18"], "holds 18 clips"),
+        (vec!["--segment", "79,0"], "79 long × 3 short"),
+    ] {
+        let mut bad = dir.melctl();
+        bad.args(["show", "out/training.h5", "-o", "bad.png"])
+            .args(args);
+        let stderr = bad.stderr_of_failure();
+        assert!(stderr.contains(needle), "{stderr}");
+    }
+    let mut not_h5 = dir.melctl();
+    not_h5.args(["show", "data/training/leak", "-o", "bad.png"]);
+    not_h5.stderr_of_failure();
+    assert!(
+        !dir.names(".").iter().any(|n| n.contains("bad.png")),
+        "{}",
+        dir.listing()
+    );
+}
+
+#[test]
+fn show_refuses_a_tampered_npy_output_without_panicking() {
+    let dir = Dir::new();
+    demo_with_a_broken_file(&dir, "10");
+    dir.melctl()
+        .args(["build", "-i", "data", "-o", "out", "--sink", "npy", "-q"])
+        .output();
+    let labels = dir.join("out/training.npy.d/label.npy");
+    let bytes = std::fs::read(&labels).unwrap();
+    // Drop the last label: the labels no longer cover the clips.
+    std::fs::write(&labels, &bytes[..bytes.len() - 8]).unwrap();
+    let mut show = dir.melctl();
+    show.args(["show", "out/training.npy.d", "--class-means", "-o", "x.png"]);
+    let stderr = show.stderr_of_failure();
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    // A label file shorter than its header.
+    std::fs::write(&labels, b"\x93NUMPY").unwrap();
+    let stderr = show.stderr_of_failure();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
