@@ -22,7 +22,8 @@ enum Task {
     GpuCheck,
     /// The loader × backend × dtype × sink matrix against the Python peer, in one run.
     Bench(bench::Args),
-    /// Fuzz the decoders for a bounded time (nightly + cargo-fuzz).
+    /// Fuzz the parsers (decoders, manifests, configurations, the container format) for a
+    /// bounded time with a memory limit (nightly + cargo-fuzz).
     Fuzz {
         /// Seconds to run.
         #[arg(long, default_value_t = 60)]
@@ -63,8 +64,8 @@ pub fn cargo(args: &[&str]) -> Result<String> {
 /// nightly) for a bounded time, seeded with the format corpus. A crash is written under
 /// fuzz/artifacts/; turn it into a regression case in fixtures/make_corpus.py.
 fn fuzz(seconds: u64) -> Result<()> {
-    let seeds = root().join("target/fuzz-seeds");
-    std::fs::create_dir_all(&seeds)?;
+    let audio_seeds = root().join("target/fuzz-seeds/audio");
+    std::fs::create_dir_all(&audio_seeds)?;
     for e in std::fs::read_dir(root().join("fixtures/corpus"))? {
         let p = e?.path();
         let name = p
@@ -73,21 +74,51 @@ fn fuzz(seconds: u64) -> Result<()> {
             .unwrap_or_default();
         // The long silence makes every run slow; the rest are small.
         if !name.ends_with(".json") && !name.starts_with("long-") {
-            std::fs::copy(&p, seeds.join(&name))?;
+            std::fs::copy(&p, audio_seeds.join(&name))?;
         }
     }
-    let status = std::process::Command::new("cargo")
-        .args(["+nightly", "fuzz", "run", "decode_bytes"])
-        .arg(&seeds)
-        .arg("--")
-        .arg(format!("-max_total_time={seconds}"))
-        .arg("-rss_limit_mb=2048")
-        .current_dir(root().join("fuzz"))
-        .status()
-        .map_err(|e| anyhow::anyhow!("running cargo +nightly fuzz (rustup toolchain install nightly; cargo install cargo-fuzz): {e}"))?;
-    if !status.success() {
-        bail!("the fuzzer found a crash: see fuzz/artifacts/decode_bytes/");
+    // Seeds for the text parsers: the presets' TOML and small manifests.
+    let text_seeds = root().join("target/fuzz-seeds/text");
+    std::fs::create_dir_all(&text_seeds)?;
+    std::fs::write(
+        text_seeds.join("preset.toml"),
+        "[mel]\nn_fft = 400\nn_mels = 80\n[segment]\nlong = \"off\"\n",
+    )?;
+    std::fs::write(
+        text_seeds.join("m.csv"),
+        "path,label,split\na.wav,leak,training\n",
+    )?;
+    std::fs::write(
+        text_seeds.join("m.jsonl"),
+        "{\"path\": \"a.wav\", \"label\": \"leak\"}\n",
+    )?;
+    // Every target gets a share of the time, a memory limit and its seeds.
+    let targets = [
+        ("decode_bytes", &audio_seeds),
+        ("decode_file", &audio_seeds),
+        ("manifest", &text_seeds),
+        ("config_plan", &text_seeds),
+        ("container", &text_seeds),
+    ];
+    let each = (seconds / targets.len() as u64).max(5);
+    for (target, seeds) in targets {
+        println!("fuzzing {target} for {each} s");
+        let status = std::process::Command::new("cargo")
+            .args(["+nightly", "fuzz", "run", target])
+            .arg(seeds)
+            .arg("--")
+            .arg(format!("-max_total_time={each}"))
+            .arg("-rss_limit_mb=2048")
+            .arg("-timeout=10")
+            .current_dir(root().join("fuzz"))
+            .status()
+            .map_err(|e| anyhow::anyhow!("running cargo +nightly fuzz (rustup toolchain install nightly; cargo install cargo-fuzz): {e}"))?;
+        if !status.success() {
+            bail!(
+                "the fuzzer found a crash in {target}: see fuzz/artifacts/{target}/; add it as a regression test"
+            );
+        }
     }
-    println!("no crash in {seconds} s");
+    println!("no crash in {} targets × {each} s", targets.len());
     Ok(())
 }

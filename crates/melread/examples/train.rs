@@ -1,0 +1,296 @@
+//! Trains a small convolutional classifier with candle on a melctl output and evaluates
+//! it per file:
+//!
+//! ```sh
+//! cargo run --release -p melread --example train -- --data OUT_DIR [--epochs N] [--batch N]
+//! ```
+//!
+//! Reads `OUT_DIR/training.*` (HDF5 or npy) through melread's loader: segments
+//! (`[n_mels, frames]` spectrograms; a whole clip when the output has no segmentation)
+//! in a seeded shuffle, normalised per mel bin with the statistics stored in the output
+//! (computed in one pass when it has none). After each epoch it reports segment- and
+//! file-level accuracy on `validation`, every file's segments scored in large batches;
+//! it ends with `file-level accuracy on testing: A (N files)`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use candle_core::{D, DType, Device, Module, Tensor};
+use candle_nn::{Conv2d, Conv2dConfig, Linear, Optimizer, VarBuilder, VarMap};
+use clap::Parser;
+use melread::eval::{Decision, FileEvaluator, FileReport};
+use melread::{Loader, LoaderOptions, MelStats, Shuffle, Split, TensorFloat, Unit};
+
+/// The example's options.
+#[derive(Debug, Clone, Parser)]
+#[command(about = "Train a small CNN with candle on a melctl output; file-level evaluation")]
+pub struct Args {
+    /// The output folder of `melctl build` (holding training, validation and testing).
+    #[arg(long)]
+    pub data: PathBuf,
+    /// Passes over the training split.
+    #[arg(long, default_value_t = 3)]
+    pub epochs: usize,
+    /// Segments per training batch.
+    #[arg(long, default_value_t = 256)]
+    pub batch: usize,
+    /// Stop each epoch after this many training steps (quick checks).
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// AdamW's learning rate.
+    #[arg(long, default_value_t = 2e-3)]
+    pub lr: f64,
+    /// Seed of the shuffle and of the weights.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Loader threads (default: all cores).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Segments per evaluation batch (the segments of many files at once).
+    #[arg(long, default_value_t = 8192)]
+    pub eval_batch: usize,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The training loss of every step.
+    pub losses: Vec<f32>,
+    /// Per epoch: validation segment accuracy and file-level report.
+    pub validation: Vec<(f64, FileReport)>,
+    /// File-level report on testing.
+    pub testing: FileReport,
+}
+
+/// Two convolutions, a pooling where the spectrogram is large enough, global average
+/// pooling and a linear layer.
+struct Net {
+    c1: Conv2d,
+    c2: Conv2d,
+    fc: Linear,
+    pool: (usize, usize),
+}
+
+impl Net {
+    fn new(vb: VarBuilder, classes: usize, n_mels: usize, frames: usize) -> Result<Net> {
+        let cfg = Conv2dConfig {
+            padding: 1,
+            ..Conv2dConfig::default()
+        };
+        Ok(Net {
+            c1: candle_nn::conv2d(1, 16, 3, cfg, vb.pp("c1"))?,
+            c2: candle_nn::conv2d(16, 32, 3, cfg, vb.pp("c2"))?,
+            fc: candle_nn::linear(32, classes, vb.pp("fc"))?,
+            pool: (
+                if n_mels >= 16 { 2 } else { 1 },
+                if frames >= 16 { 2 } else { 1 },
+            ),
+        })
+    }
+}
+
+impl Module for Net {
+    /// `[batch, n_mels, frames]` → logits `[batch, classes]`.
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let mut h = x.unsqueeze(1)?.apply(&self.c1)?.relu()?;
+        if self.pool != (1, 1) {
+            h = h.max_pool2d_with_stride(self.pool, self.pool)?;
+        }
+        let h = h
+            .apply(&self.c2)?
+            .relu()?
+            .mean(D::Minus1)?
+            .mean(D::Minus1)?;
+        h.apply(&self.fc)
+    }
+}
+
+/// Scores every segment of `split` in batches of `batch` segments (many files per
+/// batch) and decides each file by mean probability: (segment accuracy, file report).
+fn evaluate(
+    net: &Net,
+    split: &Arc<Split>,
+    stats: &MelStats,
+    batch: usize,
+    workers: usize,
+    device: &Device,
+) -> Result<(f64, FileEvaluator)> {
+    let loader = Loader::new(
+        split.clone(),
+        LoaderOptions {
+            unit: Unit::Segment,
+            batch_size: batch,
+            shuffle: Shuffle::None,
+            normalize: Some(stats.clone()),
+            workers,
+            prefetch: 2,
+            ..LoaderOptions::default()
+        },
+    )?;
+    let mut files = FileEvaluator::for_split(split)?;
+    let (mut right, mut total) = (0usize, 0usize);
+    for b in loader.epoch(0) {
+        let b = b?;
+        let clips: Vec<usize> = b.ids().iter().map(|id| id.clip).collect();
+        let labels = b.labels().to_vec();
+        let (x, _) = b.into_tensors(device, TensorFloat::F32)?;
+        let probs = candle_nn::ops::softmax(&net.forward(&x)?, D::Minus1)?;
+        let guess: Vec<u32> = probs.argmax(D::Minus1)?.to_vec1()?;
+        right += guess
+            .iter()
+            .zip(&labels)
+            .filter(|(g, l)| **g as i64 == **l)
+            .count();
+        total += labels.len();
+        let flat: Vec<f32> = probs.flatten_all()?.to_vec1()?;
+        files.add(&flat, &clips)?;
+    }
+    Ok((right as f64 / total.max(1) as f64, files))
+}
+
+/// Re-initialises every weight from `seed` (candle's CPU generator cannot be seeded):
+/// Kaiming-uniform weights, zero biases, in name order, so a run is reproducible.
+fn seed_weights(varmap: &VarMap, seed: u64) -> Result<()> {
+    let mut state = seed ^ 0x5EED;
+    let mut next = move || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+    };
+    let vars = varmap.data().lock().expect("varmap lock");
+    let mut names: Vec<&String> = vars.keys().collect();
+    names.sort();
+    for name in names {
+        let var = &vars[name];
+        let dims = var.dims().to_vec();
+        let n: usize = dims.iter().product();
+        let values: Vec<f32> = if dims.len() > 1 {
+            let fan_in: usize = dims[1..].iter().product();
+            let bound = (6.0 / fan_in as f32).sqrt();
+            (0..n).map(|_| next() * bound).collect()
+        } else {
+            vec![0.0; n]
+        };
+        var.set(&Tensor::from_vec(values, dims, var.device())?)?;
+    }
+    Ok(())
+}
+
+/// Trains and evaluates as the options say, writing progress to `log`.
+pub fn run(args: &Args, log: &mut dyn Write) -> Result<Report> {
+    let workers = args
+        .workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let open = |name: &str| -> Result<Arc<Split>> {
+        Ok(Arc::new(Split::open_in(&args.data, name).with_context(
+            || format!("opening the {name} split of {}", args.data.display()),
+        )?))
+    };
+    let training = open("training")?;
+    let validation = open("validation")?;
+    let testing = open("testing")?;
+    let t = Instant::now();
+    let stats = training.stats(workers)?;
+    let source = if training.stored_stats().is_some() {
+        "stored in the output"
+    } else {
+        "computed from training"
+    };
+    writeln!(
+        log,
+        "training: {} clips x {} segments of {:?} {} ({:?}); normalisation {source} ({:.2} s)",
+        training.clips(),
+        training.segments_per_clip(),
+        training.segment_shape(),
+        training.dtype().name(),
+        training.access(),
+        t.elapsed().as_secs_f64()
+    )?;
+
+    let device = Device::Cpu;
+    let classes = training.label_names().len();
+    let [n_mels, frames] = training.segment_shape();
+    let varmap = VarMap::new();
+    let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
+    let net = Net::new(vb, classes, n_mels, frames)?;
+    seed_weights(&varmap, args.seed)?;
+    let mut opt = candle_nn::AdamW::new_lr(varmap.all_vars(), args.lr)?;
+    let loader = Loader::new(
+        training.clone(),
+        LoaderOptions {
+            unit: Unit::Segment,
+            batch_size: args.batch,
+            shuffle: Shuffle::Buffered { buffer: 16_384 },
+            seed: args.seed,
+            normalize: Some(stats.clone()),
+            workers,
+            prefetch: 4,
+            ..LoaderOptions::default()
+        },
+    )?;
+
+    let mut losses = Vec::new();
+    let mut validation_reports = Vec::new();
+    for epoch in 0..args.epochs {
+        let t = Instant::now();
+        let steps = args.steps.unwrap_or(usize::MAX);
+        let first = losses.len();
+        for b in loader.epoch(epoch as u64).take(steps) {
+            let (x, y) = b?.into_tensors(&device, TensorFloat::F32)?;
+            let loss = candle_nn::loss::cross_entropy(&net.forward(&x)?, &y)?;
+            opt.backward_step(&loss)?;
+            losses.push(loss.to_scalar::<f32>()?);
+        }
+        let trained = losses.len() - first;
+        let mean_loss = losses[first..].iter().sum::<f32>() / trained.max(1) as f32;
+        let (seg_acc, files) =
+            evaluate(&net, &validation, &stats, args.eval_batch, workers, &device)?;
+        let report = files.report(&Decision::MeanProbability);
+        writeln!(
+            log,
+            "epoch {}: {trained} steps, loss {mean_loss:.4} ({:.1} s); validation: segment accuracy {seg_acc:.3}, file-level accuracy {:.3} ({} files)",
+            epoch + 1,
+            t.elapsed().as_secs_f64(),
+            report.accuracy(),
+            report.files()
+        )?;
+        validation_reports.push((seg_acc, report));
+    }
+
+    let (seg_acc, files) = evaluate(&net, &testing, &stats, args.eval_batch, workers, &device)?;
+    let report = files.report(&Decision::MeanProbability);
+    if let Some(leak) = testing.label_names().iter().position(|n| n == "leak") {
+        let binary = files.report(&Decision::MeanThreshold {
+            positive: leak,
+            threshold: 0.5,
+        });
+        writeln!(
+            log,
+            "testing: segment accuracy {seg_acc:.3}; leak / no leak at mean probability 0.5: accuracy {:.3}, confusion {:?} (rows: true no-leak, leak)",
+            binary.accuracy(),
+            binary.confusion
+        )?;
+    }
+    writeln!(
+        log,
+        "file-level accuracy on testing: {:.3} ({} files)",
+        report.accuracy(),
+        report.files()
+    )?;
+    Ok(Report {
+        losses,
+        validation: validation_reports,
+        testing: report,
+    })
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    run(&args, &mut std::io::stdout().lock())?;
+    Ok(())
+}

@@ -1,0 +1,184 @@
+//! Stored bytes → output values: f16 and bf16 widened to f32 with `half`'s slice
+//! conversions (F16C on x86-64 where the CPU has it), optionally normalised per mel bin,
+//! or copied as stored.
+
+use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
+use half::{bf16, f16};
+use mel_core::Dtype;
+
+use crate::stats::MelStats;
+
+/// Per-mel-bin normalisation `(x - shift[m]) * scale[m]`, applied to whole spectrograms
+/// `[.., n_mels, frames]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Affine {
+    shift: Vec<f32>,
+    scale: Vec<f32>,
+    frames: usize,
+}
+
+impl Affine {
+    /// Normalisation by `stats` (mean and `1 / std`, see [`MelStats::affine`]) for
+    /// spectrograms of `frames` frames.
+    pub fn from_stats(stats: &MelStats, frames: usize) -> Affine {
+        let (shift, scale) = stats.affine();
+        Affine {
+            shift,
+            scale,
+            frames,
+        }
+    }
+
+    /// Mel bins this normalisation is for.
+    pub fn n_mels(&self) -> usize {
+        self.shift.len()
+    }
+
+    /// Applies the normalisation in place to whole spectrograms.
+    pub fn apply(&self, values: &mut [f32]) {
+        let per = self.shift.len() * self.frames;
+        if per == 0 {
+            return;
+        }
+        for spec in values.chunks_exact_mut(per) {
+            for ((row, &s), &k) in spec
+                .chunks_exact_mut(self.frames)
+                .zip(&self.shift)
+                .zip(&self.scale)
+            {
+                for v in row {
+                    *v = (*v - s) * k;
+                }
+            }
+        }
+    }
+}
+
+/// Where an item's values go.
+pub(crate) enum OutSlice<'a> {
+    /// Widened to f32 (f32 stays f32).
+    F32(&'a mut [f32]),
+    /// f16 / bf16 bit patterns as stored.
+    Half(&'a mut [u16]),
+}
+
+impl OutSlice<'_> {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            OutSlice::F32(v) => v.len(),
+            OutSlice::Half(v) => v.len(),
+        }
+    }
+}
+
+/// Converts the little-endian `bytes` of `dtype` values into `out` (its length already
+/// checked to match), normalising f32 output by `norm`. `halves` is scratch for bytes
+/// that are not 2-byte aligned.
+pub(crate) fn convert(
+    bytes: &[u8],
+    dtype: Dtype,
+    out: OutSlice<'_>,
+    norm: Option<&Affine>,
+    halves: &mut Vec<u16>,
+) {
+    match (dtype, out) {
+        (Dtype::F32, OutSlice::F32(out)) => {
+            match bytemuck::try_cast_slice::<u8, f32>(bytes) {
+                Ok(v) => out.copy_from_slice(v),
+                Err(_) => {
+                    for (o, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+                        *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                    }
+                }
+            }
+            if let Some(n) = norm {
+                n.apply(out);
+            }
+        }
+        (Dtype::F32, OutSlice::Half(_)) => {
+            unreachable!("f32 data is never copied into half-precision output")
+        }
+        (dtype, OutSlice::F32(out)) => {
+            let bits = aligned_u16(bytes, halves);
+            if dtype == Dtype::F16 {
+                bits.reinterpret_cast::<f16>().convert_to_f32_slice(out);
+            } else {
+                bits.reinterpret_cast::<bf16>().convert_to_f32_slice(out);
+            }
+            if let Some(n) = norm {
+                n.apply(out);
+            }
+        }
+        (_, OutSlice::Half(out)) => out.copy_from_slice(aligned_u16(bytes, halves)),
+    }
+}
+
+/// `bytes` as u16 values: borrowed when aligned, else copied into `scratch`.
+fn aligned_u16<'a>(bytes: &'a [u8], scratch: &'a mut Vec<u16>) -> &'a [u16] {
+    match bytemuck::try_cast_slice::<u8, u16>(bytes) {
+        Ok(v) => v,
+        Err(_) => {
+            scratch.clear();
+            scratch.extend(
+                bytes
+                    .chunks_exact(2)
+                    .map(|b| u16::from_le_bytes([b[0], b[1]])),
+            );
+            scratch
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn widening_is_exact_aligned_or_not() {
+        let vals = [1.5f32, -0.25, 65504.0, 0.0, -3.0];
+        let f16s: Vec<u8> = vals
+            .iter()
+            .flat_map(|&v| f16::from_f32(v).to_le_bytes())
+            .collect();
+        let bf16s: Vec<u8> = vals
+            .iter()
+            .flat_map(|&v| bf16::from_f32(v).to_le_bytes())
+            .collect();
+        let f32s: Vec<u8> = vals.iter().flat_map(|&v| v.to_le_bytes()).collect();
+        let mut scratch = Vec::new();
+        for (bytes, dtype) in [(f16s, Dtype::F16), (bf16s, Dtype::Bf16), (f32s, Dtype::F32)] {
+            // The same bytes at an odd address take the unaligned path.
+            let mut shifted = vec![0u8; bytes.len() + 1];
+            shifted[1..].copy_from_slice(&bytes);
+            for b in [&bytes[..], &shifted[1..]] {
+                let mut out = [0f32; 5];
+                convert(b, dtype, OutSlice::F32(&mut out), None, &mut scratch);
+                let expect: Vec<f32> = match dtype {
+                    Dtype::Bf16 => vals.iter().map(|&v| bf16::from_f32(v).to_f32()).collect(),
+                    _ => vals.to_vec(),
+                };
+                assert_eq!(out.to_vec(), expect, "{dtype:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn normalisation_is_per_mel_bin() {
+        let stats = MelStats {
+            mean: vec![1.0, 10.0],
+            std: vec![2.0, 0.0],
+            count: 4,
+        };
+        let n = Affine::from_stats(&stats, 3);
+        let mut v = vec![
+            1.0, 3.0, 5.0, 10.0, 11.0, 12.0, 3.0, 3.0, 3.0, 9.0, 9.0, 9.0,
+        ];
+        n.apply(&mut v);
+        assert_eq!(
+            v,
+            vec![
+                0.0, 1.0, 2.0, 0.0, 1.0, 2.0, 1.0, 1.0, 1.0, -1.0, -1.0, -1.0
+            ]
+        );
+    }
+}

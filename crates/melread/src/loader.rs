@@ -1,0 +1,788 @@
+//! Batches for training: an epoch's items in a seeded, sharded, resumable order, read
+//! by worker threads into a bounded set of batch buffers and handed out in order.
+//!
+//! Memory: at most [`LoaderOptions::prefetch`] + 1 batch buffers exist while the caller
+//! holds one batch at a time (`prefetch` filled ahead or being filled, one in the
+//! caller's hands); a dropped batch's buffer is reused. Batches the caller keeps beyond
+//! one are its own. [`Loader::memory_bound`] states the figure in bytes.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use half::{bf16, f16};
+use mel_core::{Dtype, Error, Result};
+use ndarray::{ArrayD, ArrayViewD};
+
+use crate::convert::{Affine, OutSlice};
+use crate::order::{Items, ShardOrder, Shuffle, Unit};
+use crate::split::Split;
+use crate::stats::MelStats;
+
+/// The element type of batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Output {
+    /// f32 (f16 and bf16 widened exactly; normalisation applies).
+    #[default]
+    F32,
+    /// As stored: f16 and bf16 kept (half the bytes to move to a GPU), f32 as f32.
+    Stored,
+}
+
+/// How batches are made. Every field has a default; set what you need.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoaderOptions {
+    /// What one item is: a segment `[n_mels, frames]` or a whole clip.
+    pub unit: Unit,
+    /// Items per batch.
+    pub batch_size: usize,
+    /// The order of items in an epoch.
+    pub shuffle: Shuffle,
+    /// The shuffle's seed (every epoch derives its own order from it).
+    pub seed: u64,
+    /// Drops each shard's last, partial batch; every rank then gets the same number of
+    /// items (`items / world`) and batches.
+    pub drop_last: bool,
+    /// Worker threads reading batches.
+    pub workers: usize,
+    /// Batches read ahead at most (being filled or waiting to be taken); memory is
+    /// `prefetch + 1` batches ([`Loader::memory_bound`]).
+    pub prefetch: usize,
+    /// This process's rank among `world` (multi-GPU data parallelism).
+    pub rank: usize,
+    /// Processes sharing each epoch; rank `r` takes every `world`-th item from `r`.
+    pub world: usize,
+    /// The element type of batches.
+    pub output: Output,
+    /// Per-mel-bin normalisation `(x - mean) / std` (f32 output only).
+    pub normalize: Option<MelStats>,
+}
+
+impl Default for LoaderOptions {
+    fn default() -> Self {
+        LoaderOptions {
+            unit: Unit::Segment,
+            batch_size: 256,
+            shuffle: Shuffle::Buffered { buffer: 16_384 },
+            seed: 0,
+            drop_last: false,
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            prefetch: 4,
+            rank: 0,
+            world: 1,
+            output: Output::F32,
+            normalize: None,
+        }
+    }
+}
+
+/// Makes epochs of batches from one [`Split`].
+#[derive(Debug, Clone)]
+pub struct Loader {
+    split: Arc<Split>,
+    opts: LoaderOptions,
+    norm: Option<Arc<Affine>>,
+    items: Items,
+    item_values: usize,
+    item_shape: Vec<usize>,
+}
+
+/// The largest batch buffer the loader allocates: 4 GiB.
+pub const MAX_BATCH_BYTES: u64 = 4 << 30;
+
+impl Loader {
+    /// A loader over `split` with `opts`, checked: batch size, workers, prefetch and
+    /// world at least 1, rank below world, statistics matching the split's mel bins,
+    /// normalisation only with f32 output, and a batch buffer within [`MAX_BATCH_BYTES`].
+    pub fn new(split: Arc<Split>, opts: LoaderOptions) -> Result<Loader> {
+        let positive = |field: &str, v: usize| {
+            if v == 0 {
+                Err(Error::config(field, "must be at least 1"))
+            } else {
+                Ok(())
+            }
+        };
+        positive("batch_size", opts.batch_size)?;
+        positive("workers", opts.workers)?;
+        positive("prefetch", opts.prefetch)?;
+        positive("world", opts.world)?;
+        if let Shuffle::Buffered { buffer } = opts.shuffle {
+            positive("shuffle.buffer", buffer)?;
+        }
+        if opts.rank >= opts.world {
+            return Err(Error::config(
+                "rank",
+                format!("{} is not below world = {}", opts.rank, opts.world),
+            ));
+        }
+        let norm = match &opts.normalize {
+            None => None,
+            Some(_) if opts.output == Output::Stored && split.dtype() != Dtype::F32 => {
+                return Err(Error::config(
+                    "normalize",
+                    "applies to f32 output; with stored f16/bf16 output normalise on the device",
+                ));
+            }
+            Some(s) if s.mean.len() != split.n_mels() || s.std.len() != split.n_mels() => {
+                return Err(Error::config(
+                    "normalize",
+                    format!(
+                        "statistics for {} mel bins; the split has {}",
+                        s.mean.len(),
+                        split.n_mels()
+                    ),
+                ));
+            }
+            Some(s) => Some(Arc::new(Affine::from_stats(s, split.frames()))),
+        };
+        let (per_clip, item_values, item_shape) = match opts.unit {
+            Unit::Segment => (
+                split.segments_per_clip(),
+                split.values_per_segment(),
+                split.segment_shape().to_vec(),
+            ),
+            Unit::Clip => (1, split.values_per_clip(), split.clip_shape().to_vec()),
+        };
+        let loader = Loader {
+            items: Items {
+                clips: split.clips() as u64,
+                per_clip: per_clip as u64,
+            },
+            split,
+            opts,
+            norm,
+            item_values,
+            item_shape,
+        };
+        let bytes = (loader.opts.batch_size as u64).checked_mul(loader.item_bytes() as u64);
+        if bytes.is_none_or(|b| b > MAX_BATCH_BYTES) {
+            return Err(Error::limit(
+                "batch_size",
+                format!(
+                    "{} items of {} bytes exceed the {MAX_BATCH_BYTES}-byte limit on one batch",
+                    loader.opts.batch_size,
+                    loader.item_bytes()
+                ),
+            ));
+        }
+        Ok(loader)
+    }
+
+    /// The split read.
+    pub fn split(&self) -> &Arc<Split> {
+        &self.split
+    }
+
+    /// The options.
+    pub fn options(&self) -> &LoaderOptions {
+        &self.opts
+    }
+
+    /// One item's shape (`[n_mels, frames]` for segments, the clip shape for clips).
+    pub fn item_shape(&self) -> &[usize] {
+        &self.item_shape
+    }
+
+    /// Bytes of one item in a batch.
+    pub fn item_bytes(&self) -> usize {
+        self.item_values * self.elem_bytes()
+    }
+
+    fn elem_bytes(&self) -> usize {
+        match (self.opts.output, self.split.dtype()) {
+            (Output::Stored, d) => d.size(),
+            (Output::F32, _) => 4,
+        }
+    }
+
+    /// Items this rank gets per epoch.
+    pub fn items_per_epoch(&self) -> usize {
+        self.order(0).len() as usize
+    }
+
+    /// Batches this rank gets per epoch.
+    pub fn batches_per_epoch(&self) -> usize {
+        let items = self.items_per_epoch();
+        if self.opts.drop_last {
+            items / self.opts.batch_size
+        } else {
+            items.div_ceil(self.opts.batch_size)
+        }
+    }
+
+    /// Bytes of one full batch: values plus labels and item ids.
+    pub fn batch_bytes(&self) -> usize {
+        self.opts.batch_size * (self.item_bytes() + 8 + 8)
+    }
+
+    /// The most memory the loader's batch buffers take: `prefetch + 1` full batches
+    /// (the `+ 1` is the batch the caller is using), plus each worker's decoded-chunk
+    /// cache for chunked layouts. Batches the caller keeps beyond one are its own.
+    pub fn memory_bound(&self) -> usize {
+        let chunk = match self.split.access() {
+            crate::Access::Chunks {
+                clips_per_chunk, ..
+            } => clips_per_chunk * self.split.values_per_clip() * self.split.dtype().size(),
+            _ => 0,
+        };
+        (self.opts.prefetch + 1) * self.batch_bytes()
+            + self.opts.workers * self.split.chunk_cache() * chunk
+    }
+
+    fn order(&self, epoch: u64) -> ShardOrder {
+        ShardOrder::new(
+            self.items,
+            self.opts.shuffle,
+            self.opts.seed,
+            epoch,
+            self.opts.rank as u64,
+            self.opts.world as u64,
+            self.opts.drop_last,
+        )
+    }
+
+    /// The item ids of each batch of `epoch` from batch `from`, without reading
+    /// anything: what [`resume`](Self::resume) would deliver.
+    pub fn plan(&self, epoch: u64, from: usize) -> impl Iterator<Item = Vec<ItemId>> + '_ {
+        let mut order = self.order(epoch);
+        let batches = self.batches_per_epoch();
+        order.skip((from * self.opts.batch_size) as u64);
+        (from.min(batches)..batches).map(move |_| {
+            let mut ids = Vec::with_capacity(self.opts.batch_size);
+            order.take(self.opts.batch_size as u64, &mut ids);
+            ids.into_iter().map(|id| self.item_id(id)).collect()
+        })
+    }
+
+    fn item_id(&self, id: u64) -> ItemId {
+        ItemId {
+            clip: (id / self.items.per_clip) as usize,
+            segment: (id % self.items.per_clip) as usize,
+        }
+    }
+
+    /// Epoch `epoch` from its first batch; workers start reading at once.
+    pub fn epoch(&self, epoch: u64) -> Epoch {
+        self.resume(epoch, 0)
+    }
+
+    /// Epoch `epoch` from batch `batch` on: the same batches, in the same order, as an
+    /// epoch run from the start would deliver from there.
+    pub fn resume(&self, epoch: u64, batch: usize) -> Epoch {
+        Epoch::start(self.clone(), epoch, batch)
+    }
+}
+
+/// Which clip (and which of its segments) an item of a batch is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ItemId {
+    /// The clip's row in the split.
+    pub clip: usize,
+    /// The segment within the clip (0 for whole clips).
+    pub segment: usize,
+}
+
+/// The values of a batch.
+#[derive(Debug)]
+enum Buffer {
+    F32(Vec<f32>),
+    /// f16 or bf16 bits.
+    Half(Vec<u16>),
+}
+
+/// Counters of one epoch's batch buffers, for checking the memory bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BufferStats {
+    /// Buffers allocated during the epoch.
+    pub allocated: usize,
+    /// The most buffers live at once: the loader's (free, being filled, filled) plus
+    /// one if the caller held a batch.
+    pub max_live: usize,
+    /// The bound on `max_live`: `prefetch + 1`.
+    pub bound: usize,
+}
+
+/// The epoch's batch buffers. The loader owns `owned` of them (free, being filled, or
+/// filled and waiting); the caller holds `out`. The loader allocates only while
+/// `owned + min(out, 1) < prefetch + 1`: with a caller that drops each batch before the
+/// next, `prefetch + 1` buffers exist in all and are reused; batches the caller keeps
+/// beyond one are its own, and the loader still owns up to `prefetch` (so it never
+/// waits on a caller that keeps batches).
+struct Pool {
+    state: Mutex<PoolState>,
+    freed: Condvar,
+    prefetch: usize,
+}
+
+struct PoolState {
+    free: Vec<Buffer>,
+    owned: usize,
+    out: usize,
+    stats: BufferStats,
+    stopped: bool,
+}
+
+impl PoolState {
+    fn room(&self, prefetch: usize) -> bool {
+        self.owned + self.out.min(1) < prefetch + 1
+    }
+
+    fn note(&mut self) {
+        self.stats.max_live = self.stats.max_live.max(self.owned + self.out.min(1));
+    }
+}
+
+impl Pool {
+    /// A buffer for a worker: a free one, a new one while there is room, or `None` once
+    /// stopped.
+    fn take(&self, make: impl Fn() -> Buffer) -> Option<Buffer> {
+        let mut s = self.state.lock().expect("pool lock");
+        loop {
+            if s.stopped {
+                return None;
+            }
+            if let Some(b) = s.free.pop() {
+                return Some(b);
+            }
+            if s.room(self.prefetch) {
+                s.owned += 1;
+                s.stats.allocated += 1;
+                s.note();
+                return Some(make());
+            }
+            s = self.freed.wait(s).expect("pool lock");
+        }
+    }
+
+    /// A filled buffer goes to the caller.
+    fn hand_out(&self) {
+        let mut s = self.state.lock().expect("pool lock");
+        s.owned -= 1;
+        s.out += 1;
+        s.note();
+        drop(s);
+        self.freed.notify_one();
+    }
+
+    /// A buffer the loader owned is gone (its batch failed).
+    fn lost(&self) {
+        let mut s = self.state.lock().expect("pool lock");
+        s.owned -= 1;
+        drop(s);
+        self.freed.notify_one();
+    }
+
+    /// A buffer comes back from the caller (its batch was dropped), or leaves for good
+    /// (`None`: moved into a tensor). Kept while there is room.
+    fn give_back(&self, b: Option<Buffer>) {
+        let mut s = self.state.lock().expect("pool lock");
+        s.out -= 1;
+        if let Some(b) = b
+            && !s.stopped
+            && s.room(self.prefetch)
+        {
+            s.owned += 1;
+            s.free.push(b);
+            s.note();
+        }
+        drop(s);
+        self.freed.notify_one();
+    }
+
+    /// A worker's unused buffer goes back to the free list.
+    fn put_free(&self, b: Buffer) {
+        let mut s = self.state.lock().expect("pool lock");
+        s.free.push(b);
+        drop(s);
+        self.freed.notify_one();
+    }
+
+    fn stop(&self) {
+        self.state.lock().expect("pool lock").stopped = true;
+        self.freed.notify_all();
+    }
+}
+
+/// A batch: `len()` items of [`Loader::item_shape`], their labels and ids. Its buffer
+/// returns to the loader when it is dropped.
+pub struct Batch {
+    epoch: u64,
+    index: usize,
+    shape: Vec<usize>,
+    dtype: Dtype,
+    values: Option<Buffer>,
+    labels: Vec<i64>,
+    ids: Vec<ItemId>,
+    pool: Arc<Pool>,
+    /// Whether the caller got it (else it is still the loader's, e.g. left unread).
+    handed_out: bool,
+}
+
+impl std::fmt::Debug for Batch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batch")
+            .field("epoch", &self.epoch)
+            .field("index", &self.index)
+            .field("shape", &self.shape)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        if self.handed_out {
+            self.pool.give_back(self.values.take());
+        }
+    }
+}
+
+/// A batch's values, borrowed in their element type.
+#[derive(Debug, Clone, Copy)]
+pub enum Values<'a> {
+    /// f32 values.
+    F32(&'a [f32]),
+    /// f16 values as stored.
+    F16(&'a [f16]),
+    /// bf16 values as stored.
+    Bf16(&'a [bf16]),
+}
+
+impl Batch {
+    /// The epoch this batch belongs to.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The batch's number within its epoch (for resuming).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Items in the batch.
+    pub fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    /// Whether the batch holds no items.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+    }
+
+    /// `[items, ...item shape]`.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Each item's class id.
+    pub fn labels(&self) -> &[i64] {
+        &self.labels
+    }
+
+    /// Each item's clip and segment.
+    pub fn ids(&self) -> &[ItemId] {
+        &self.ids
+    }
+
+    /// The values in their element type (f32, or f16/bf16 as stored).
+    pub fn values(&self) -> Values<'_> {
+        use half::slice::HalfBitsSliceExt;
+        match self.values.as_ref().expect("a live batch has values") {
+            Buffer::F32(v) => Values::F32(v),
+            Buffer::Half(v) if self.dtype == Dtype::Bf16 => Values::Bf16(v.reinterpret_cast()),
+            Buffer::Half(v) => Values::F16(v.reinterpret_cast()),
+        }
+    }
+
+    /// The f32 values as an array of [`shape`](Self::shape), if the batch holds f32.
+    pub fn view(&self) -> Option<ArrayViewD<'_, f32>> {
+        match self.values() {
+            Values::F32(v) => {
+                Some(ArrayViewD::from_shape(self.shape.clone(), v).expect("batch shape"))
+            }
+            _ => None,
+        }
+    }
+
+    /// The values widened to f32 (a copy), as an array of [`shape`](Self::shape).
+    pub fn to_f32(&self) -> ArrayD<f32> {
+        use half::slice::HalfFloatSliceExt;
+        let v = match self.values() {
+            Values::F32(v) => v.to_vec(),
+            Values::F16(v) => v.to_f32_vec(),
+            Values::Bf16(v) => v.to_f32_vec(),
+        };
+        ArrayD::from_shape_vec(self.shape.clone(), v).expect("batch shape")
+    }
+
+    /// Takes the f32 values out (the buffer then leaves the loader for good).
+    #[cfg(feature = "candle")]
+    pub(crate) fn take_f32(&mut self) -> Option<Vec<f32>> {
+        match self.values.take() {
+            Some(Buffer::F32(v)) => Some(v),
+            other => {
+                self.values = other;
+                None
+            }
+        }
+    }
+}
+
+struct Shared {
+    loader: Loader,
+    epoch: u64,
+    order: Mutex<(ShardOrder, usize)>,
+    end: usize,
+    pool: Arc<Pool>,
+    done: Mutex<Done>,
+    ready: Condvar,
+    stop: AtomicBool,
+}
+
+#[derive(Default)]
+struct Done {
+    batches: BTreeMap<usize, Result<Batch>>,
+    workers_left: usize,
+}
+
+/// One epoch's batches, in order, read ahead by worker threads. Dropping it stops and
+/// joins the workers.
+pub struct Epoch {
+    shared: Arc<Shared>,
+    next: usize,
+    workers: Vec<JoinHandle<()>>,
+    failed: bool,
+}
+
+impl std::fmt::Debug for Epoch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Epoch")
+            .field("epoch", &self.shared.epoch)
+            .field("next", &self.next)
+            .field("end", &self.shared.end)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Epoch {
+    fn start(loader: Loader, epoch: u64, from: usize) -> Epoch {
+        let end = loader.batches_per_epoch();
+        let from = from.min(end);
+        let mut order = loader.order(epoch);
+        order.skip((from * loader.opts.batch_size) as u64);
+        let workers = loader.opts.workers.min(end - from).max(1);
+        let shared = Arc::new(Shared {
+            epoch,
+            order: Mutex::new((order, from)),
+            end,
+            pool: Arc::new(Pool {
+                state: Mutex::new(PoolState {
+                    free: Vec::new(),
+                    owned: 0,
+                    out: 0,
+                    stats: BufferStats {
+                        bound: loader.opts.prefetch + 1,
+                        ..BufferStats::default()
+                    },
+                    stopped: false,
+                }),
+                freed: Condvar::new(),
+                prefetch: loader.opts.prefetch,
+            }),
+            loader,
+            done: Mutex::new(Done {
+                batches: BTreeMap::new(),
+                workers_left: workers,
+            }),
+            ready: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
+        let handles = (0..workers)
+            .map(|w| {
+                let shared = Arc::clone(&shared);
+                std::thread::Builder::new()
+                    .name(format!("melread-{w}"))
+                    .spawn(move || worker(&shared))
+                    .expect("spawning a loader worker")
+            })
+            .collect();
+        Epoch {
+            shared,
+            next: from,
+            workers: handles,
+            failed: false,
+        }
+    }
+
+    /// The epoch's number.
+    pub fn epoch(&self) -> u64 {
+        self.shared.epoch
+    }
+
+    /// The number of the batch `next()` returns.
+    pub fn next_index(&self) -> usize {
+        self.next
+    }
+
+    /// Buffer counters so far (allocations and the most the loader owned at once).
+    pub fn buffer_stats(&self) -> BufferStats {
+        self.shared.pool.state.lock().expect("pool lock").stats
+    }
+}
+
+impl Iterator for Epoch {
+    type Item = Result<Batch>;
+
+    fn next(&mut self) -> Option<Result<Batch>> {
+        if self.failed || self.next >= self.shared.end {
+            return None;
+        }
+        let mut done = self.shared.done.lock().expect("loader lock");
+        loop {
+            if let Some(r) = done.batches.remove(&self.next) {
+                drop(done);
+                self.next += 1;
+                return Some(match r {
+                    Ok(mut batch) => {
+                        // The batch's buffer now belongs to the caller.
+                        self.shared.pool.hand_out();
+                        batch.handed_out = true;
+                        Ok(batch)
+                    }
+                    Err(e) => {
+                        self.failed = true;
+                        Err(e)
+                    }
+                });
+            }
+            if done.workers_left == 0 {
+                self.failed = true;
+                return Some(Err(Error::Internal(format!(
+                    "the loader's workers stopped before batch {}",
+                    self.next
+                ))));
+            }
+            done = self.shared.ready.wait(done).expect("loader lock");
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.shared.end.saturating_sub(self.next);
+        (n, Some(n))
+    }
+}
+
+impl Drop for Epoch {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.pool.stop();
+        for h in self.workers.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A worker: takes a buffer, claims the next batch number, fills it, hands it over.
+/// Buffers are taken before numbers are claimed, so the batch the consumer waits for
+/// always has a buffer: no deadlock whatever the bound.
+fn worker(shared: &Shared) {
+    let loader = &shared.loader;
+    let split = &*loader.split;
+    let mut reader = split.reader();
+    let mut ids = Vec::with_capacity(loader.opts.batch_size);
+    let values = loader.opts.batch_size * loader.item_values;
+    let half = loader.opts.output == Output::Stored && split.dtype() != Dtype::F32;
+    let make = || {
+        if half {
+            Buffer::Half(vec![0; values])
+        } else {
+            Buffer::F32(vec![0.0; values])
+        }
+    };
+    let finish = || {
+        let mut d = shared.done.lock().expect("loader lock");
+        d.workers_left -= 1;
+        drop(d);
+        shared.ready.notify_all();
+    };
+    loop {
+        if shared.stop.load(Ordering::SeqCst)
+            || shared.order.lock().expect("order lock").1 >= shared.end
+        {
+            break;
+        }
+        let Some(mut buffer) = shared.pool.take(make) else {
+            break;
+        };
+        let index = {
+            let mut o = shared.order.lock().expect("order lock");
+            if o.1 >= shared.end {
+                drop(o);
+                shared.pool.put_free(buffer);
+                break;
+            }
+            let index = o.1;
+            o.1 += 1;
+            ids.clear();
+            o.0.take(loader.opts.batch_size as u64, &mut ids);
+            index
+        };
+        let result = fill(loader, &mut reader, &ids, &mut buffer).map(|(labels, item_ids)| {
+            let mut shape = vec![ids.len()];
+            shape.extend(&loader.item_shape);
+            Batch {
+                epoch: shared.epoch,
+                index,
+                shape,
+                dtype: split.dtype(),
+                values: Some(buffer),
+                labels,
+                ids: item_ids,
+                pool: Arc::clone(&shared.pool),
+                handed_out: false,
+            }
+        });
+        if result.is_err() {
+            // The failed batch's buffer is gone; the loader owns one fewer.
+            shared.pool.lost();
+            shared.stop.store(true, Ordering::SeqCst);
+        }
+        let mut d = shared.done.lock().expect("loader lock");
+        d.batches.insert(index, result);
+        drop(d);
+        shared.ready.notify_all();
+    }
+    finish();
+}
+
+/// Reads the items `ids` into `buffer` (trimmed to their number of values).
+fn fill(
+    loader: &Loader,
+    reader: &mut crate::Reader<'_>,
+    ids: &[u64],
+    buffer: &mut Buffer,
+) -> Result<(Vec<i64>, Vec<ItemId>)> {
+    let n = loader.item_values;
+    let split = reader.split();
+    let labels_all = split.labels();
+    let norm = loader.norm.as_deref();
+    let mut labels = Vec::with_capacity(ids.len());
+    let mut item_ids = Vec::with_capacity(ids.len());
+    let total = ids.len() * n;
+    match buffer {
+        Buffer::F32(v) => v.resize(total, 0.0),
+        Buffer::Half(v) => v.resize(total, 0),
+    }
+    for (j, &id) in ids.iter().enumerate() {
+        let item = loader.item_id(id);
+        let segment = (loader.opts.unit == Unit::Segment).then_some(item.segment);
+        let out = match buffer {
+            Buffer::F32(v) => OutSlice::F32(&mut v[j * n..(j + 1) * n]),
+            Buffer::Half(v) => OutSlice::Half(&mut v[j * n..(j + 1) * n]),
+        };
+        reader.read_into(item.clip, segment, out, norm)?;
+        labels.push(labels_all[item.clip]);
+        item_ids.push(item);
+    }
+    Ok((labels, item_ids))
+}

@@ -1,0 +1,300 @@
+//! A strict reader of `.npy` headers (format versions 1, 2 and 3): the element type,
+//! the shape and where the data starts. Everything is checked against the file's real
+//! length before anything is allocated from it.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+use mel_core::{Error, Result};
+
+/// The longest header accepted (numpy writes under 1 KiB; melctl writes 256 bytes).
+const MAX_HEADER: usize = 1 << 20;
+
+/// Element types the reader takes from `.npy` files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NpyType {
+    /// `<f4`.
+    F32,
+    /// `<f2`.
+    F16,
+    /// `<u2` (melctl's bf16 bit patterns).
+    U16,
+    /// `<i8`.
+    I64,
+}
+
+impl NpyType {
+    /// Bytes per element.
+    pub(crate) fn size(self) -> usize {
+        match self {
+            NpyType::F32 => 4,
+            NpyType::F16 | NpyType::U16 => 2,
+            NpyType::I64 => 8,
+        }
+    }
+}
+
+/// A parsed `.npy` header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NpyHeader {
+    /// The element type.
+    pub ty: NpyType,
+    /// The array's shape (C order).
+    pub shape: Vec<usize>,
+    /// Where the data starts in the file.
+    pub data_offset: u64,
+    /// Bytes of data the shape implies.
+    pub data_len: u64,
+}
+
+fn bad(path: &Path, reason: impl Into<String>) -> Error {
+    Error::Dataset {
+        root: path.to_path_buf(),
+        reason: reason.into(),
+    }
+}
+
+/// Reads and checks the header of the `.npy` file at `path`: a known element type,
+/// C order, a shape whose byte size does not overflow, and a file at least as long as
+/// header plus data.
+pub(crate) fn read_header(path: &Path) -> Result<NpyHeader> {
+    let mut file = File::open(path).map_err(|e| Error::read(path, e))?;
+    let file_len = file.metadata().map_err(|e| Error::read(path, e))?.len();
+    let mut pre = [0u8; 12];
+    let got = read_up_to(&mut file, &mut pre).map_err(|e| Error::read(path, e))?;
+    if got < 10 || &pre[..6] != b"\x93NUMPY" {
+        return Err(bad(path, "not a .npy file (no \\x93NUMPY magic)"));
+    }
+    let (header_len, start) = match pre[6] {
+        1 => (u16::from_le_bytes([pre[8], pre[9]]) as usize, 10usize),
+        2 | 3 if got == 12 => (
+            u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]) as usize,
+            12usize,
+        ),
+        v => {
+            return Err(bad(
+                path,
+                format!(".npy format version {v} is not supported"),
+            ));
+        }
+    };
+    if header_len > MAX_HEADER {
+        return Err(Error::limit(
+            path.display().to_string(),
+            format!(".npy header of {header_len} bytes; at most {MAX_HEADER} are read"),
+        ));
+    }
+    let data_offset = (start + header_len) as u64;
+    if data_offset > file_len {
+        return Err(bad(
+            path,
+            format!("truncated: the header claims {data_offset} bytes, the file has {file_len}"),
+        ));
+    }
+    let mut text = vec![0u8; header_len];
+    use std::io::{Seek, SeekFrom};
+    file.seek(SeekFrom::Start(start as u64))
+        .and_then(|_| file.read_exact(&mut text))
+        .map_err(|e| Error::read(path, e))?;
+    let text = std::str::from_utf8(&text).map_err(|_| bad(path, "the .npy header is not text"))?;
+    let (ty, shape) = parse_dict(text).map_err(|m| bad(path, m))?;
+    let count = shape
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d as u64))
+        .ok_or_else(|| bad(path, format!("shape {shape:?} overflows")))?;
+    let data_len = count
+        .checked_mul(ty.size() as u64)
+        .ok_or_else(|| bad(path, format!("shape {shape:?} overflows")))?;
+    check_extent(path, "data", data_offset, data_len, file_len)?;
+    Ok(NpyHeader {
+        ty,
+        shape,
+        data_offset,
+        data_len,
+    })
+}
+
+/// Refuses `len` bytes at `offset` that do not lie inside a file of `file_len` bytes.
+pub(crate) fn check_extent(
+    path: &Path,
+    what: &str,
+    offset: u64,
+    len: u64,
+    file_len: u64,
+) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= file_len => Ok(()),
+        _ => Err(bad(
+            path,
+            format!(
+                "truncated or corrupt: {what} spans bytes {offset}..{} but the file has {file_len} bytes",
+                offset as u128 + len as u128
+            ),
+        )),
+    }
+}
+
+fn read_up_to(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read(&mut buf[got..])? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    Ok(got)
+}
+
+/// Parses numpy's header dictionary: `{'descr': '<f2', 'fortran_order': False, 'shape': (3, 4), }`.
+fn parse_dict(text: &str) -> std::result::Result<(NpyType, Vec<usize>), String> {
+    let body = text
+        .trim_end_matches(['\n', ' ', '\0'])
+        .trim()
+        .strip_prefix('{')
+        .and_then(|t| t.trim_end().strip_suffix('}'))
+        .ok_or_else(|| format!("the .npy header is not a dictionary: {text:?}"))?;
+    let mut descr = None;
+    let mut fortran = None;
+    let mut shape = None;
+    let mut rest = body.trim();
+    while !rest.is_empty() {
+        let (key, after) =
+            quoted(rest).ok_or_else(|| format!("bad .npy header key in {text:?}"))?;
+        let after = after
+            .trim_start()
+            .strip_prefix(':')
+            .ok_or_else(|| format!("bad .npy header near {key:?}"))?
+            .trim_start();
+        let (value, after) = match key {
+            "descr" => {
+                let (v, a) = quoted(after).ok_or("bad 'descr' in the .npy header")?;
+                descr = Some(v.to_string());
+                (v, a)
+            }
+            "fortran_order" => {
+                let (v, a) = if let Some(a) = after.strip_prefix("False") {
+                    (false, a)
+                } else if let Some(a) = after.strip_prefix("True") {
+                    (true, a)
+                } else {
+                    return Err("bad 'fortran_order' in the .npy header".into());
+                };
+                fortran = Some(v);
+                ("", a)
+            }
+            "shape" => {
+                let inner = after
+                    .strip_prefix('(')
+                    .ok_or("bad 'shape' in the .npy header")?;
+                let close = inner.find(')').ok_or("bad 'shape' in the .npy header")?;
+                let dims = inner[..close]
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|d| !d.is_empty())
+                    .map(|d| d.trim_end_matches('L').parse::<usize>())
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(|_| format!("bad shape {:?} in the .npy header", &inner[..close]))?;
+                shape = Some(dims);
+                ("", &inner[close + 1..])
+            }
+            other => return Err(format!("unknown key {other:?} in the .npy header")),
+        };
+        let _ = value;
+        rest = after.trim_start();
+        rest = rest.strip_prefix(',').unwrap_or(rest).trim_start();
+    }
+    if fortran != Some(false) {
+        return Err("only C-order .npy arrays are read (fortran_order must be False)".into());
+    }
+    let descr = descr.ok_or("the .npy header has no 'descr'")?;
+    let ty = match descr.as_str() {
+        "<f4" => NpyType::F32,
+        "<f2" => NpyType::F16,
+        "<u2" => NpyType::U16,
+        "<i8" => NpyType::I64,
+        d => {
+            return Err(format!(
+                "element type {d:?} is not one melctl writes (<f4, <f2, <u2, <i8)"
+            ));
+        }
+    };
+    let shape = shape.ok_or("the .npy header has no 'shape'")?;
+    Ok((ty, shape))
+}
+
+/// A single-quoted string at the start of `s` (after whitespace), and what follows it.
+fn quoted(s: &str) -> Option<(&str, &str)> {
+    let s = s.trim_start();
+    let q = s.chars().next().filter(|c| *c == '\'' || *c == '"')?;
+    let inner = &s[1..];
+    let end = inner.find(q)?;
+    Some((&inner[..end], &inner[end + 1..]))
+}
+
+/// Reads a whole small `.npy` vector of `<i8` with `rows` elements.
+pub(crate) fn read_i64_vector(path: &Path, rows: usize) -> Result<Vec<i64>> {
+    let h = read_header(path)?;
+    if h.ty != NpyType::I64 || h.shape != [rows] {
+        return Err(bad(
+            path,
+            format!(
+                "expected {rows} int64 labels, found {:?} of shape {:?}",
+                h.ty, h.shape
+            ),
+        ));
+    }
+    let bytes = read_at(path, h.data_offset, h.data_len as usize)?;
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")))
+        .collect())
+}
+
+/// `len` bytes at `offset` of the file at `path` (already checked to lie inside it).
+pub(crate) fn read_at(path: &Path, offset: u64, len: usize) -> Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let file = File::open(path).map_err(|e| Error::read(path, e))?;
+    let mut buf = vec![0u8; len];
+    file.read_exact_at(&mut buf, offset)
+        .map_err(|e| Error::read(path, e))?;
+    Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_numpy_and_melctl_headers() {
+        let (t, s) = parse_dict(
+            "{'descr': '<f2', 'fortran_order': False, 'shape': (4, 79, 3, 32, 5), }    \n",
+        )
+        .unwrap();
+        assert_eq!((t, s), (NpyType::F16, vec![4, 79, 3, 32, 5]));
+        let (t, s) =
+            parse_dict("{'descr': '<i8', 'fortran_order': False, 'shape': (7,), }").unwrap();
+        assert_eq!((t, s), (NpyType::I64, vec![7]));
+        let (_, s) = parse_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (), }").unwrap();
+        assert!(s.is_empty());
+        assert!(parse_dict("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }").is_err());
+        assert!(parse_dict("{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }").is_err());
+        assert!(parse_dict("{'descr': '<f4', 'shape': (1,), }").is_err());
+        assert!(parse_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (1, x), }").is_err());
+        assert!(parse_dict("not a dict").is_err());
+    }
+
+    #[test]
+    fn extents_beyond_the_file_are_refused() {
+        let p = Path::new("x.npy");
+        assert!(check_extent(p, "data", 10, 90, 100).is_ok());
+        let e = check_extent(p, "data", 10, 91, 100)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("truncated or corrupt") && e.contains("10..101"),
+            "{e}"
+        );
+        assert!(check_extent(p, "data", u64::MAX, 2, 100).is_err());
+    }
+}

@@ -1,0 +1,193 @@
+//! Per-mel-bin normalisation statistics: the mean and standard deviation of every value
+//! of each mel bin over a split (all clips, segments and frames), accumulated in f64.
+
+/// Mean and standard deviation of each mel bin over a split.
+///
+/// The standard deviation is the population one (numpy's `std` with `ddof=0`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MelStats {
+    /// Mean of each mel bin.
+    pub mean: Vec<f64>,
+    /// Standard deviation of each mel bin.
+    pub std: Vec<f64>,
+    /// Values each bin's figures were taken over.
+    pub count: u64,
+}
+
+impl MelStats {
+    /// Mel bins described.
+    pub fn n_mels(&self) -> usize {
+        self.mean.len()
+    }
+
+    /// The per-bin `(shift, scale)` that normalisation applies as `(x - shift) * scale`:
+    /// the mean and `1 / std`; a bin whose deviation is zero or not finite is only centred
+    /// (scale 1), so a constant bin becomes zeros rather than infinities.
+    pub fn affine(&self) -> (Vec<f32>, Vec<f32>) {
+        let shift = self.mean.iter().map(|&m| m as f32).collect();
+        let scale = self
+            .std
+            .iter()
+            .map(|&s| {
+                if s.is_finite() && s > 0.0 {
+                    (1.0 / s) as f32
+                } else {
+                    1.0
+                }
+            })
+            .collect();
+        (shift, scale)
+    }
+}
+
+/// Accumulates per-bin statistics block by block: each block's mean and sum of squared
+/// deviations are computed exactly in f64 in two passes, then merged (Chan, Golub and
+/// LeVeque's pairwise update), so large offsets cost no precision.
+#[derive(Debug, Clone)]
+pub(crate) struct StatsAccumulator {
+    n_mels: usize,
+    frames: usize,
+    count: u64,
+    mean: Vec<f64>,
+    m2: Vec<f64>,
+    block_mean: Vec<f64>,
+    block_m2: Vec<f64>,
+}
+
+impl StatsAccumulator {
+    /// An empty accumulator for spectrograms of `n_mels × frames`.
+    pub(crate) fn new(n_mels: usize, frames: usize) -> Self {
+        StatsAccumulator {
+            n_mels,
+            frames,
+            count: 0,
+            mean: vec![0.0; n_mels],
+            m2: vec![0.0; n_mels],
+            block_mean: vec![0.0; n_mels],
+            block_m2: vec![0.0; n_mels],
+        }
+    }
+
+    /// Adds a block of whole spectrograms `[k, n_mels, frames]` (k ≥ 0) in f32.
+    pub(crate) fn add_block(&mut self, values: &[f32]) {
+        let per = self.n_mels * self.frames;
+        if per == 0 || values.is_empty() {
+            return;
+        }
+        debug_assert_eq!(values.len() % per, 0);
+        let k = values.len() / per;
+        let n = (k * self.frames) as f64;
+        for m in 0..self.n_mels {
+            let row =
+                |s: usize| &values[s * per + m * self.frames..s * per + (m + 1) * self.frames];
+            let sum: f64 = (0..k).flat_map(row).map(|&v| v as f64).sum();
+            let mean = sum / n;
+            let m2: f64 = (0..k)
+                .flat_map(row)
+                .map(|&v| {
+                    let d = v as f64 - mean;
+                    d * d
+                })
+                .sum();
+            self.block_mean[m] = mean;
+            self.block_m2[m] = m2;
+        }
+        let other = StatsPart {
+            count: (k * self.frames) as u64,
+            mean: &self.block_mean,
+            m2: &self.block_m2,
+        };
+        merge(&mut self.count, &mut self.mean, &mut self.m2, other);
+    }
+
+    /// Merges another accumulator's values into this one.
+    pub(crate) fn merge(&mut self, other: &StatsAccumulator) {
+        let part = StatsPart {
+            count: other.count,
+            mean: &other.mean,
+            m2: &other.m2,
+        };
+        merge(&mut self.count, &mut self.mean, &mut self.m2, part);
+    }
+
+    /// The statistics (zeros and a count of 0 when nothing was added).
+    pub(crate) fn finish(&self) -> MelStats {
+        let n = self.count as f64;
+        MelStats {
+            mean: self.mean.clone(),
+            std: self
+                .m2
+                .iter()
+                .map(|&m2| if n > 0.0 { (m2 / n).sqrt() } else { 0.0 })
+                .collect(),
+            count: self.count,
+        }
+    }
+}
+
+struct StatsPart<'a> {
+    count: u64,
+    mean: &'a [f64],
+    m2: &'a [f64],
+}
+
+fn merge(count: &mut u64, mean: &mut [f64], m2: &mut [f64], other: StatsPart<'_>) {
+    if other.count == 0 {
+        return;
+    }
+    let (na, nb) = (*count as f64, other.count as f64);
+    let n = na + nb;
+    for m in 0..mean.len() {
+        let delta = other.mean[m] - mean[m];
+        mean[m] += delta * nb / n;
+        m2[m] += other.m2[m] + delta * delta * na * nb / n;
+    }
+    *count += other.count;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_and_merges_match_a_direct_computation() {
+        let (n_mels, frames) = (3, 4);
+        let values: Vec<f32> = (0..5 * n_mels * frames)
+            .map(|i| 1000.0 + ((i * 37) % 23) as f32 * 0.25 - (i % 3) as f32)
+            .collect();
+        let per = n_mels * frames;
+        let mut a = StatsAccumulator::new(n_mels, frames);
+        a.add_block(&values[..2 * per]);
+        let mut b = StatsAccumulator::new(n_mels, frames);
+        b.add_block(&values[2 * per..3 * per]);
+        b.add_block(&values[3 * per..]);
+        a.merge(&b);
+        let s = a.finish();
+        assert_eq!(s.count, 5 * frames as u64);
+        for m in 0..n_mels {
+            let bin: Vec<f64> = (0..5)
+                .flat_map(|k| &values[k * per + m * frames..k * per + (m + 1) * frames])
+                .map(|&v| v as f64)
+                .collect();
+            let mean = bin.iter().sum::<f64>() / bin.len() as f64;
+            let var = bin.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / bin.len() as f64;
+            assert!((s.mean[m] - mean).abs() < 1e-12, "{} {mean}", s.mean[m]);
+            assert!(
+                (s.std[m] - var.sqrt()).abs() < 1e-12,
+                "{} {}",
+                s.std[m],
+                var.sqrt()
+            );
+        }
+    }
+
+    #[test]
+    fn a_constant_bin_is_only_centred() {
+        let s = MelStats {
+            mean: vec![2.0, -1.0],
+            std: vec![0.0, 4.0],
+            count: 10,
+        };
+        assert_eq!(s.affine(), (vec![2.0, -1.0], vec![1.0, 0.25]));
+    }
+}

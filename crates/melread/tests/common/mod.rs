@@ -1,0 +1,191 @@
+//! Test datasets: leak-like clips of five classes (melctl demo's recipe), computed by
+//! melkit's CPU backend and written by melctl's own sinks, exactly as `melctl build`
+//! lays them out.
+#![allow(dead_code)]
+
+use std::f64::consts::PI;
+use std::path::{Path, PathBuf};
+
+use mel_core::{ClipMeta, Sink, SinkSpec};
+use melkit::sinks::{Hdf5Options, Hdf5Sink, NpyOptions, NpySink};
+use melkit::{BackendKind, BackendRequest, Config, Dtype, Extractor, MelPlan, OutputBuf, Preset};
+
+/// The demo's classes.
+pub const CLASSES: [&str; 5] = ["leak", "no_leak", "normal", "quiet", "random"];
+
+/// Where a split is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Out {
+    /// `{split}.h5`, contiguous (`chunk_clips` 0) or chunked, deflated at `gzip` (0: not).
+    Hdf5 { chunk_clips: usize, gzip: u8 },
+    /// `{split}.npy.d/`.
+    Npy,
+}
+
+/// SplitMix64.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn uniform(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+    }
+}
+
+/// One clip of `class`, `n` samples at `rate` Hz (melctl demo's five sounds).
+pub fn synth(class: usize, n: usize, rate: f64, seed: u64) -> Vec<f32> {
+    let mut rng = Rng(seed);
+    let mut lp = 0.0;
+    let (mut y1, mut y2) = (0.0, 0.0);
+    let f0 = 300.0 + 400.0 * (rng.uniform() + 1.0) / 2.0;
+    let hum = 50.0 + 10.0 * rng.uniform();
+    let r: f64 = 0.98;
+    let theta = 2.0 * PI * f0 / rate;
+    (0..n)
+        .map(|i| {
+            let t = i as f64 / rate;
+            let white = rng.uniform();
+            let v = match class {
+                0 => {
+                    let y = white + 2.0 * r * theta.cos() * y1 - r * r * y2;
+                    (y2, y1) = (y1, y);
+                    0.02 * y
+                }
+                1 => {
+                    0.3 * (2.0 * PI * hum * t).sin()
+                        + 0.1 * (6.0 * PI * hum * t).sin()
+                        + 0.01 * white
+                }
+                2 => {
+                    lp += 0.05 * (white - lp);
+                    0.8 * lp
+                }
+                3 => 0.003 * white,
+                _ => {
+                    let click = if rng.next().is_multiple_of(2000) {
+                        0.9 * rng.uniform()
+                    } else {
+                        0.0
+                    };
+                    click + 0.005 * white
+                }
+            };
+            // 16-bit quantisation, as the demo's WAV files.
+            ((v.clamp(-1.0, 1.0) * 32767.0).round() / 32768.0) as f32
+        })
+        .collect()
+}
+
+/// Builds `splits` (name, clips) of `preset` at `dtype` into `out_dir`; clip `k` of a
+/// split has class `k % 5`. Returns the folder.
+pub fn build(
+    out_dir: &Path,
+    preset: Preset,
+    dtype: Dtype,
+    out: Out,
+    splits: &[(&str, usize)],
+) -> PathBuf {
+    std::fs::create_dir_all(out_dir).unwrap();
+    let mut config: Config = preset.config();
+    config.output.dtype = dtype;
+    config.output.fsync = false;
+    let plan = MelPlan::from_config(&config).unwrap();
+    let mut extractor =
+        Extractor::new(&config.spec(), &BackendRequest::of(BackendKind::Cpu)).unwrap();
+    let n = plan.clip_samples();
+    let mut seed = 0u64;
+    for &(split, clips) in splits {
+        let spec = SinkSpec {
+            split: split.to_string(),
+            rows: clips,
+            plan: plan.clone(),
+            label_names: CLASSES.iter().map(|s| s.to_string()).collect(),
+            provenance: config.resolved_json(),
+        };
+        let mut sink: Box<dyn Sink> = match out {
+            Out::Hdf5 { chunk_clips, gzip } => Box::new(
+                Hdf5Sink::create(
+                    out_dir,
+                    spec,
+                    Hdf5Options {
+                        chunk_clips,
+                        gzip,
+                        fsync: false,
+                        writers: 2,
+                    },
+                )
+                .unwrap(),
+            ),
+            Out::Npy => {
+                Box::new(NpySink::create(out_dir, spec, NpyOptions { fsync: false }).unwrap())
+            }
+        };
+        let batch = 8;
+        for first in (0..clips).step_by(batch) {
+            let rows = batch.min(clips - first);
+            let mut samples = Vec::with_capacity(rows * n);
+            let mut metas = Vec::with_capacity(rows);
+            for k in first..first + rows {
+                seed += 1;
+                let class = k % CLASSES.len();
+                samples.extend(synth(class, n, plan.sample_rate() as f64, seed));
+                metas.push(ClipMeta {
+                    index: k,
+                    label: class as i64,
+                    path: format!("{split}/{}/{split}_{k:06}.wav", CLASSES[class]),
+                });
+            }
+            let features = extractor.clips(&samples).unwrap();
+            let data: &OutputBuf = features.values();
+            sink.write(first, &metas, data).unwrap();
+        }
+        sink.finish(clips).unwrap().publish().unwrap();
+    }
+    out_dir.to_path_buf()
+}
+
+/// The values `build` stores for clip `k` of a split whose clips started at seed
+/// `first_seed` (widened to f32): recomputed, for comparisons.
+pub fn expected_clip(preset: Preset, dtype: Dtype, class: usize, seed: u64) -> Vec<f32> {
+    let mut config: Config = preset.config();
+    config.output.dtype = dtype;
+    let plan = MelPlan::from_config(&config).unwrap();
+    let mut extractor =
+        Extractor::new(&config.spec(), &BackendRequest::of(BackendKind::Cpu)).unwrap();
+    let samples = synth(class, plan.clip_samples(), plan.sample_rate() as f64, seed);
+    extractor
+        .clips(&samples)
+        .unwrap()
+        .to_f32()
+        .iter()
+        .copied()
+        .collect()
+}
+
+/// Runs python3 with `script` and `args`; its stdout. Fails the test with the command's
+/// output if python3 (with numpy and h5py) is missing or the script fails.
+pub fn python(script: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .expect(
+            "python3 runs (the checks need python3 with numpy and h5py: pip install numpy h5py)",
+        );
+    assert!(
+        out.status.success(),
+        "python3 failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}

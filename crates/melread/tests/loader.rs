@@ -1,0 +1,427 @@
+//! Batches: determinism per seed, every item exactly once per epoch (shards a
+//! partition), resumption equal to continuing, drop-last, the memory bound, and the
+//! values themselves.
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use common::{Out, build};
+use melkit::{Dtype, Preset};
+use melread::{ItemId, Loader, LoaderOptions, Output, Shuffle, Split, Unit, Values};
+
+fn split(dir: &std::path::Path, dtype: Dtype, clips: usize) -> Arc<Split> {
+    let out = build(
+        dir,
+        Preset::Leak4k,
+        dtype,
+        Out::Hdf5 {
+            chunk_clips: 0,
+            gzip: 0,
+        },
+        &[("training", clips)],
+    );
+    Arc::new(Split::open_in(out, "training").unwrap())
+}
+
+fn opts(shuffle: Shuffle, batch: usize) -> LoaderOptions {
+    LoaderOptions {
+        batch_size: batch,
+        shuffle,
+        seed: 11,
+        workers: 3,
+        prefetch: 2,
+        ..LoaderOptions::default()
+    }
+}
+
+/// Every batch's item ids, read (not planned).
+fn read_ids(loader: &Loader, epoch: u64, from: usize) -> Vec<Vec<ItemId>> {
+    loader
+        .resume(epoch, from)
+        .map(|b| b.unwrap().ids().to_vec())
+        .collect()
+}
+
+const SHUFFLES: [Shuffle; 3] = [
+    Shuffle::None,
+    Shuffle::Uniform,
+    Shuffle::Buffered { buffer: 300 },
+];
+
+#[test]
+fn seeded_orders_are_deterministic_and_resume_where_they_stopped() {
+    let t = tempfile::tempdir().unwrap();
+    let s = split(t.path(), Dtype::F16, 7);
+    for shuffle in SHUFFLES {
+        let loader = Loader::new(s.clone(), opts(shuffle, 100)).unwrap();
+        let a = read_ids(&loader, 3, 0);
+        assert_eq!(a.len(), loader.batches_per_epoch());
+        assert_eq!(
+            a,
+            read_ids(&loader, 3, 0),
+            "{shuffle:?}: same seed, same epoch"
+        );
+        assert_eq!(
+            a,
+            loader.plan(3, 0).collect::<Vec<_>>(),
+            "{shuffle:?}: the plan is what is read"
+        );
+        for from in [1, 5, a.len() - 1, a.len()] {
+            assert_eq!(
+                read_ids(&loader, 3, from),
+                a[from..],
+                "{shuffle:?}: resume at {from}"
+            );
+        }
+        if shuffle != Shuffle::None {
+            assert_ne!(a, read_ids(&loader, 4, 0), "{shuffle:?}: epochs differ");
+            let other = Loader::new(
+                s.clone(),
+                LoaderOptions {
+                    seed: 12,
+                    ..opts(shuffle, 100)
+                },
+            )
+            .unwrap();
+            assert_ne!(a, read_ids(&other, 3, 0), "{shuffle:?}: seeds differ");
+        }
+        // Resuming part-way through an epoch that was being read gives the same rest.
+        let mut epoch = loader.epoch(3);
+        let head: Vec<_> = epoch
+            .by_ref()
+            .take(4)
+            .map(|b| b.unwrap().ids().to_vec())
+            .collect();
+        assert_eq!(epoch.next_index(), 4);
+        drop(epoch);
+        let mut joined = head;
+        joined.extend(read_ids(&loader, 3, 4));
+        assert_eq!(joined, a);
+    }
+}
+
+#[test]
+fn an_epoch_is_every_segment_once_and_shards_partition_it() {
+    let t = tempfile::tempdir().unwrap();
+    let s = split(t.path(), Dtype::F16, 5);
+    let all: Vec<ItemId> = (0..5)
+        .flat_map(|clip| (0..237).map(move |segment| ItemId { clip, segment }))
+        .collect();
+    for shuffle in SHUFFLES {
+        for world in [1, 2, 3] {
+            let mut seen = Vec::new();
+            let mut per_rank = Vec::new();
+            for rank in 0..world {
+                let loader = Loader::new(
+                    s.clone(),
+                    LoaderOptions {
+                        rank,
+                        world,
+                        ..opts(shuffle, 64)
+                    },
+                )
+                .unwrap();
+                let ids: Vec<ItemId> = read_ids(&loader, 0, 0).concat();
+                assert_eq!(ids.len(), loader.items_per_epoch());
+                per_rank.push(ids.len());
+                seen.extend(ids);
+            }
+            let unique: HashSet<_> = seen.iter().copied().collect();
+            assert_eq!(
+                unique.len(),
+                seen.len(),
+                "{shuffle:?} world {world}: an item twice"
+            );
+            seen.sort();
+            assert_eq!(seen, all, "{shuffle:?} world {world}: not every item");
+            assert!(per_rank.iter().max().unwrap() - per_rank.iter().min().unwrap() <= 1);
+
+            // drop_last: full batches only, the same count on every rank.
+            let counts: Vec<usize> = (0..world)
+                .map(|rank| {
+                    let loader = Loader::new(
+                        s.clone(),
+                        LoaderOptions {
+                            rank,
+                            world,
+                            drop_last: true,
+                            ..opts(shuffle, 64)
+                        },
+                    )
+                    .unwrap();
+                    let batches: Vec<_> = loader.epoch(1).map(|b| b.unwrap().len()).collect();
+                    assert!(batches.iter().all(|&n| n == 64));
+                    batches.len()
+                })
+                .collect();
+            assert!(
+                counts.iter().all(|&c| c == 5 * 237 / world / 64),
+                "{counts:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn batches_hold_the_split_values_labels_and_normalisation() {
+    let t = tempfile::tempdir().unwrap();
+    let s = split(t.path(), Dtype::F16, 6);
+    let stats = s.stats(2).unwrap();
+    let (shift, scale) = stats.affine();
+    for normalize in [false, true] {
+        let loader = Loader::new(
+            s.clone(),
+            LoaderOptions {
+                normalize: normalize.then(|| stats.clone()),
+                ..opts(Shuffle::Uniform, 500)
+            },
+        )
+        .unwrap();
+        for batch in loader.epoch(0) {
+            let batch = batch.unwrap();
+            let view = batch.view().unwrap();
+            assert_eq!(&view.shape()[1..], &[32, 5]);
+            for (k, id) in batch.ids().iter().enumerate().step_by(37) {
+                let mut want = s.segment(id.clip, id.segment).unwrap();
+                if normalize {
+                    for m in 0..32 {
+                        want.row_mut(m).mapv_inplace(|v| (v - shift[m]) * scale[m]);
+                    }
+                }
+                assert_eq!(view.index_axis(ndarray::Axis(0), k), want.into_dyn());
+                assert_eq!(batch.labels()[k], s.labels()[id.clip]);
+            }
+        }
+    }
+    // Normalised training data has mean ~0 and deviation ~1 in each bin.
+    let loader = Loader::new(
+        s.clone(),
+        LoaderOptions {
+            normalize: Some(stats.clone()),
+            ..opts(Shuffle::None, 6 * 237)
+        },
+    )
+    .unwrap();
+    let b = loader.epoch(0).next().unwrap().unwrap();
+    let x = b.view().unwrap();
+    for m in 0..32 {
+        let bin = x.index_axis(ndarray::Axis(1), m);
+        let mean = bin.iter().map(|&v| v as f64).sum::<f64>() / bin.len() as f64;
+        let var = bin.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / bin.len() as f64;
+        assert!(
+            mean.abs() < 1e-4 && (var.sqrt() - 1.0).abs() < 1e-4,
+            "bin {m}: {mean} {var}"
+        );
+    }
+    // Whole clips, and f16 kept as stored.
+    let loader = Loader::new(
+        s.clone(),
+        LoaderOptions {
+            unit: Unit::Clip,
+            output: Output::Stored,
+            ..opts(Shuffle::Uniform, 4)
+        },
+    )
+    .unwrap();
+    let batches: Vec<_> = loader.epoch(0).map(|b| b.unwrap()).collect();
+    assert_eq!(
+        batches.iter().map(|b| b.len()).collect::<Vec<_>>(),
+        vec![4, 2]
+    );
+    let b = &batches[1];
+    assert_eq!(b.shape(), &[2, 79, 3, 32, 5]);
+    let Values::F16(v) = b.values() else {
+        panic!("f16 kept")
+    };
+    let mut r = s.reader();
+    let per = s.values_per_clip();
+    let stored: Vec<u8> = v[per..].iter().flat_map(|x| x.to_le_bytes()).collect();
+    assert_eq!(stored, r.raw(b.ids()[1].clip, None).unwrap());
+    let clip = s.clip(b.ids()[1].clip).unwrap();
+    assert_eq!(b.to_f32().index_axis(ndarray::Axis(0), 1), clip);
+    // Normalising f16 kept as f16 is refused (it belongs on the device).
+    let e = Loader::new(
+        s.clone(),
+        LoaderOptions {
+            output: Output::Stored,
+            normalize: Some(stats),
+            ..opts(Shuffle::Uniform, 4)
+        },
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("normalize"), "{e}");
+}
+
+#[test]
+fn the_loader_owns_at_most_prefetch_buffers() {
+    let t = tempfile::tempdir().unwrap();
+    let s = split(t.path(), Dtype::F16, 4);
+    for prefetch in [1, 2, 5] {
+        let loader = Loader::new(
+            s.clone(),
+            LoaderOptions {
+                prefetch,
+                workers: 4,
+                ..opts(Shuffle::Uniform, 16)
+            },
+        )
+        .unwrap();
+        assert_eq!(loader.batches_per_epoch(), (4 * 237usize).div_ceil(16));
+        // A consumer that drops each batch before the next: buffers are recycled.
+        let mut epoch = loader.epoch(0);
+        let mut n = 0;
+        for b in epoch.by_ref() {
+            b.unwrap();
+            n += 1;
+        }
+        let stats = epoch.buffer_stats();
+        assert_eq!(n, loader.batches_per_epoch());
+        assert_eq!(stats.bound, prefetch + 1);
+        assert!(stats.max_live <= prefetch + 1, "{stats:?}");
+        assert!(stats.allocated <= prefetch + 1, "{stats:?}");
+        // A consumer that keeps every batch: no deadlock; the ones it keeps are its own.
+        let mut epoch = loader.epoch(1);
+        let kept: Vec<_> = epoch.by_ref().map(|b| b.unwrap()).collect();
+        assert_eq!(kept.len(), loader.batches_per_epoch());
+        let stats = epoch.buffer_stats();
+        assert!(stats.max_live <= prefetch + 1, "{stats:?}");
+        // One buffer per batch kept, plus at most the loader's own at the end.
+        assert!(
+            stats.allocated >= kept.len() && stats.allocated <= kept.len() + prefetch,
+            "{stats:?}"
+        );
+        drop(kept);
+        // Dropping the epoch half-way stops and joins its workers.
+        let mut epoch = loader.epoch(2);
+        epoch.next().unwrap().unwrap();
+        drop(epoch);
+    }
+    assert_eq!(
+        Loader::new(s.clone(), opts(Shuffle::Uniform, 16))
+            .unwrap()
+            .memory_bound(),
+        3 * 16 * (32 * 5 * 4 + 16)
+    );
+}
+
+#[test]
+fn bad_options_are_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let s = split(t.path(), Dtype::F16, 1);
+    let bad = |o: LoaderOptions, field: &str| {
+        let e = Loader::new(s.clone(), o).unwrap_err().to_string();
+        assert!(e.contains(field), "{e}");
+    };
+    bad(
+        LoaderOptions {
+            batch_size: 0,
+            ..LoaderOptions::default()
+        },
+        "batch_size",
+    );
+    bad(
+        LoaderOptions {
+            workers: 0,
+            ..LoaderOptions::default()
+        },
+        "workers",
+    );
+    bad(
+        LoaderOptions {
+            prefetch: 0,
+            ..LoaderOptions::default()
+        },
+        "prefetch",
+    );
+    bad(
+        LoaderOptions {
+            rank: 2,
+            world: 2,
+            ..LoaderOptions::default()
+        },
+        "rank",
+    );
+    bad(
+        LoaderOptions {
+            shuffle: Shuffle::Buffered { buffer: 0 },
+            ..LoaderOptions::default()
+        },
+        "shuffle.buffer",
+    );
+    bad(
+        LoaderOptions {
+            unit: Unit::Clip,
+            batch_size: 1 << 20,
+            ..LoaderOptions::default()
+        },
+        "batch_size",
+    );
+    let mut wrong = s.stats(1).unwrap();
+    wrong.mean.pop();
+    bad(
+        LoaderOptions {
+            normalize: Some(wrong),
+            ..LoaderOptions::default()
+        },
+        "31 mel bins",
+    );
+}
+
+#[cfg(feature = "candle")]
+#[test]
+fn batches_become_candle_tensors() {
+    use candle_core::{DType, Device};
+    use melread::TensorFloat;
+    let t = tempfile::tempdir().unwrap();
+    let s = split(t.path(), Dtype::Bf16, 2);
+    let loader = Loader::new(
+        s.clone(),
+        LoaderOptions {
+            output: Output::Stored,
+            ..opts(Shuffle::Uniform, 50)
+        },
+    )
+    .unwrap();
+    let b = loader.epoch(0).next().unwrap().unwrap();
+    let (x, y) = b.to_tensors(&Device::Cpu, TensorFloat::Keep).unwrap();
+    assert_eq!((x.dims(), x.dtype()), (&[50, 32, 5][..], DType::BF16));
+    assert_eq!((y.dims(), y.dtype()), (&[50][..], DType::U32));
+    let (x32, _) = b.to_tensors(&Device::Cpu, TensorFloat::F32).unwrap();
+    assert_eq!(x32.dtype(), DType::F32);
+    let want = b.to_f32();
+    let got: Vec<f32> = x32.flatten_all().unwrap().to_vec1().unwrap();
+    assert_eq!(got, want.iter().copied().collect::<Vec<_>>());
+    assert_eq!(
+        y.to_vec1::<u32>().unwrap(),
+        b.labels().iter().map(|&l| l as u32).collect::<Vec<_>>()
+    );
+    // Normalising on the device equals normalising in the loader.
+    let stats = s.stats(1).unwrap();
+    let on_device: Vec<f32> = melread::tensor::normalize(&x, &stats)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    let f32_loader = Loader::new(
+        s.clone(),
+        LoaderOptions {
+            normalize: Some(stats),
+            ..opts(Shuffle::Uniform, 50)
+        },
+    )
+    .unwrap();
+    let nb = f32_loader.epoch(0).next().unwrap().unwrap();
+    let in_loader: Vec<f32> = nb.view().unwrap().iter().copied().collect();
+    for (a, b) in on_device.iter().zip(&in_loader) {
+        assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{a} {b}");
+    }
+    // into_tensors moves an f32 buffer.
+    let (moved, _) = nb.into_tensors(&Device::Cpu, TensorFloat::F32).unwrap();
+    assert_eq!(
+        moved.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+        in_loader
+    );
+}

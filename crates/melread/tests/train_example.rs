@@ -1,0 +1,104 @@
+//! The `train` example on small demo datasets of both presets: a few steps, the loss
+//! falls, validation and testing are evaluated per file, and the output ends with the
+//! promised line.
+
+mod common;
+
+#[path = "../examples/train.rs"]
+#[allow(dead_code)]
+mod train;
+
+use common::{Out, build};
+use melkit::{Dtype, Preset};
+
+fn run(args: &train::Args) -> (train::Report, String) {
+    let mut log = Vec::new();
+    let report = train::run(args, &mut log).unwrap();
+    let text = String::from_utf8(log).unwrap();
+    println!("{text}");
+    (report, text)
+}
+
+fn last_line_says_testing_accuracy(text: &str, files: usize) {
+    let last = text.lines().last().unwrap();
+    let rest = last
+        .strip_prefix("file-level accuracy on testing: ")
+        .unwrap_or_else(|| panic!("last line: {last:?}"));
+    let (acc, n) = rest.split_once(' ').unwrap();
+    let acc: f64 = acc.parse().unwrap();
+    assert!((0.0..=1.0).contains(&acc), "{last}");
+    assert_eq!(n, format!("({files} files)"));
+    assert_eq!(
+        text.matches("file-level accuracy on testing").count(),
+        1,
+        "exactly one such line"
+    );
+}
+
+#[test]
+fn leak_4k_segments_train_and_the_loss_falls() {
+    let t = tempfile::tempdir().unwrap();
+    let data = build(
+        t.path(),
+        Preset::Leak4k,
+        Dtype::F16,
+        Out::Hdf5 {
+            chunk_clips: 0,
+            gzip: 0,
+        },
+        &[("training", 30), ("validation", 10), ("testing", 10)],
+    );
+    let args = train::Args {
+        data,
+        epochs: 2,
+        batch: 128,
+        steps: Some(20),
+        lr: 2e-3,
+        seed: 1,
+        workers: Some(2),
+        eval_batch: 4096,
+    };
+    let (report, text) = run(&args);
+    assert_eq!(report.losses.len(), 40);
+    assert!(report.losses.iter().all(|l| l.is_finite()));
+    let head: f32 = report.losses[..5].iter().sum::<f32>() / 5.0;
+    let tail: f32 = report.losses[35..].iter().sum::<f32>() / 5.0;
+    assert!(tail < 0.7 * head, "the loss falls: {head} -> {tail}");
+    assert_eq!(report.validation.len(), 2);
+    assert_eq!(report.validation[1].1.files(), 10);
+    assert_eq!(report.testing.files(), 10);
+    assert!(
+        text.contains("normalisation computed from training"),
+        "{text}"
+    );
+    last_line_says_testing_accuracy(&text, 10);
+}
+
+#[test]
+fn speech_16k_whole_spectrograms_from_npy_train() {
+    let t = tempfile::tempdir().unwrap();
+    let data = build(
+        t.path(),
+        Preset::Speech16k,
+        Dtype::Bf16,
+        Out::Npy,
+        &[("training", 25), ("validation", 5), ("testing", 5)],
+    );
+    let args = train::Args {
+        data,
+        epochs: 3,
+        batch: 5,
+        steps: None,
+        lr: 2e-3,
+        seed: 1,
+        workers: Some(2),
+        eval_batch: 64,
+    };
+    let (report, text) = run(&args);
+    assert_eq!(report.losses.len(), 15);
+    let head: f32 = report.losses[..3].iter().sum::<f32>() / 3.0;
+    let tail: f32 = report.losses[12..].iter().sum::<f32>() / 3.0;
+    assert!(tail < head, "the loss falls: {head} -> {tail}");
+    assert!(text.contains("segments of [80, 101] bf16"), "{text}");
+    last_line_says_testing_accuracy(&text, 5);
+}
