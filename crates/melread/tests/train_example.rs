@@ -68,7 +68,7 @@ fn leak_4k_segments_train_and_the_loss_falls() {
     assert_eq!(report.validation[1].1.files(), 10);
     assert_eq!(report.testing.files(), 10);
     assert!(
-        text.contains("normalisation computed from training"),
+        text.contains("normalisation stored in the output"),
         "{text}"
     );
     last_line_says_testing_accuracy(&text, 10);

@@ -6,7 +6,7 @@
 use std::f64::consts::PI;
 use std::path::{Path, PathBuf};
 
-use mel_core::{ClipMeta, Sink, SinkSpec};
+use mel_core::{ClipMeta, Sink, SinkSpec, SourceInfo};
 use melkit::sinks::{Hdf5Options, Hdf5Sink, NpyOptions, NpySink};
 use melkit::{BackendKind, BackendRequest, Config, Dtype, Extractor, MelPlan, OutputBuf, Preset};
 
@@ -140,6 +140,11 @@ pub fn build(
                     index: k,
                     label: class as i64,
                     path: format!("{split}/{}/{split}_{k:06}.wav", CLASSES[class]),
+                    source: SourceInfo {
+                        rate: plan.sample_rate(),
+                        channels: 1,
+                        frames: n as u64,
+                    },
                 });
             }
             let features = extractor.clips(&samples).unwrap();
