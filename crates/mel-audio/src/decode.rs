@@ -56,6 +56,38 @@ pub fn decode_into(path: &Path, audio: &AudioConfig, dst: &mut [f32]) -> Result<
     }
 }
 
+/// Checks, from its header alone, that the file at `path` would decode under `audio`:
+/// a WAV header hound takes whose promised data the file holds, or a container, audio
+/// track and codec symphonia can open. No audio is decoded; a file that passes can still
+/// fail later on corrupt data, but empty, truncated, foreign and unsupported files are
+/// found. This is what `melctl build --dry-run` runs on every file.
+pub fn probe(path: &Path, audio: &AudioConfig) -> Result<()> {
+    let io = |e: std::io::Error| Error::read(path, e);
+    let file = crate::open::open_input(path, false).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    if len == 0 {
+        return Err(Error::decode(path, "empty file (0 bytes)"));
+    }
+    match WavReader::new(std::io::BufReader::new(file)) {
+        Ok(reader) if hound_takes(reader.spec(), audio) => {
+            let (spec, frames) = (reader.spec(), reader.duration() as usize);
+            check_channel(audio.downmix, spec.channels as usize, path)?;
+            let mut inner = reader.into_inner();
+            use std::io::Seek;
+            let start = inner.stream_position().map_err(io)?;
+            check_claimed(frames, spec, start, len, path)
+        }
+        Ok(_) => generic_probe(path, None, audio),
+        Err(e) if falls_back(&e) => generic_probe(path, Some(describe(e)), audio),
+        Err(e) => Err(hound_error(path, e)),
+    }
+}
+
+fn generic_probe(path: &Path, hound_said: Option<String>, audio: &AudioConfig) -> Result<()> {
+    let file = crate::open::open_input(path, false).map_err(|e| Error::read(path, e))?;
+    crate::generic::probe(Box::new(file), path, hound_said, audio)
+}
+
 /// A header that promises more sample data than the file holds is an error, even when
 /// the clip would only need the part that is there: such a file is a cut-short copy.
 fn check_claimed(

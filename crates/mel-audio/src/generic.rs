@@ -70,20 +70,57 @@ pub fn decode(
     })
 }
 
-fn decode_inner(
+/// Opens `source` as symphonia would for [`decode`] and checks its first audio track
+/// (codec, channels, rate) without decoding any audio.
+pub fn probe(
     source: Box<dyn MediaSource>,
     path: &Path,
     hound_said: Option<String>,
     audio: &AudioConfig,
-    dst: &mut [f32],
-) -> Result<DecodeInfo> {
+) -> Result<()> {
+    let run = std::panic::AssertUnwindSafe(|| -> Result<()> {
+        let bad = |reason: &str| Error::decode(path, reason);
+        let format = open_format(source, path, hound_said)?;
+        let track = format
+            .default_track(TrackType::Audio)
+            .ok_or_else(|| bad("no audio track"))?;
+        let params = track
+            .codec_params
+            .as_ref()
+            .and_then(|p| p.audio())
+            .ok_or_else(|| bad("no audio codec parameters"))?;
+        if let Some(channels) = &params.channels {
+            check_channel(audio.downmix, channels.count(), path)?;
+        }
+        if let Some(r) = params.sample_rate.filter(|&r| r > MAX_RATE) {
+            return Err(Error::limit(
+                path.display().to_string(),
+                format!("the sample rate {r} Hz is above the limit of {MAX_RATE} Hz"),
+            ));
+        }
+        symphonia::default::get_codecs()
+            .make_audio_decoder(params, &AudioDecoderOptions::default())
+            .map_err(|e| sym_error(path, e))?;
+        Ok(())
+    });
+    std::panic::catch_unwind(run)
+        .unwrap_or_else(|_| Err(Error::decode(path, "the decoder failed on this file")))
+}
+
+/// symphonia's format reader for `source`, detected from the content (the extension a
+/// hint); `hound_said` is why hound refused it, for the message if symphonia does too.
+fn open_format(
+    source: Box<dyn MediaSource>,
+    path: &Path,
+    hound_said: Option<String>,
+) -> Result<Box<dyn symphonia::core::formats::FormatReader>> {
     let bad = |reason: String| Error::decode(path, reason);
     let mss = MediaSourceStream::new(source, Default::default());
     let mut hint = Hint::new();
     if let Some(ext) = path.extension().and_then(|e| e.to_str()) {
         hint.with_extension(ext);
     }
-    let mut format = symphonia::default::get_probe()
+    symphonia::default::get_probe()
         .probe(
             &hint,
             mss,
@@ -95,7 +132,18 @@ fn decode_inner(
                 "{h}, and not another supported audio format either"
             )),
             _ => sym_error(path, e),
-        })?;
+        })
+}
+
+fn decode_inner(
+    source: Box<dyn MediaSource>,
+    path: &Path,
+    hound_said: Option<String>,
+    audio: &AudioConfig,
+    dst: &mut [f32],
+) -> Result<DecodeInfo> {
+    let bad = |reason: String| Error::decode(path, reason);
+    let mut format = open_format(source, path, hound_said)?;
     let track = format
         .default_track(TrackType::Audio)
         .ok_or_else(|| bad("no audio track".into()))?;

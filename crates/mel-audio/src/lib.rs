@@ -11,7 +11,7 @@ pub mod open;
 pub mod resample;
 pub mod scan;
 
-pub use decode::{DecodeInfo, decode_bytes_into, decode_into, fit_clip};
+pub use decode::{DecodeInfo, decode_bytes_into, decode_into, fit_clip, probe};
 pub use fingerprint::files_fingerprint;
 pub use manifest::{ManifestOptions, from_manifest, read_label_map};
 pub use open::open_input;

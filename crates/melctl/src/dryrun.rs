@@ -7,21 +7,19 @@ use std::path::Path;
 use anyhow::Result;
 use mel_audio::Dataset;
 use mel_core::{Config, MelPlan};
+use rayon::prelude::*;
 
 use crate::report::bytes;
 
-/// Why a listed file would be skipped without decoding it, if it would: not there, not
-/// a regular file, empty, or a name the output could not store.
-fn precheck(path: &Path) -> Option<String> {
+/// Why a listed file would be skipped, if it would: a name the output could not store,
+/// or a header that does not decode ([`mel_audio::probe`]: no audio is decoded).
+fn precheck(path: &Path, config: &Config) -> Option<String> {
     if path.file_name().and_then(|n| n.to_str()).is_none() {
         return Some("the file name is not valid UTF-8".into());
     }
-    match std::fs::metadata(path) {
-        Err(e) => Some(format!("cannot read: {e}")),
-        Ok(m) if !m.is_file() => Some("not a regular file".into()),
-        Ok(m) if m.len() == 0 => Some("empty file (0 bytes)".into()),
-        Ok(_) => None,
-    }
+    mel_audio::probe(path, &config.audio)
+        .err()
+        .map(|e| e.reason())
 }
 
 /// The dry run's text; `backend` and `loaders` are the choices the build would make.
@@ -33,7 +31,7 @@ pub fn text(
     backend: &str,
     loaders: &[(String, String)],
 ) -> Result<String> {
-    let mut s = String::from("dry run: nothing is decoded or written\n");
+    let mut s = String::from("dry run: headers are read; nothing is decoded or written\n");
     let layout = if dataset.splits.len() == 1 && dataset.splits[0].name == "all" {
         "ROOT/{class}/*.wav: one split, `all`"
     } else {
@@ -60,12 +58,16 @@ pub fn text(
     let mut clips = 0usize;
     for split in &dataset.splits {
         let mut counts = vec![0usize; dataset.label_names.len()];
-        for f in &split.files {
+        let verdicts: Vec<Option<String>> = split
+            .files
+            .par_iter()
+            .map(|f| precheck(&f.path, config))
+            .collect();
+        for (f, verdict) in split.files.iter().zip(verdicts) {
             counts[f.label as usize] += 1;
-            if let Some(why) = precheck(&f.path) {
-                skips.push(format!("{}: {why}", f.path.display()));
-            } else {
-                clips += 1;
+            match verdict {
+                Some(why) => skips.push(format!("{}: {why}", f.path.display())),
+                None => clips += 1,
             }
         }
         for u in &split.unreadable {
@@ -113,7 +115,7 @@ pub fn text(
     )?;
     writeln!(
         s,
-        "         files that fail to decode are skipped in the build (use --on-error fail to stop)"
+        "         files whose data fails to decode are skipped in the build (use --on-error fail to stop)"
     )?;
     writeln!(s, "backend  {backend}")?;
     for (split, loader) in loaders {

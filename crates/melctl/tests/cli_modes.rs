@@ -34,6 +34,15 @@ fn png_size(path: &Path) -> (u32, u32) {
 fn dry_run_names_splits_classes_backend_and_size_and_writes_nothing() {
     let dir = Dir::new();
     demo_with_a_broken_file(&dir, "20");
+    // A cut-short copy of a good file: its header promises more than it holds.
+    let good = dir
+        .join("data/training/quiet")
+        .read_dir()
+        .unwrap()
+        .next()
+        .unwrap();
+    let bytes = std::fs::read(good.unwrap().path()).unwrap();
+    dir.create("data/training/quiet/cut.wav", &bytes[..bytes.len() / 2]);
     let mut dry = dir.melctl();
     dry.args(["build", "-i", "data", "-o", "out", "--dry-run"]);
     let o = dry.expect_code(0);
@@ -46,6 +55,8 @@ fn dry_run_names_splits_classes_backend_and_size_and_writes_nothing() {
         "backend  cpu",
         "loader   training: preload",
         "as hdf5: about",
+        "would skip data/training/leak/zz-broken.wav: truncated",
+        "would skip data/training/quiet/cut.wav: truncated data: the header promises",
     ] {
         dry.check(
             &o,

@@ -610,8 +610,10 @@ fn resume_assembles_in_bounded_memory_and_leaves_no_journal() {
     let plain = peak("plain", false);
     let resumed = peak("resumed", true);
     println!("peak memory, 1,400 clips: {plain} B, with --resume {resumed} B");
+    // The journal's own buffers and the pages it maps cost tens of MB at most (19 MB
+    // measured on a 2-core CI machine); holding the split would cost over 100 MB.
     assert!(
-        (resumed as f64) < plain as f64 * 1.15,
+        resumed < plain + (50 << 20),
         "--resume holds more: {plain} -> {resumed}"
     );
     // A resume of a finished build keeps every split and leaves no journal either.

@@ -101,8 +101,14 @@ fn evict(path: &Path) -> Result<(String, f64)> {
     let dropped = std::fs::write("/proc/sys/vm/drop_caches", "1");
     let left = resident(path)?;
     match dropped {
-        Ok(()) => Ok((format!("posix_fadvise left {left:.2}; echo 1 > /proc/sys/vm/drop_caches"), left)),
-        Err(e) => Ok((format!("posix_fadvise left {left:.2}; drop_caches failed: {e}"), left)),
+        Ok(()) => Ok((
+            format!("posix_fadvise left {left:.2}; echo 1 > /proc/sys/vm/drop_caches"),
+            left,
+        )),
+        Err(e) => Ok((
+            format!("posix_fadvise left {left:.2}; drop_caches failed: {e}"),
+            left,
+        )),
     }
 }
 
@@ -125,7 +131,9 @@ fn copy_bandwidth() -> f64 {
 /// conversion: F16C where the CPU has it).
 fn conversions_per_second() -> f64 {
     let n = 160 * 64;
-    let src: Vec<half::f16> = (0..n).map(|i| half::f16::from_f32(i as f32 * 0.01)).collect();
+    let src: Vec<half::f16> = (0..n)
+        .map(|i| half::f16::from_f32(i as f32 * 0.01))
+        .collect();
     let mut dst = vec![0f32; n];
     let rounds = 20_000;
     let t = Instant::now();
@@ -147,8 +155,17 @@ enum Consumer {
 }
 
 /// Segments per second over `batches` batches of epoch 0 (worker start-up included).
-fn melread(loader_f32: &Loader, loader_f16: &Loader, consumer: Consumer, batches: usize) -> Result<(f64, usize)> {
-    let loader = if consumer == Consumer::CandleFromF16 { loader_f16 } else { loader_f32 };
+fn melread(
+    loader_f32: &Loader,
+    loader_f16: &Loader,
+    consumer: Consumer,
+    batches: usize,
+) -> Result<(f64, usize)> {
+    let loader = if consumer == Consumer::CandleFromF16 {
+        loader_f16
+    } else {
+        loader_f32
+    };
     let t = Instant::now();
     let mut n = 0usize;
     let mut check = 0f32;
@@ -172,12 +189,23 @@ fn melread(loader_f32: &Loader, loader_f16: &Loader, consumer: Consumer, batches
 }
 
 /// Runs the h5py peer on `ids`; its segments per second.
-fn peer(script: &Path, file: &Path, ids: &Path, batch: usize, workers: usize) -> Result<(f64, usize)> {
+fn peer(
+    script: &Path,
+    file: &Path,
+    ids: &Path,
+    batch: usize,
+    workers: usize,
+) -> Result<(f64, usize)> {
     let out = Command::new("python3")
         .arg(script)
         .arg(file)
         .arg(ids)
-        .args(["--batch", &batch.to_string(), "--workers", &workers.to_string()])
+        .args([
+            "--batch",
+            &batch.to_string(),
+            "--workers",
+            &workers.to_string(),
+        ])
         .output()
         .context("running python3 (the peer needs numpy and h5py)")?;
     if !out.status.success() {
@@ -192,7 +220,10 @@ fn peer(script: &Path, file: &Path, ids: &Path, batch: usize, workers: usize) ->
 
 /// Writes global segment ids as an int64 `.npy` vector.
 fn write_ids(path: &Path, ids: &[i64]) -> Result<()> {
-    let dict = format!("{{'descr': '<i8', 'fortran_order': False, 'shape': ({},), }}", ids.len());
+    let dict = format!(
+        "{{'descr': '<i8', 'fortran_order': False, 'shape': ({},), }}",
+        ids.len()
+    );
     let mut header = dict.into_bytes();
     while (10 + header.len() + 1) % 64 != 0 {
         header.push(b' ');
@@ -225,7 +256,10 @@ fn main() -> Result<()> {
     let split = Arc::new(Split::open_in(&args.data, &args.split)?);
     let file = split.path().to_path_buf();
     if split.format() != melread::Format::Hdf5 {
-        bail!("the h5py peer needs an HDF5 split; {} is not one", file.display());
+        bail!(
+            "the h5py peer needs an HDF5 split; {} is not one",
+            file.display()
+        );
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/peer_h5py.py");
     let opts = |output| LoaderOptions {
@@ -250,7 +284,8 @@ fn main() -> Result<()> {
         .flatten()
         .map(|id| (id.clip * split.segments_per_clip() + id.segment) as i64)
         .collect();
-    let ids_path = std::env::temp_dir().join(format!("melread-bench-ids-{}.npy", std::process::id()));
+    let ids_path =
+        std::env::temp_dir().join(format!("melread-bench-ids-{}.npy", std::process::id()));
     write_ids(&ids_path, &ids)?;
 
     let bytes = std::fs::metadata(&file)?.len();
@@ -286,20 +321,32 @@ fn main() -> Result<()> {
 
     let mut rows: Vec<serde_json::Value> = Vec::new();
     let mut record = |cache: &str, what: &str, rate: f64, n: usize, note: &str| {
-        println!("{cache:<5} {what:<46} {:>12.0} segments/s  ({n} segments){note}", rate);
+        println!(
+            "{cache:<5} {what:<46} {:>12.0} segments/s  ({n} segments){note}",
+            rate
+        );
         rows.push(serde_json::json!({"cache": cache, "reader": what, "segments_per_s": rate, "segments": n, "note": note}));
     };
     let consumers = [
         (Consumer::Ndarray, "melread → ndarray f32"),
         (Consumer::CandleMove, "melread → candle f32 tensor (moved)"),
-        (Consumer::CandleFromF16, "melread f16 → candle f32 tensor (converted)"),
+        (
+            Consumer::CandleFromF16,
+            "melread f16 → candle f32 tensor (converted)",
+        ),
     ];
     // Warm: the file is read right before each timed run.
     let mut warm_rates = Vec::new();
     for (c, name) in consumers {
         let res = warm(&file)?;
         let (rate, n) = melread(&loader_f32, &loader_f16, c, batches)?;
-        record("warm", name, rate, n, &format!("  [resident {:.0}%]", res * 100.0));
+        record(
+            "warm",
+            name,
+            rate,
+            n,
+            &format!("  [resident {:.0}%]", res * 100.0),
+        );
         warm_rates.push(rate);
     }
     let res = warm(&file)?;
@@ -316,11 +363,26 @@ fn main() -> Result<()> {
         warm_rates[0] / peer_warm,
         warm_rates[1] / peer_warm
     );
+    let (clips, segments, dtype) = (split.clips(), split.segments(), split.dtype());
+    let memory_bound = loader_f32.memory_bound();
     let mut cold = None;
     if !args.warm_only {
+        // A mapped page cannot be evicted: everything that maps the file goes first, and
+        // the cold run opens the split afresh.
+        drop((loader_f32, loader_f16, split));
         let (how, left) = evict(&file)?;
+        let split = Arc::new(Split::open_in(&args.data, &args.split)?);
+        let loader_f32 = Loader::new(split.clone(), opts(Output::F32))?;
+        let loader_f16 = Loader::new(split.clone(), opts(Output::Stored))?;
         let (rate, n) = melread(&loader_f32, &loader_f16, Consumer::Ndarray, batches)?;
-        record("cold", "melread → ndarray f32", rate, n, &format!("  [{how}; resident before {:.1}%]", left * 100.0));
+        drop((loader_f32, loader_f16, split));
+        record(
+            "cold",
+            "melread → ndarray f32",
+            rate,
+            n,
+            &format!("  [{how}; resident before {:.1}%]", left * 100.0),
+        );
         let (how, left) = evict(&file)?;
         let (p, n) = peer(&script, &file, &ids_path, args.batch, args.peer_workers)?;
         record(
@@ -336,9 +398,9 @@ fn main() -> Result<()> {
     let _ = std::fs::remove_file(&ids_path);
     if let Some(path) = &args.json {
         let doc = serde_json::json!({
-            "file": file, "bytes": bytes, "clips": split.clips(), "segments": split.segments(),
-            "dtype": split.dtype().name(), "batch": args.batch, "workers": workers,
-            "prefetch": args.prefetch, "memory_bound": loader_f32.memory_bound(),
+            "file": file, "bytes": bytes, "clips": clips, "segments": segments,
+            "dtype": dtype.name(), "batch": args.batch, "workers": workers,
+            "prefetch": args.prefetch, "memory_bound": memory_bound,
             "cpu": cpu_model(), "cores": cores,
             "copy_gb_per_s": bandwidth, "f16_to_f32_per_s": conv,
             "runs": rows,
