@@ -10,6 +10,7 @@ pub mod dsp;
 pub mod error;
 pub mod pipeline;
 pub mod plan;
+pub mod stats;
 pub mod traits;
 
 pub use buffer::{OutputBuf, OutputSlice};

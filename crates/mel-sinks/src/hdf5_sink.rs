@@ -13,7 +13,7 @@ use mel_core::{Finished, Provenance};
 
 use crate::chunks::ChunkWriter;
 use crate::rows::RowLedger;
-use crate::stats::MelStats;
+use mel_core::stats::StatsAccumulator;
 
 /// Options of the HDF5 sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +61,7 @@ pub struct Hdf5Sink {
     h5: Handles,
     spec: SinkSpec,
     ledger: RowLedger,
-    stats: MelStats,
+    stats: StatsAccumulator,
     opts: Hdf5Options,
     pool: rayon::ThreadPool,
 }
@@ -161,7 +161,7 @@ impl Hdf5Sink {
             .build()
             .map_err(|e| Error::Internal(format!("cannot start the HDF5 writer threads: {e}")))?;
         let rows = spec.rows;
-        let stats = MelStats::new(spec.plan.n_mels(), spec.plan.n_frames());
+        let stats = StatsAccumulator::new(spec.plan.n_mels(), spec.plan.n_frames());
         Ok(Hdf5Sink {
             staged,
             raw,
@@ -281,13 +281,13 @@ impl Hdf5Sink {
         column(
             "mel_mean",
             file.new_dataset_builder()
-                .with_data(self.stats.mean())
+                .with_data(&self.stats.finish().mean)
                 .create("mel_mean"),
         )?;
         column(
             "mel_std",
             file.new_dataset_builder()
-                .with_data(&self.stats.std())
+                .with_data(&self.stats.finish().std)
                 .create("mel_std"),
         )?;
         file.new_attr::<u64>()
@@ -433,7 +433,7 @@ impl Sink for Hdf5Sink {
         if let Err(m) = self.ledger.record(first_row, meta) {
             return Err(self.err(m));
         }
-        self.stats.add(data);
+        self.stats.add_output(data);
         let failed = |e: &dyn std::fmt::Display| {
             Error::output(
                 self.staged.final_path(),

@@ -6,7 +6,6 @@ pub mod hdf5_sink;
 pub mod journal;
 pub mod npy_sink;
 mod rows;
-pub mod stats;
 
 pub use hdf5_sink::{Hdf5Options, Hdf5Sink};
 pub use journal::{Journal, JournalState, remove_journal};

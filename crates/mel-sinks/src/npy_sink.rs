@@ -22,7 +22,7 @@ use mel_core::atomic::{self, Staged};
 use mel_core::{ClipMeta, Dtype, Error, Finished, OutputBuf, Provenance, Result, Sink, SinkSpec};
 
 use crate::rows::RowLedger;
-use crate::stats::MelStats;
+use mel_core::stats::StatsAccumulator;
 
 /// Header bytes reserved for `mel.npy` (a multiple of 64, room for any shape).
 const HEADER_LEN: usize = 256;
@@ -40,7 +40,7 @@ pub struct NpySink {
     mel: Option<File>,
     spec: SinkSpec,
     ledger: RowLedger,
-    stats: MelStats,
+    stats: StatsAccumulator,
     opts: NpyOptions,
 }
 
@@ -85,7 +85,7 @@ impl NpySink {
         file.set_len((HEADER_LEN + spec.rows * spec.plan.bytes_per_clip()) as u64)
             .map_err(|e| Error::io(&path, e))?;
         let rows = spec.rows;
-        let stats = MelStats::new(spec.plan.n_mels(), spec.plan.n_frames());
+        let stats = StatsAccumulator::new(spec.plan.n_mels(), spec.plan.n_frames());
         Ok(NpySink {
             staged,
             mel: Some(file),
@@ -122,8 +122,8 @@ impl NpySink {
             "dtype_note": if plan.dtype() == Dtype::Bf16 { "bfloat16 stored as uint16 bit patterns" } else { "" },
             "label_names": self.spec.label_names,
             "paths": self.ledger.paths(rows),
-            "mel_mean": self.stats.mean(),
-            "mel_std": self.stats.std(),
+            "mel_mean": self.stats.finish().mean,
+            "mel_std": self.stats.finish().std,
             "stats_count": self.stats.count(),
             "source_rate": self.ledger.sources(rows).iter().map(|s| s.rate).collect::<Vec<_>>(),
             "source_channels": self.ledger.sources(rows).iter().map(|s| s.channels).collect::<Vec<_>>(),
@@ -155,7 +155,7 @@ impl Sink for NpySink {
         if let Err(m) = self.ledger.record(first_row, meta) {
             return Err(self.err(m));
         }
-        self.stats.add(data);
+        self.stats.add_output(data);
         let offset = (HEADER_LEN + first_row * self.spec.plan.bytes_per_clip()) as u64;
         let file = self.mel.as_ref().expect("open until finish");
         file.write_all_at(data.as_bytes(), offset)

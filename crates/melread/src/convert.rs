@@ -6,7 +6,7 @@ use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 use half::{bf16, f16};
 use mel_core::Dtype;
 
-use crate::stats::MelStats;
+use mel_core::stats::MelStats;
 
 /// Per-mel-bin normalisation `(x - shift[m]) * scale[m]`, applied to whole spectrograms
 /// `[.., n_mels, frames]`.

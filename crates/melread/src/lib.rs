@@ -59,7 +59,6 @@ mod loader;
 mod npy;
 mod order;
 mod split;
-mod stats;
 #[cfg(feature = "candle")]
 pub mod tensor;
 
@@ -67,12 +66,12 @@ pub use convert::Affine;
 pub use loader::{
     Batch, BufferStats, Epoch, ItemId, Loader, LoaderOptions, MAX_BATCH_BYTES, Output, Values,
 };
+pub use mel_core::stats::MelStats;
 pub use mel_core::{Dtype, Error, Result};
 pub use order::{Shuffle, Unit};
 pub use split::{
     Access, DEFAULT_CHUNK_CACHE, Format, MAX_CHUNK_BYTES, OpenOptions, Provenance, ReadMode,
     Reader, Split,
 };
-pub use stats::MelStats;
 #[cfg(feature = "candle")]
 pub use tensor::TensorFloat;

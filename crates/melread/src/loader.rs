@@ -18,7 +18,7 @@ use ndarray::{ArrayD, ArrayViewD};
 use crate::convert::{Affine, OutSlice};
 use crate::order::{Items, ShardOrder, Shuffle, Unit};
 use crate::split::Split;
-use crate::stats::MelStats;
+use mel_core::stats::MelStats;
 
 /// The element type of batches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

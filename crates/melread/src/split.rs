@@ -23,7 +23,7 @@ use ndarray::{Array2, ArrayD};
 
 use crate::convert::{self, Affine, OutSlice};
 use crate::npy::{self, NpyType, check_extent};
-use crate::stats::{MelStats, StatsAccumulator};
+use mel_core::stats::{MelStats, StatsAccumulator};
 
 /// Deflate never inflates more than 1032 bytes out of one stored byte; a chunked dataset
 /// claiming more than this many times the file's length is refused before it is read.

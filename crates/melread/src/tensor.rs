@@ -12,7 +12,7 @@ use half::slice::HalfFloatSliceExt;
 use mel_core::{Error, Result};
 
 use crate::loader::{Batch, Values};
-use crate::stats::MelStats;
+use mel_core::stats::MelStats;
 
 /// The floating-point type of a batch's tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -1,5 +1,10 @@
-//! Per-mel-bin normalisation statistics: the mean and standard deviation of every value
-//! of each mel bin over a split (all clips, segments and frames), accumulated in f64.
+//! Per-mel-bin statistics of spectrograms: the mean and standard deviation of every value
+//! of each mel bin over a split (all clips, segments and frames), accumulated in f64 with
+//! Chan, Golub and LeVeque's pairwise update, numerically stable. The sinks accumulate them
+//! as they write (no second pass over the output); melread computes them from a file that
+//! lacks them and normalises with them.
+
+use crate::OutputBuf;
 
 /// Mean and standard deviation of each mel bin over a split.
 ///
@@ -44,7 +49,7 @@ impl MelStats {
 /// deviations are computed exactly in f64 in two passes, then merged (Chan, Golub and
 /// LeVeque's pairwise update), so large offsets cost no precision.
 #[derive(Debug, Clone)]
-pub(crate) struct StatsAccumulator {
+pub struct StatsAccumulator {
     n_mels: usize,
     frames: usize,
     count: u64,
@@ -56,7 +61,7 @@ pub(crate) struct StatsAccumulator {
 
 impl StatsAccumulator {
     /// An empty accumulator for spectrograms of `n_mels × frames`.
-    pub(crate) fn new(n_mels: usize, frames: usize) -> Self {
+    pub fn new(n_mels: usize, frames: usize) -> Self {
         StatsAccumulator {
             n_mels,
             frames,
@@ -69,23 +74,32 @@ impl StatsAccumulator {
     }
 
     /// Adds a block of whole spectrograms `[k, n_mels, frames]` (k ≥ 0) in f32.
-    pub(crate) fn add_block(&mut self, values: &[f32]) {
+    pub fn add_block(&mut self, values: &[f32]) {
+        self.add_with(values.len(), |i| values[i] as f64);
+    }
+
+    /// Adds every value of `data` (whole spectrograms, frames last; f16/bf16 widened).
+    pub fn add_output(&mut self, data: &OutputBuf) {
+        self.add_with(data.len(), |i| data.get_f64(i));
+    }
+
+    /// Adds `len` values (whole spectrograms, frames last), value `i` given by `value`.
+    fn add_with(&mut self, len: usize, value: impl Fn(usize) -> f64) {
         let per = self.n_mels * self.frames;
-        if per == 0 || values.is_empty() {
+        if per == 0 || len < per {
             return;
         }
-        debug_assert_eq!(values.len() % per, 0);
-        let k = values.len() / per;
+        debug_assert_eq!(len % per, 0);
+        let k = len / per;
         let n = (k * self.frames) as f64;
         for m in 0..self.n_mels {
-            let row =
-                |s: usize| &values[s * per + m * self.frames..s * per + (m + 1) * self.frames];
-            let sum: f64 = (0..k).flat_map(row).map(|&v| v as f64).sum();
+            let row = |s: usize| s * per + m * self.frames..s * per + (m + 1) * self.frames;
+            let sum: f64 = (0..k).flat_map(row).map(&value).sum();
             let mean = sum / n;
             let m2: f64 = (0..k)
                 .flat_map(row)
-                .map(|&v| {
-                    let d = v as f64 - mean;
+                .map(|i| {
+                    let d = value(i) - mean;
                     d * d
                 })
                 .sum();
@@ -101,7 +115,7 @@ impl StatsAccumulator {
     }
 
     /// Merges another accumulator's values into this one.
-    pub(crate) fn merge(&mut self, other: &StatsAccumulator) {
+    pub fn merge(&mut self, other: &StatsAccumulator) {
         let part = StatsPart {
             count: other.count,
             mean: &other.mean,
@@ -110,8 +124,13 @@ impl StatsAccumulator {
         merge(&mut self.count, &mut self.mean, &mut self.m2, part);
     }
 
+    /// Values seen per mel bin so far.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
     /// The statistics (zeros and a count of 0 when nothing was added).
-    pub(crate) fn finish(&self) -> MelStats {
+    pub fn finish(&self) -> MelStats {
         let n = self.count as f64;
         MelStats {
             mean: self.mean.clone(),
@@ -189,5 +208,40 @@ mod tests {
             count: 10,
         };
         assert_eq!(s.affine(), (vec![2.0, -1.0], vec![1.0, 0.25]));
+    }
+
+    #[test]
+    fn output_buffers_of_uneven_batches_merge_to_the_two_pass_statistics() {
+        // 7 spectrograms of 3 mels × 4 frames, values far from zero (as dB values are), in
+        // f32 and in f16 (widened exactly), added 2 spectrograms at a time (the last alone).
+        let values: Vec<f32> = (0..7 * 12)
+            .map(|i| -60.0 + ((i * 37) % 23) as f32 * 0.75 + (i / 12) as f32)
+            .collect();
+        let halves: Vec<half::f16> = values.iter().map(|&v| half::f16::from_f32(v)).collect();
+        for buffers in [
+            values
+                .chunks(24)
+                .map(|c| OutputBuf::F32(c.to_vec()))
+                .collect::<Vec<_>>(),
+            halves
+                .chunks(24)
+                .map(|c| OutputBuf::F16(c.to_vec()))
+                .collect(),
+        ] {
+            let mut a = StatsAccumulator::new(3, 4);
+            buffers.iter().for_each(|b| a.add_output(b));
+            let s = a.finish();
+            assert_eq!(s.count, 7 * 4);
+            for mel in 0..3 {
+                let v: Vec<f64> = (0..7)
+                    .flat_map(|sp| (0..4).map(move |f| sp * 12 + mel * 4 + f))
+                    .map(|i| buffers[i / 24].get_f64(i % 24))
+                    .collect();
+                let mean = v.iter().sum::<f64>() / v.len() as f64;
+                let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64;
+                assert!((s.mean[mel] - mean).abs() < 1e-12, "{mel}");
+                assert!((s.std[mel] - var.sqrt()).abs() < 1e-12, "{mel}");
+            }
+        }
     }
 }
