@@ -21,6 +21,17 @@ if ! command -v strace >/dev/null 2>&1; then
     fi
 fi
 
+#  - a TrueType font: `melctl show` labels its pictures (its test draws some).
+if ! ls /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "setup: apt-get install fonts-dejavu-core (for melctl show)" >&2
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-dejavu-core; } >/dev/null \
+            || echo "setup: could not install fonts-dejavu-core; melctl show and its test will fail" >&2
+    else
+        echo "setup: no DejaVu font and no root for apt-get; melctl show needs a TrueType font" >&2
+    fi
+fi
+
 if ! ldconfig -p 2>/dev/null | grep -q libvulkan.so.1 || ! ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "setup: apt-get install libvulkan1 mesa-vulkan-drivers (lavapipe, for the wgpu tests)" >&2
