@@ -278,16 +278,17 @@ impl Hdf5Sink {
                 .with_data(&sources.iter().map(|s| s.frames).collect::<Vec<u64>>())
                 .create("source_frames"),
         )?;
+        let stats = self.stats.finish();
         column(
             "mel_mean",
             file.new_dataset_builder()
-                .with_data(&self.stats.finish().mean)
+                .with_data(&stats.mean)
                 .create("mel_mean"),
         )?;
         column(
             "mel_std",
             file.new_dataset_builder()
-                .with_data(&self.stats.finish().std)
+                .with_data(&stats.std)
                 .create("mel_std"),
         )?;
         file.new_attr::<u64>()
@@ -300,7 +301,7 @@ impl Hdf5Sink {
         text_attr("mel_dims", &self.spec.plan.dim_names().join(","))?;
         let dtype_note = match self.spec.plan.dtype() {
             Dtype::Bf16 => {
-                "bfloat16 stored as uint16 bit patterns: torch.from_numpy(x).view(torch.bfloat16)"
+                "bfloat16 stored as uint16 bit patterns: torch.from_numpy(x.view(numpy.int16)).view(torch.bfloat16)"
             }
             d => d.name(),
         };

@@ -113,6 +113,7 @@ impl NpySink {
         );
         std::fs::write(&label_path, bytes).map_err(|e| io(&label_path, e))?;
         let plan = &self.spec.plan;
+        let stats = self.stats.finish();
         let meta = serde_json::json!({
             "melctl_version": env!("CARGO_PKG_VERSION"),
             "split": self.spec.split,
@@ -122,8 +123,8 @@ impl NpySink {
             "dtype_note": if plan.dtype() == Dtype::Bf16 { "bfloat16 stored as uint16 bit patterns" } else { "" },
             "label_names": self.spec.label_names,
             "paths": self.ledger.paths(rows),
-            "mel_mean": self.stats.finish().mean,
-            "mel_std": self.stats.finish().std,
+            "mel_mean": stats.mean,
+            "mel_std": stats.std,
             "stats_count": self.stats.count(),
             "source_rate": self.ledger.sources(rows).iter().map(|s| s.rate).collect::<Vec<_>>(),
             "source_channels": self.ledger.sources(rows).iter().map(|s| s.channels).collect::<Vec<_>>(),

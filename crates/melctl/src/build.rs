@@ -122,6 +122,31 @@ fn final_path(config: &Config, out: &Path, split: &str) -> PathBuf {
     }
 }
 
+/// Refuses a `--split` name the dataset does not have, listing those it has.
+pub fn check_split_names(dataset: &Dataset, only: &[String]) -> Result<()> {
+    for name in only {
+        if !dataset.splits.iter().any(|s| &s.name == name) {
+            let known: Vec<_> = dataset.splits.iter().map(|s| s.name.as_str()).collect();
+            bail!(
+                "no split named {name:?} in {} (found: {})",
+                dataset.root.display(),
+                known.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `dataset` with only the splits named in `only` (all when it is empty).
+pub fn only_splits(dataset: &Dataset, only: &[String]) -> Result<Dataset> {
+    check_split_names(dataset, only)?;
+    let mut chosen = dataset.clone();
+    chosen
+        .splits
+        .retain(|s| only.is_empty() || only.contains(&s.name));
+    Ok(chosen)
+}
+
 /// Builds every split of `dataset` (or those named in `options.only`) into `out`, filling
 /// `report` as it goes. Every split is finished under a temporary name first; only when
 /// all of them have succeeded are they published, so a failed build leaves the previous
@@ -157,16 +182,7 @@ fn build_inner(
         .with_context(|| format!("cannot create output folder {}", out.display()))?;
     let _lock = DirLock::try_now(out)?;
     report.ignored = dataset.ignored.clone();
-    for name in only {
-        if !dataset.splits.iter().any(|s| &s.name == name) {
-            let known: Vec<_> = dataset.splits.iter().map(|s| s.name.as_str()).collect();
-            bail!(
-                "no split named {name:?} in {} (found: {})",
-                dataset.root.display(),
-                known.join(", ")
-            );
-        }
-    }
+    check_split_names(dataset, only)?;
     let chosen_splits: Vec<&Split> = dataset
         .splits
         .iter()

@@ -99,11 +99,12 @@ pub fn text(
     let per_clip = plan.bytes_per_clip() as u64;
     let estimate = clips as u64 * per_clip + dataset.splits.len() as u64 * (64 << 10);
     let sink = config.output.sink.name();
-    let compressed = if config.hdf5.gzip > 0 {
-        " before compression (deflate roughly halves leak-4k)"
-    } else {
-        ""
-    };
+    let compressed =
+        if config.hdf5.gzip > 0 && config.output.sink == mel_core::config::SinkKind::Hdf5 {
+            " before compression (deflate roughly halves leak-4k)"
+        } else {
+            ""
+        };
     writeln!(
         s,
         "output   {} as {sink}: about {} ({clips} clips × {} of {} {:?}{compressed})",

@@ -225,6 +225,7 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         );
     }
     if args.dry_run {
+        let dataset = build::only_splits(&dataset, &args.splits)?;
         let chosen = backend::choose(&plan, &config)?;
         let loaders = build::loader_choices(&dataset, &config)?;
         print!(

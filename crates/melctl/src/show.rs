@@ -6,177 +6,56 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use hdf5::types::VarLenUnicode;
 use mel_core::Config;
 use mel_core::dsp::{hz_to_mel, mel_to_hz};
 use plotters::prelude::*;
 
-/// One output's clips, widened to f32.
-struct Output {
-    /// `[clips, ...clip shape]`.
-    shape: Vec<usize>,
-    labels: Vec<i64>,
-    paths: Vec<String>,
-    label_names: Vec<String>,
-    config: Config,
-    /// Clip `i`'s values, widened to f32.
-    read: Box<dyn Fn(usize) -> Result<Vec<f32>>>,
-}
-
 /// Most classes `--class-means` draws side by side.
 const MAX_PANELS: usize = 16;
 
+/// Most columns a panel draws; wider images are averaged down to this many.
+const MAX_COLUMNS: usize = 2400;
+
+/// An output opened through melread, which checks every size against the file before it
+/// allocates (shapes, labels, paths, element type from the data itself).
+struct Output {
+    split: melread::Split,
+    /// The stored configuration, if this melctl can read it (only the axis labels use it).
+    config: Option<Config>,
+}
+
 fn open(path: &Path) -> Result<Output> {
-    let out = if path.is_dir() {
-        open_npy(path)?
-    } else {
-        open_h5(path)?
-    };
-    // The file is data, not a promise: its shape and labels are checked before use.
-    let clip_values = out
-        .shape
-        .get(1..)
-        .map_or(0, |s| s.iter().product::<usize>());
-    if out.shape.len() < 3 || clip_values == 0 {
-        bail!(
-            "{}: `mel` has shape {:?}; expected [clips, ..., mels, frames]",
-            path.display(),
-            out.shape
-        );
-    }
-    if clip_values > mel_core::plan::MAX_VALUES_PER_CLIP {
-        bail!(
-            "{}: a clip of shape {:?} holds {clip_values} values; the limit is {}",
-            path.display(),
-            &out.shape[1..],
-            mel_core::plan::MAX_VALUES_PER_CLIP
-        );
-    }
-    if out.labels.len() != out.shape[0] {
-        bail!(
-            "{}: {} labels for {} clips",
-            path.display(),
-            out.labels.len(),
-            out.shape[0]
-        );
-    }
-    Ok(out)
-}
-
-/// The configuration an output records (its `config` attribute or key, JSON).
-fn config_of(json: &str) -> Result<Config> {
-    serde_json::from_str(json).context("the stored configuration does not parse")
-}
-
-fn open_h5(path: &Path) -> Result<Output> {
-    let file = hdf5::File::open(path).map_err(|e| {
+    let split = melread::Split::open(path).map_err(|e| {
         anyhow::anyhow!(
-            "cannot open {} as HDF5: {}",
+            "cannot read {} as a melctl output: {}",
             path.display(),
             crate::inspect::one_line(&e.to_string())
         )
     })?;
-    let mel = file
-        .dataset("mel")
-        .context("no `mel` dataset: not a melctl file?")?;
-    let shape = mel.shape();
-    let labels: Vec<i64> = file.dataset("label")?.read_raw()?;
-    let paths: Vec<VarLenUnicode> = file.dataset("path")?.read_raw()?;
-    let names: Vec<VarLenUnicode> = file.attr("label_names")?.read_raw()?;
-    let config: VarLenUnicode = file.attr("config")?.read_scalar()?;
-    let dtype = mel
-        .attr("dtype")
-        .and_then(|a| a.read_scalar::<VarLenUnicode>())
-        .map(|v| v.to_string())
-        .unwrap_or_default();
-    let ndim = shape.len();
-    let read = move |i: usize| -> Result<Vec<f32>> {
-        let mut slab = vec![hdf5::SliceOrIndex::from(i..i + 1)];
-        slab.extend((1..ndim).map(|_| hdf5::SliceOrIndex::from(..)));
-        let slab = hdf5::Hyperslab::from(slab);
-        Ok(match dtype.as_str() {
-            "f32" => mel
-                .read_slice::<f32, _, ndarray::IxDyn>(slab)?
-                .iter()
-                .copied()
-                .collect(),
-            "f16" => mel
-                .read_slice::<half::f16, _, ndarray::IxDyn>(slab)?
-                .iter()
-                .map(|v| v.to_f32())
-                .collect(),
-            _ => mel
-                .read_slice::<u16, _, ndarray::IxDyn>(slab)?
-                .iter()
-                .map(|&b| half::bf16::from_bits(b).to_f32())
-                .collect(),
-        })
-    };
-    Ok(Output {
-        shape,
-        labels,
-        paths: paths.iter().map(|p| p.to_string()).collect(),
-        label_names: names.iter().map(|n| n.to_string()).collect(),
-        config: config_of(config.as_str())?,
-        read: Box::new(read),
-    })
+    if split.clip_shape().len() < 2 || split.clips() == 0 {
+        bail!(
+            "{}: `mel` has shape {:?}; expected [clips, ..., mels, frames] with clips",
+            path.display(),
+            split.shape()
+        );
+    }
+    let config = split
+        .config()
+        .and_then(|v| serde_json::from_value::<Config>(v.clone()).ok());
+    if config.is_none() {
+        eprintln!(
+            "note: {}'s stored configuration is not one this melctl reads; the mel axis shows band numbers",
+            path.display()
+        );
+    }
+    Ok(Output { split, config })
 }
 
-fn open_npy(dir: &Path) -> Result<Output> {
-    let s = crate::inspect::summarize(dir, 0)?;
-    let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("meta.json"))?)?;
-    let paths = meta["paths"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
-    let labels = {
-        let b = std::fs::read(dir.join("label.npy"))?;
-        let len = b.get(8..10).context("label.npy is truncated")?;
-        let at = 10 + u16::from_le_bytes([len[0], len[1]]) as usize;
-        b.get(at..)
-            .context("label.npy is truncated")?
-            .chunks_exact(8)
-            .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .collect()
-    };
-    let per: usize = s.shape[1..].iter().product();
-    let (dtype, mel) = (s.dtype.clone(), dir.join("mel.npy"));
-    let read = move |i: usize| -> Result<Vec<f32>> {
-        use std::os::unix::fs::FileExt;
-        let f = std::fs::File::open(&mel)?;
-        let mut head = [0u8; 10];
-        f.read_exact_at(&mut head, 0)?;
-        let at = 10 + u16::from_le_bytes([head[8], head[9]]) as u64;
-        let width = if dtype == "f32" { 4 } else { 2 };
-        let mut raw = vec![0u8; per * width];
-        f.read_exact_at(&mut raw, at + (i * per * width) as u64)?;
-        Ok(match dtype.as_str() {
-            "f32" => raw
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
-                .collect(),
-            "bf16" => raw
-                .chunks_exact(2)
-                .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
-                .collect(),
-            _ => raw
-                .chunks_exact(2)
-                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
-                .collect(),
-        })
-    };
-    Ok(Output {
-        shape: s.shape,
-        labels,
-        paths,
-        label_names: s.classes.into_iter().map(|(n, _)| n).collect(),
-        config: config_of(&s.config.to_string())?,
-        read: Box::new(read),
-    })
+impl Output {
+    /// Clip `i`'s values, widened to f32, in stored order.
+    fn clip(&self, i: usize) -> Result<Vec<f32>> {
+        Ok(self.split.clip(i)?.iter().copied().collect())
+    }
 }
 
 /// A clip's values as an image `[n_mels][columns]`: its segments' frames side by side in
@@ -266,26 +145,58 @@ fn register_font() -> Result<()> {
     .map_err(|_| anyhow::anyhow!("the font found is not usable"))
 }
 
-/// Centre frequency (Hz) of each mel band of `config`.
-fn band_centres(config: &Config) -> Vec<f64> {
+/// Centre frequency (Hz) of each of the `n_mels` bands (from the data) under `config`.
+fn band_centres(config: &Config, n_mels: usize) -> Vec<f64> {
     let m = &config.mel;
     let scale = m.mel_scale;
     let lo = hz_to_mel(m.f_min, scale);
     let hi = hz_to_mel(m.f_max(config.audio.sample_rate), scale);
-    let step = (hi - lo) / (m.n_mels + 1) as f64;
-    (1..=m.n_mels)
+    let step = (hi - lo) / (n_mels + 1) as f64;
+    (1..=n_mels)
         .map(|k| mel_to_hz(lo + step * k as f64, scale))
         .collect()
 }
 
+/// The unit of the stored values, for the colour bar.
+fn unit(config: Option<&Config>) -> &'static str {
+    match config.map(|c| &c.log) {
+        Some(mel_core::LogScale::Db { .. }) => "dB",
+        Some(mel_core::LogScale::Ln { .. }) => "ln(energy)",
+        Some(mel_core::LogScale::None) => "energy",
+        None => "value",
+    }
+}
+
+/// How the panels' axes are labelled.
+struct Axes {
+    /// Centre frequency of each mel band, when the configuration is known.
+    centres: Option<Vec<f64>>,
+    /// The colour bar's unit.
+    unit: &'static str,
+    /// What the x axis counts.
+    x_desc: &'static str,
+    /// Frames per drawn column (more than 1 when a wide image was averaged down).
+    x_scale: f64,
+}
+
+/// `img` with its columns averaged down to at most [`MAX_COLUMNS`].
+fn narrowed(img: Vec<Vec<f32>>) -> Vec<Vec<f32>> {
+    let cols = img.first().map_or(0, Vec::len);
+    if cols <= MAX_COLUMNS {
+        return img;
+    }
+    let per = cols.div_ceil(MAX_COLUMNS);
+    img.into_iter()
+        .map(|row| {
+            row.chunks(per)
+                .map(|c| c.iter().sum::<f32>() / c.len() as f32)
+                .collect()
+        })
+        .collect()
+}
+
 /// Draws panels (title, image) side by side into `png`, with one colour bar.
-fn draw(
-    png: &Path,
-    title: &str,
-    panels: &[(String, Vec<Vec<f32>>)],
-    config: &Config,
-    x_desc: &str,
-) -> Result<()> {
+fn draw(png: &Path, title: &str, panels: &[(String, Vec<Vec<f32>>)], axes: &Axes) -> Result<()> {
     register_font()?;
     let (lo, hi) = panels
         .iter()
@@ -302,7 +213,7 @@ fn draw(
     let mut pixels = vec![0u8; width as usize * height as usize * 3];
     {
         let root = BitMapBackend::with_buffer(&mut pixels, (width, height)).into_drawing_area();
-        plot(root, title, panels, config, x_desc, (lo, hi, span))?;
+        plot(root, title, panels, axes, (lo, hi, span))?;
     }
     write_png(png, &pixels, width, height)
 }
@@ -328,14 +239,12 @@ fn plot(
     root: DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
     title: &str,
     panels: &[(String, Vec<Vec<f32>>)],
-    config: &Config,
-    x_desc: &str,
+    axes: &Axes,
     (lo, hi, span): (f32, f32, f32),
 ) -> Result<()> {
     root.fill(&WHITE)?;
     let root = root.titled(title, ("sans-serif", 18))?;
     let (main, bar) = root.split_horizontally(root.dim_in_pixel().0 - 110);
-    let centres = band_centres(config);
     let areas = main.split_evenly((1, panels.len()));
     for ((name, img), area) in panels.iter().zip(areas) {
         let (rows, cols) = (img.len(), img.first().map_or(0, Vec::len));
@@ -344,26 +253,30 @@ fn plot(
             .margin(8)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d(0f64..cols as f64, 0f64..rows as f64)?;
-        let c = centres.clone();
+            .build_cartesian_2d(0f64..cols as f64 * axes.x_scale, 0f64..rows as f64)?;
+        let c = axes.centres.clone();
         chart
             .configure_mesh()
             .disable_mesh()
-            .x_desc(x_desc)
-            .y_desc("mel band centre (Hz)")
-            .y_label_formatter(&move |y| {
-                c.get(*y as usize)
-                    .map_or(String::new(), |hz| format!("{hz:.0}"))
+            .x_desc(axes.x_desc)
+            .y_desc(if c.is_some() {
+                "mel band centre (Hz)"
+            } else {
+                "mel band"
+            })
+            .y_label_formatter(&move |y| match &c {
+                Some(c) => c
+                    .get(*y as usize)
+                    .map_or(String::new(), |hz| format!("{hz:.0}")),
+                None => format!("{y:.0}"),
             })
             .label_style(("sans-serif", 12))
             .draw()?;
         chart.draw_series(img.iter().enumerate().flat_map(|(m, row)| {
             row.iter().enumerate().map(move |(x, &v)| {
                 let t = ((v - lo) / span) as f64;
-                Rectangle::new(
-                    [(x as f64, m as f64), (x as f64 + 1.0, m as f64 + 1.0)],
-                    colour(t).filled(),
-                )
+                let (x0, x1) = (x as f64 * axes.x_scale, (x + 1) as f64 * axes.x_scale);
+                Rectangle::new([(x0, m as f64), (x1, m as f64 + 1.0)], colour(t).filled())
             })
         }))?;
     }
@@ -377,7 +290,7 @@ fn plot(
     cb.configure_mesh()
         .disable_mesh()
         .disable_x_axis()
-        .y_desc("dB")
+        .y_desc(axes.unit)
         .label_style(("sans-serif", 12))
         .draw()?;
     let steps = 100;
@@ -402,32 +315,33 @@ pub fn show(
     class_means: bool,
 ) -> Result<()> {
     let out = open(file)?;
-    let clips = out.shape[0];
-    let clip_shape = &out.shape[1..];
+    let split = &out.split;
+    let clips = split.clips();
+    let clip_shape = split.clip_shape().to_vec();
     let segmented = clip_shape.len() > 2;
-    let x_desc = if segment.is_some() || !segmented {
-        "frame"
-    } else {
-        "frames of the clip's segments, in time order"
+    let mut axes = Axes {
+        centres: out.config.as_ref().map(|c| band_centres(c, split.n_mels())),
+        unit: unit(out.config.as_ref()),
+        x_desc: if segment.is_some() || !segmented {
+            "frame"
+        } else {
+            "frames of the clip's segments, in time order"
+        },
+        x_scale: 1.0,
     };
-    if class_means {
-        if out.label_names.len() > MAX_PANELS {
-            eprintln!(
-                "{} classes: drawing the first {MAX_PANELS}",
-                out.label_names.len()
-            );
+    let (title, panels) = if class_means {
+        let names = split.label_names();
+        if names.len() > MAX_PANELS {
+            eprintln!("{} classes: drawing the first {MAX_PANELS}", names.len());
         }
         let mut panels = Vec::new();
-        for (class, name) in out.label_names.iter().enumerate().take(MAX_PANELS) {
+        for (class, name) in names.iter().enumerate().take(MAX_PANELS) {
             let members: Vec<usize> = (0..clips)
-                .filter(|&i| out.labels[i] == class as i64)
+                .filter(|&i| split.labels()[i] == class as i64)
                 .collect();
-            if members.is_empty() {
-                continue;
-            }
             let mut sum: Option<Vec<Vec<f32>>> = None;
             for &i in &members {
-                let img = image(&(out.read)(i)?, clip_shape, segment)?;
+                let img = image(&out.clip(i)?, &clip_shape, segment)?;
                 match &mut sum {
                     None => sum = Some(img),
                     Some(s) => s
@@ -437,38 +351,44 @@ pub fn show(
                         .for_each(|(a, b)| *a += b),
                 }
             }
-            let mut mean = sum.expect("at least one member");
-            mean.iter_mut()
-                .flatten()
-                .for_each(|v| *v /= members.len() as f32);
-            panels.push((format!("{name} (mean of {})", members.len()), mean));
+            if let Some(mut mean) = sum {
+                mean.iter_mut()
+                    .flatten()
+                    .for_each(|v| *v /= members.len() as f32);
+                panels.push((format!("{name} (mean of {})", members.len()), mean));
+            }
         }
         if panels.is_empty() {
             bail!("{}: no clip has a label among its classes", file.display());
         }
-        let title = format!("{}: class means", file.display());
-        return draw(png, &title, &panels, &out.config, x_desc);
-    }
-    if index >= clips {
-        bail!(
-            "--index {index}: {} holds {clips} clips (0..{})",
-            file.display(),
-            clips.saturating_sub(1)
-        );
-    }
-    let img = image(&(out.read)(index)?, clip_shape, segment)?;
-    let label = out
-        .label_names
-        .get(out.labels[index] as usize)
-        .cloned()
-        .unwrap_or_default();
-    let which = segment.map_or(String::new(), |(l, s)| format!(", segment ({l}, {s})"));
-    let title = format!("{} (label {label}{which})", out.paths[index]);
-    draw(
-        png,
-        &title,
-        &[(format!("clip {index}"), img)],
-        &out.config,
-        x_desc,
-    )
+        (format!("{}: class means", file.display()), panels)
+    } else {
+        if index >= clips {
+            bail!(
+                "--index {index}: {} holds {clips} clips (0..{})",
+                file.display(),
+                clips - 1
+            );
+        }
+        let img = image(&out.clip(index)?, &clip_shape, segment)?;
+        let label = usize::try_from(split.labels()[index])
+            .ok()
+            .and_then(|l| split.label_names().get(l))
+            .cloned()
+            .unwrap_or_else(|| split.labels()[index].to_string());
+        let which = segment.map_or(String::new(), |(l, s)| format!(", segment ({l}, {s})"));
+        let path = split.paths().get(index).map_or("?", String::as_str);
+        (
+            format!("{path} (label {label}{which})"),
+            vec![(format!("clip {index}"), img)],
+        )
+    };
+    let cols = panels[0].1.first().map_or(0, Vec::len);
+    let panels: Vec<_> = panels
+        .into_iter()
+        .map(|(name, img)| (name, narrowed(img)))
+        .collect();
+    let drawn = panels[0].1.first().map_or(0, Vec::len).max(1);
+    axes.x_scale = cols as f64 / drawn as f64;
+    draw(png, &title, &panels, &axes)
 }

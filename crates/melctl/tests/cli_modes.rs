@@ -253,4 +253,56 @@ fn show_refuses_a_tampered_npy_output_without_panicking() {
     std::fs::write(&labels, b"\x93NUMPY").unwrap();
     let stderr = show.stderr_of_failure();
     assert!(!stderr.contains("panicked"), "{stderr}");
+    let mut inspect = dir.melctl();
+    inspect.args(["inspect", "out/training.npy.d"]);
+    let stderr = inspect.stderr_of_failure();
+    assert!(
+        stderr.starts_with("error: ") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn show_and_inspect_refuse_a_tampered_hdf5_output_without_panicking() {
+    let dir = Dir::new();
+    demo_with_a_broken_file(&dir, "10");
+    dir.melctl()
+        .args(["build", "-i", "data", "-o", "out", "-q"])
+        .output();
+    // Fewer paths than clips, and a `label` dataset that claims 2^40 rows (chunked, never
+    // written: a few bytes on disk, 8 TiB if read blindly).
+    let script = r#"
+import h5py, numpy as np, sys
+f = h5py.File(sys.argv[1], "r+")
+paths = f["path"][:]
+del f["path"]
+f.create_dataset("path", data=paths[:-1], dtype=h5py.string_dtype())
+f.close()
+g = h5py.File(sys.argv[2], "r+")
+del g["label"]
+g.create_dataset("label", shape=(1 << 40,), dtype="<i8", chunks=(1024,))
+g.close()
+"#;
+    std::fs::copy(dir.join("out/training.h5"), dir.join("huge.h5")).unwrap();
+    let o = dir
+        .program("python3")
+        .args(["-c", script, "out/training.h5", "huge.h5"])
+        .output();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    for file in ["out/training.h5", "huge.h5"] {
+        for args in [
+            vec!["show", file, "-o", "x.png"],
+            vec!["show", file, "--class-means", "-o", "x.png"],
+            vec!["inspect", file],
+        ] {
+            let mut c = dir.melctl();
+            c.args(&args);
+            let stderr = c.stderr_of_failure();
+            assert!(
+                stderr.starts_with("error: ") && !stderr.contains("panicked"),
+                "{args:?}: {stderr}"
+            );
+        }
+    }
+    assert!(!dir.join("x.png").exists());
 }
