@@ -422,7 +422,7 @@ pub fn stage_radices(n: usize) -> Vec<usize> {
 
 /// The kernel's Stockham stages for a power-of-two `n` ([`stage_radices`]). Each stage
 /// with `ns` values done so far and radix `r_max` contributes exp(-2πi·r·k/(ns·r_max))
-/// for r in 1..r_max, k in 0..ns, laid out [r - 1][k], as interleaved (re, im).
+/// for r in 1..r_max, k in 0..ns, laid out `[r - 1][k]`, as interleaved (re, im).
 pub fn stage_twiddles(n: usize) -> Vec<f64> {
     let mut out = Vec::new();
     let mut ns = 1;

@@ -46,7 +46,7 @@ impl Default for Config {
 }
 
 /// Everything that determines the output values, and nothing else: the part of a
-/// [`Config`] a [`MelPlan`](crate::MelPlan) is made from. Two builds with equal specs
+/// [`Config`] a [`MelPlan`] is made from. Two builds with equal specs
 /// write equal spectrograms, whatever their loaders, backends, sinks or thread counts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -198,20 +198,20 @@ impl Hdf5Sink {
             return self.mel().resize(shape).map_err(|e| self.err(e));
         }
         let bytes = (rows * self.spec.plan.bytes_per_clip()) as u64;
-        let from = self
-            .mel()
-            .offset()
-            .ok_or_else(|| self.err("contiguous mel has no offset"))?;
         let (staged, handle) = Staged::file(self.staged.final_path())?;
         drop(handle);
         let e = |e: hdf5::Error| self.err(e);
         let file = File::create(staged.path()).map_err(e)?;
         let mel = create_mel(&file, &self.spec, rows, 0, 0).map_err(e)?;
-        let to = mel
-            .offset()
-            .ok_or_else(|| self.err("contiguous mel has no offset"))?;
-        copy_range(self.staged.path(), from, staged.path(), to, bytes)
-            .map_err(|e| self.err(format!("copying {rows} rows into an exact-size file: {e}")))?;
+        // An empty dataset (every file of the split skipped) has no storage to copy.
+        if rows > 0 {
+            let no_offset = || self.err("contiguous mel has no offset");
+            let from = self.mel().offset().ok_or_else(no_offset)?;
+            let to = mel.offset().ok_or_else(no_offset)?;
+            copy_range(self.staged.path(), from, staged.path(), to, bytes).map_err(|e| {
+                self.err(format!("copying {rows} rows into an exact-size file: {e}"))
+            })?;
+        }
         // The new file takes the old one's place; the old one is deleted (its Staged
         // drops) and its handles abandoned, not closed: closing would write metadata
         // into a file that is going away.

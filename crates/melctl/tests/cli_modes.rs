@@ -306,3 +306,36 @@ g.close()
     }
     assert!(!dir.join("x.png").exists());
 }
+
+#[test]
+fn a_split_whose_every_file_is_broken_is_written_empty_and_named() {
+    let dir = Dir::new();
+    demo_with_a_broken_file(&dir, "10");
+    std::fs::remove_dir_all(dir.join("data/testing")).unwrap();
+    dir.create("data/testing/leak/only.wav", "not audio");
+    for sink in ["hdf5", "npy"] {
+        let out = format!("out-{sink}");
+        let mut build = dir.melctl();
+        build.args(["build", "-i", "data", "-o", &out, "-q", "--sink", sink]);
+        let o = build.expect_code(0);
+        build.check(
+            &o,
+            text(&o.stderr).contains("only.wav"),
+            "the broken file is named",
+        );
+        let file = if sink == "hdf5" {
+            format!("{out}/testing.h5")
+        } else {
+            format!("{out}/testing.npy.d")
+        };
+        let mut inspect = dir.melctl();
+        inspect.args(["inspect", &file, "--json"]);
+        let o = inspect.expect_code(0);
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        inspect.check(
+            &o,
+            j["shape"] == serde_json::json!([0, 79, 3, 32, 5]) && j["mel_mean"].is_null(),
+            "an empty split: no clips, no statistics",
+        );
+    }
+}

@@ -16,7 +16,7 @@
 //! - [`eval`]: file-level decisions from per-segment probabilities (mean probability,
 //!   majority vote, binary thresholds), accuracy and confusion matrix.
 //! - With the `candle` feature: batches as candle-core `Tensor`s on any candle device
-//!   ([`tensor`]).
+//!   (the `tensor` module).
 //!
 //! ```no_run
 //! use std::sync::Arc;

@@ -310,7 +310,8 @@ impl Split {
         self.version.as_deref()
     }
 
-    /// Per-mel-bin statistics stored in the output (`mel_mean`, `mel_std`), if any.
+    /// Per-mel-bin statistics stored in the output (`mel_mean`, `mel_std`), if any were
+    /// taken (a split with no clips has none).
     pub fn stored_stats(&self) -> Option<&MelStats> {
         self.stats.as_ref()
     }
@@ -1037,7 +1038,9 @@ fn open_hdf5(path: &Path, file_len: u64, opts: &OpenOptions) -> Result<Split> {
             Some(MelStats { mean, std, count })
         }
         _ => None,
-    };
+    }
+    // Statistics over no values (a split with no clips) are not statistics.
+    .filter(|s| s.count > 0);
     let provenance = Provenance {
         source_rate: optional_column(path, &h5, "source_rate", rows, file_len)?,
         source_channels: optional_column(path, &h5, "source_channels", rows, file_len)?,
@@ -1303,7 +1306,8 @@ fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
             count: meta["stats_count"].as_u64().unwrap_or(0),
         }),
         _ => None,
-    };
+    }
+    .filter(|s| s.count > 0);
     let int_column = |key: &str, max: f64| -> Result<Option<Vec<f64>>> {
         let v = numbers(key, rows)?;
         if let Some(v) = &v
