@@ -33,6 +33,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod demo;
 pub mod extract;
 
 pub use backend::{AutoReason, BackendRequest, Choice, Chosen, choose};

@@ -3,15 +3,13 @@
 //! lays them out.
 #![allow(dead_code)]
 
-use std::f64::consts::PI;
 use std::path::{Path, PathBuf};
 
 use mel_core::{ClipMeta, Sink, SinkSpec, SourceInfo};
 use melkit::sinks::{Hdf5Options, Hdf5Sink, NpyOptions, NpySink};
 use melkit::{BackendKind, BackendRequest, Config, Dtype, Extractor, MelPlan, OutputBuf, Preset};
 
-/// The demo's classes.
-pub const CLASSES: [&str; 5] = ["leak", "no_leak", "normal", "quiet", "random"];
+pub use melkit::demo::CLASSES;
 
 /// Where a split is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,64 +20,12 @@ pub enum Out {
     Npy,
 }
 
-/// SplitMix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn uniform(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 52) as f64 - 1.0
-    }
-}
-
-/// One clip of `class`, `n` samples at `rate` Hz (melctl demo's five sounds).
+/// One clip of `class`, `n` samples at `rate` Hz (melctl demo's five sounds), quantised to
+/// 16 bits as the demo's WAV files are.
 pub fn synth(class: usize, n: usize, rate: f64, seed: u64) -> Vec<f32> {
-    let mut rng = Rng(seed);
-    let mut lp = 0.0;
-    let (mut y1, mut y2) = (0.0, 0.0);
-    let f0 = 300.0 + 400.0 * (rng.uniform() + 1.0) / 2.0;
-    let hum = 50.0 + 10.0 * rng.uniform();
-    let r: f64 = 0.98;
-    let theta = 2.0 * PI * f0 / rate;
-    (0..n)
-        .map(|i| {
-            let t = i as f64 / rate;
-            let white = rng.uniform();
-            let v = match class {
-                0 => {
-                    let y = white + 2.0 * r * theta.cos() * y1 - r * r * y2;
-                    (y2, y1) = (y1, y);
-                    0.02 * y
-                }
-                1 => {
-                    0.3 * (2.0 * PI * hum * t).sin()
-                        + 0.1 * (6.0 * PI * hum * t).sin()
-                        + 0.01 * white
-                }
-                2 => {
-                    lp += 0.05 * (white - lp);
-                    0.8 * lp
-                }
-                3 => 0.003 * white,
-                _ => {
-                    let click = if rng.next().is_multiple_of(2000) {
-                        0.9 * rng.uniform()
-                    } else {
-                        0.0
-                    };
-                    click + 0.005 * white
-                }
-            };
-            // 16-bit quantisation, as the demo's WAV files.
-            ((v.clamp(-1.0, 1.0) * 32767.0).round() / 32768.0) as f32
-        })
+    melkit::demo::synth(class, n, rate, seed)
+        .into_iter()
+        .map(|v| ((v * 32767.0).round() / 32768.0) as f32)
         .collect()
 }
 
