@@ -75,16 +75,33 @@ impl StatsAccumulator {
 
     /// Adds a block of whole spectrograms `[k, n_mels, frames]` (k ≥ 0) in f32.
     pub fn add_block(&mut self, values: &[f32]) {
-        self.add_with(values.len(), |i| values[i] as f64);
+        self.add_with(values.len(), |start, out| {
+            out.copy_from_slice(&values[start..start + out.len()])
+        });
     }
 
     /// Adds every value of `data` (whole spectrograms, frames last; f16/bf16 widened).
     pub fn add_output(&mut self, data: &OutputBuf) {
-        self.add_with(data.len(), |i| data.get_f64(i));
+        use half::slice::HalfFloatSliceExt;
+        match data {
+            OutputBuf::F32(v) => self.add_block(v),
+            OutputBuf::F16(v) => self.add_with(v.len(), |start, out| {
+                v[start..start + out.len()].convert_to_f32_slice(out)
+            }),
+            OutputBuf::Bf16(v) => self.add_with(v.len(), |start, out| {
+                v[start..start + out.len()].convert_to_f32_slice(out)
+            }),
+        }
     }
 
-    /// Adds `len` values (whole spectrograms, frames last), value `i` given by `value`.
-    fn add_with(&mut self, len: usize, value: impl Fn(usize) -> f64) {
+    /// Adds `len` values (whole spectrograms, frames last); `fill(start, out)` writes
+    /// values `start..start + out.len()` as f32 (exact for every stored dtype).
+    ///
+    /// Two passes over the block (its mean, then its squared deviations from it), each
+    /// summing every position of a spectrogram in its own f64 accumulator: the inner
+    /// loops run across positions, so they vectorise and carry no long dependency
+    /// chain. Values are widened a few spectrograms at a time into a small buffer.
+    fn add_with(&mut self, len: usize, fill: impl Fn(usize, &mut [f32])) {
         let per = self.n_mels * self.frames;
         if per == 0 || len < per {
             return;
@@ -92,19 +109,40 @@ impl StatsAccumulator {
         debug_assert_eq!(len % per, 0);
         let k = len / per;
         let n = (k * self.frames) as f64;
+        let step = (STATS_CHUNK_VALUES / per).max(1);
+        let mut scratch = vec![0f32; step.min(k) * per];
+        let mut each_chunk = |visit: &mut dyn FnMut(&[f32])| {
+            let mut first = 0;
+            while first < k {
+                let blocks = step.min(k - first);
+                let buf = &mut scratch[..blocks * per];
+                fill(first * per, buf);
+                buf.chunks_exact(per).for_each(&mut *visit);
+                first += blocks;
+            }
+        };
+        let mut acc = vec![0f64; per];
+        each_chunk(&mut |spec| {
+            for (a, &x) in acc.iter_mut().zip(spec) {
+                *a += x as f64;
+            }
+        });
+        let mut centre = vec![0f64; per];
         for m in 0..self.n_mels {
-            let row = |s: usize| s * per + m * self.frames..s * per + (m + 1) * self.frames;
-            let sum: f64 = (0..k).flat_map(row).map(&value).sum();
-            let mean = sum / n;
-            let m2: f64 = (0..k)
-                .flat_map(row)
-                .map(|i| {
-                    let d = value(i) - mean;
-                    d * d
-                })
-                .sum();
+            let bins = m * self.frames..(m + 1) * self.frames;
+            let mean = acc[bins.clone()].iter().sum::<f64>() / n;
             self.block_mean[m] = mean;
-            self.block_m2[m] = m2;
+            centre[bins].fill(mean);
+        }
+        acc.fill(0.0);
+        each_chunk(&mut |spec| {
+            for ((a, &x), &c) in acc.iter_mut().zip(spec).zip(&centre) {
+                let d = x as f64 - c;
+                *a += d * d;
+            }
+        });
+        for m in 0..self.n_mels {
+            self.block_m2[m] = acc[m * self.frames..(m + 1) * self.frames].iter().sum();
         }
         let other = StatsPart {
             count: (k * self.frames) as u64,
@@ -143,6 +181,9 @@ impl StatsAccumulator {
         }
     }
 }
+
+/// Values widened to f32 at a time by [`StatsAccumulator`] (64 KiB: stays in L2).
+const STATS_CHUNK_VALUES: usize = 16 << 10;
 
 struct StatsPart<'a> {
     count: u64,
@@ -241,6 +282,34 @@ mod tests {
                 let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64;
                 assert!((s.mean[mel] - mean).abs() < 1e-12, "{mel}");
                 assert!((s.std[mel] - var.sqrt()).abs() < 1e-12, "{mel}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_batch_larger_than_the_widening_buffer_gives_the_direct_statistics() {
+        // 300 spectrograms of 32 mels × 5 frames (48,000 values: three widening chunks and
+        // a partial one), bf16 and f32, against the direct two-pass figures.
+        let (n_mels, frames, k) = (32, 5, 300);
+        let per = n_mels * frames;
+        let values: Vec<f32> = (0..k * per)
+            .map(|i| -80.0 + ((i * 7919) % 1013) as f32 * 0.125 + (i % per) as f32 * 0.5)
+            .collect();
+        let bf16s: Vec<half::bf16> = values.iter().map(|&v| half::bf16::from_f32(v)).collect();
+        for buf in [OutputBuf::F32(values.clone()), OutputBuf::Bf16(bf16s)] {
+            let mut a = StatsAccumulator::new(n_mels, frames);
+            a.add_output(&buf);
+            let s = a.finish();
+            assert_eq!(s.count, (k * frames) as u64);
+            for m in 0..n_mels {
+                let v: Vec<f64> = (0..k)
+                    .flat_map(|sp| (0..frames).map(move |f| sp * per + m * frames + f))
+                    .map(|i| buf.get_f64(i))
+                    .collect();
+                let mean = v.iter().sum::<f64>() / v.len() as f64;
+                let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64;
+                assert!((s.mean[m] - mean).abs() < 1e-9, "{m}: {} {mean}", s.mean[m]);
+                assert!((s.std[m] - var.sqrt()).abs() < 1e-9, "{m}");
             }
         }
     }
