@@ -211,6 +211,8 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
             .with_context(|| format!("cannot write the report to {}", path.display()))?;
     }
     let (quiet, verbose) = (args.verbosity.quiet, args.verbosity.verbose);
+    // Device discovery for `auto` runs while the dataset is scanned.
+    melkit::backend::prewarm(config.run.backend);
     start_workers(config.run.threads)?;
     let (dataset, source) = load_dataset(args)?;
     if !quiet {

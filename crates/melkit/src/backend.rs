@@ -7,6 +7,7 @@
 
 use mel_core::config::{BackendKind, DeviceSelector};
 use mel_core::{Error, MelBackend, MelPlan, Result};
+use std::sync::OnceLock;
 
 /// What to start.
 #[derive(Debug, Clone, PartialEq)]
@@ -147,12 +148,28 @@ fn wgpu(_plan: &MelPlan, _req: &BackendRequest) -> Result<(Box<dyn MelBackend>, 
 }
 
 /// Whether a CUDA device is visible (the driver loads and lists one).
+/// Whether a CUDA device is present (asked once per process).
 fn cuda_present() -> bool {
-    #[cfg(feature = "cuda")]
-    let present = mel_cuda::devices().is_ok_and(|d| !d.is_empty());
-    #[cfg(not(feature = "cuda"))]
-    let present = false;
-    present
+    static PRESENT: OnceLock<bool> = OnceLock::new();
+    *PRESENT.get_or_init(|| {
+        #[cfg(feature = "cuda")]
+        let present = mel_cuda::devices().is_ok_and(|d| !d.is_empty());
+        #[cfg(not(feature = "cuda"))]
+        let present = false;
+        present
+    })
+}
+
+/// Starts, on a background thread, the device discovery that [`choose`] does for `kind`
+/// (`auto`: the CUDA driver, then the wgpu adapters; tens of milliseconds where a
+/// software Vulkan driver loads), so that it overlaps what the caller does next, such as
+/// scanning a dataset. `choose` then uses its answers (waiting for them if need be).
+pub fn prewarm(kind: BackendKind) {
+    if kind == BackendKind::Auto {
+        let _ = std::thread::Builder::new()
+            .name("melkit-probe".into())
+            .spawn(|| cuda_present() || hardware_adapter_present());
+    }
 }
 
 /// Whether `auto` would try this wgpu adapter: any hardware (not software) adapter (the
@@ -163,13 +180,16 @@ pub fn auto_accepts(a: &mel_wgpu::AdapterInfo) -> bool {
     !a.is_software()
 }
 
-/// Whether a wgpu adapter `auto` would try is present.
+/// Whether a wgpu adapter `auto` would try is present (asked once per process).
 fn hardware_adapter_present() -> bool {
-    #[cfg(feature = "wgpu")]
-    let present = mel_wgpu::adapters().iter().any(auto_accepts);
-    #[cfg(not(feature = "wgpu"))]
-    let present = false;
-    present
+    static PRESENT: OnceLock<bool> = OnceLock::new();
+    *PRESENT.get_or_init(|| {
+        #[cfg(feature = "wgpu")]
+        let present = mel_wgpu::adapters().iter().any(auto_accepts);
+        #[cfg(not(feature = "wgpu"))]
+        let present = false;
+        present
+    })
 }
 
 /// Starts the backend `req` asks for; `auto` tries CUDA, then a hardware wgpu adapter,
