@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use mel_core::pipeline::{RunOptions, run};
+use mel_core::pipeline::{OutputPool, RunOptions, run};
 use mel_core::{
     ClipBatch, ClipFailure, ClipMeta, Config, Error, Finished, Loader, MelBackend, MelPlan,
     OutputBuf, OutputSlice, Result, SampleBlock, Sink, SourceInfo,
@@ -147,6 +147,25 @@ fn go(
     stop_on_failure: bool,
     cancel: bool,
 ) -> (Result<mel_core::pipeline::RunResult>, Seen) {
+    let pool = OutputPool::default();
+    go_with(
+        &pool,
+        batches,
+        fail_backend,
+        fail_sink,
+        stop_on_failure,
+        cancel,
+    )
+}
+
+fn go_with(
+    pool: &OutputPool,
+    batches: usize,
+    fail_backend: Option<usize>,
+    fail_sink: bool,
+    stop_on_failure: bool,
+    cancel: bool,
+) -> (Result<mel_core::pipeline::RunResult>, Seen) {
     let plan = plan();
     let seen = Arc::new(Mutex::new(Seen::default()));
     let loader = FakeLoader {
@@ -168,6 +187,7 @@ fn go(
         queue_depth: 1,
         stop_on_failure,
         cancel: Arc::new(AtomicBool::new(cancel)),
+        buffers: pool.clone(),
     };
     let done = std::sync::atomic::AtomicUsize::new(0);
     let r = run(
@@ -261,4 +281,21 @@ fn cancellation_stops_the_run_without_committing() {
     let (r, seen) = go(20, None, false, false, true);
     assert!(matches!(r.unwrap_err(), Error::Cancelled));
     assert_eq!(seen.committed, None);
+}
+
+#[test]
+fn runs_sharing_a_pool_reuse_its_buffers_and_write_the_same_rows() {
+    // queue_depth 1: three buffers in flight at most. The second run takes them from the
+    // pool (holding the first run's values) and must still write exactly its own rows.
+    let pool = OutputPool::default();
+    let (first, seen_first) = go_with(&pool, 20, None, false, false, false);
+    assert_eq!(pool.held(), 3);
+    let (second, seen_second) = go_with(&pool, 20, None, false, false, false);
+    assert_eq!(pool.held(), 3, "the pool does not grow from run to run");
+    assert_eq!(first.unwrap().rows, second.unwrap().rows);
+    let sorted = |mut rows: Vec<(usize, usize, f32, String)>| {
+        rows.sort_by_key(|r| r.0);
+        rows
+    };
+    assert_eq!(sorted(seen_first.rows), sorted(seen_second.rows));
 }

@@ -204,6 +204,8 @@ fn build_inner(
     report.backend = chosen.line;
     let mut backend = chosen.backend;
     let mut finished: Vec<(Finished, Option<Journal>)> = Vec::new();
+    // Output buffers shared by the splits' runs (their pages are faulted in once).
+    let buffers = pipeline::OutputPool::default();
     for split in chosen_splits {
         let t0 = Instant::now();
         let spec = SinkSpec {
@@ -247,6 +249,7 @@ fn build_inner(
             queue_depth: config.run.queue_depth,
             stop_on_failure: on_error == OnError::Fail,
             cancel: cancel.clone(),
+            buffers: buffers.clone(),
         };
         let result = pipeline::run(loader, backend.as_mut(), sink, &meta, &opts, &|n| {
             bar.inc(n as u64)

@@ -7,5 +7,5 @@ mod runner;
 mod verdict;
 
 pub use metrics::{QueueMetrics, StageMetrics};
-pub use runner::{RunOptions, RunResult, run};
+pub use runner::{OutputPool, RunOptions, RunResult, run};
 pub use verdict::{Stage, Verdict, verdict};

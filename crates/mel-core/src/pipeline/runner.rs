@@ -29,6 +29,37 @@ pub struct RunOptions {
     pub stop_on_failure: bool,
     /// Set from outside (Ctrl-C) to stop the run; the output is not committed.
     pub cancel: Arc<AtomicBool>,
+    /// Output buffers kept between runs: a build's splits share one pool, so the
+    /// buffers' pages are faulted in once per build, not once per split.
+    pub buffers: OutputPool,
+}
+
+/// Output buffers handed from one run to the next (cloning shares the pool).
+#[derive(Debug, Clone, Default)]
+pub struct OutputPool(Arc<std::sync::Mutex<Vec<OutputBuf>>>);
+
+impl OutputPool {
+    /// Up to `n` pooled buffers of `dtype` (others are dropped), topped up with empty ones.
+    fn take(&self, dtype: crate::config::Dtype, n: usize) -> Vec<OutputBuf> {
+        let mut kept = std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()));
+        kept.retain(|b| b.dtype() == dtype);
+        kept.truncate(n);
+        kept.resize_with(n, || OutputBuf::zeros(dtype, 0));
+        kept
+    }
+
+    /// Buffers the pool holds now (between runs: those the last run handed back).
+    pub fn held(&self) -> usize {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Returns buffers for the next run.
+    fn give(&self, bufs: impl IntoIterator<Item = OutputBuf>) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(bufs);
+    }
 }
 
 /// What a run produced.
@@ -81,8 +112,8 @@ pub fn run(
     // A fixed set of output buffers, recycled first-in first-out: the queue's worth, one
     // being computed and one being written. Peak memory does not depend on the run's length.
     let (free_tx, free_rx) = mpsc::channel::<OutputBuf>();
-    for _ in 0..depth + 2 {
-        let _ = free_tx.send(OutputBuf::zeros(backend.plan().dtype(), 0));
+    for buf in opts.buffers.take(backend.plan().dtype(), depth + 2) {
+        let _ = free_tx.send(buf);
     }
     let stop_flag = AtomicBool::new(false);
     let stop = &stop_flag;
@@ -232,6 +263,8 @@ pub fn run(
         drop(mel_tx);
         let loaded = loader_thread.join().map_err(|_| panicked("load"))?;
         let written = sink_thread.join().map_err(|_| panicked("write"))?;
+        // Every buffer the sink handed back is kept for the next run.
+        opts.buffers.give(free_rx.try_iter());
         let load_q = load_probe.metrics();
         match (loaded, mel_result, written) {
             (Ok((failures, loader_stats, load_m)), Ok(()), Ok((output, rows, write_m, mel_q))) => {
