@@ -101,6 +101,34 @@ FFTS = {
 }
 
 
+def prewhitened(fr):
+    """Power spectra of frames `fr` (f64) through an f32 packed FFT after pre-whitening
+    each windowed frame by a first-order filter d[n] = g[n] + c·g[n-1] (circular), with
+    c in {0, -1, +1} chosen per frame as the one leaving the least energy, the filter's
+    response |1 + c·e^(-iw)|^2 divided out afterwards and the bins where it vanishes
+    computed directly in f64. The idea: the FFT's rounding error is relative to the
+    energy it is fed, so flattening a low- (or high-) heavy spectrum first should lower
+    the error floor under its weak bins. The windowed, filtered frame is rounded to f32
+    once from f64 (the best an f32 kernel could do)."""
+    g = fr * WIN
+    e0 = (g ** 2).sum(1)
+    em = ((g - np.roll(g, 1, axis=1)) ** 2).sum(1)
+    ep = ((g + np.roll(g, 1, axis=1)) ** 2).sum(1)
+    cs = np.where((em < e0) & (em <= ep), -1.0, np.where(ep < e0, 1.0, 0.0))
+    w = 2 * np.pi * np.arange(NF) / N
+    out = np.empty((len(fr), NF))
+    for i, c in enumerate(cs):
+        d = (g[i] + c * np.roll(g[i], 1)).astype(f32)
+        p = np.abs(packed(d[None])[0].astype(np.complex128)) ** 2
+        tilt = np.abs(1 + c * np.exp(-1j * w)) ** 2
+        ok = tilt > 1e-12
+        p[ok] /= tilt[ok]
+        for k in np.nonzero(~ok)[0]:
+            p[k] = np.abs((g[i] * np.exp(-2j * np.pi * k * np.arange(N) / N)).sum()) ** 2
+        out[i] = p
+    return out
+
+
 def db(m):
     return 10 * np.log10(np.maximum(m, 1e-10))
 
@@ -126,6 +154,14 @@ def main():
                 inside = ref >= ref.max() - 100
                 worst = max(worst, np.abs(ours - ref)[inside].max())
             row.append(f"{label}: {worst:.4f}")
+        worst = 0.0
+        for c in clips:
+            fr = frames(c)
+            ref = db((np.abs(np.fft.rfft(fr * WIN)) ** 2 @ FB).T)
+            ours = db((prewhitened(fr) @ FB).T)
+            inside = ref >= ref.max() - 100
+            worst = max(worst, np.abs(ours - ref)[inside].max())
+        row.append(f"pre-whitened (adaptive first difference), packed f32: {worst:.4f}")
         print(f"{name} (n_fft {N}): " + "; ".join(row))
 
 

@@ -4,6 +4,8 @@
 //! to the peer, peak RSS), writes `target/bench/bench.json` and a PNG chart.
 //!
 //! `cargo xtask bench [--clips 5000,20000] [--quick]`
+//! `cargo xtask bench --headline [--clips 3000] [--rounds 5]`: only the default build
+//! against the peer, in back-to-back pairs, with the median ratio.
 //! `--quick`: f16 only, no peer. Sinks: hdf5 (contiguous), hdf5-gzip (chunks of 16 clips, shuffle + deflate 1) and npy. Datasets are kept under `target/bench-data/` and reused.
 
 use std::path::{Path, PathBuf};
@@ -39,6 +41,13 @@ pub struct Args {
     /// f16 only (skip the f32 rows).
     #[arg(long)]
     quick: bool,
+    /// Only the headline: `melctl build` with its defaults against the peer, in pairs run
+    /// back to back, `--rounds` times per size; prints each pair's ratio and the median.
+    #[arg(long)]
+    headline: bool,
+    /// Pairs per size for `--headline`.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
 }
 
 /// The backends to bench: the CPU, and each GPU backend `melctl devices --json` says
@@ -76,6 +85,9 @@ pub fn run(args: &Args) -> Result<()> {
     let melctl = root().join("target/release/melctl");
     let out = root().join("target/bench");
     std::fs::create_dir_all(&out)?;
+    if args.headline {
+        return headline(&melctl, &out, &sizes, args.rounds.max(1));
+    }
     let backends = gpu_backends(&melctl)?;
     let dtypes: &[&str] = if quick { &["f16"] } else { &["f16", "f32"] };
     let machine = machine();
@@ -150,6 +162,49 @@ pub fn run(args: &Args) -> Result<()> {
         out.join("bench.json").display(),
         png.display()
     );
+    Ok(())
+}
+
+/// The default build against the peer, in back-to-back pairs (a shared machine's drift
+/// then hits both sides of a pair alike); the median ratio is the figure to quote.
+fn headline(melctl: &Path, out: &Path, sizes: &[usize], rounds: usize) -> Result<()> {
+    println!("machine: {}; date: {}", machine(), chrono_like_now());
+    println!(
+        "| clips | pair | melctl clips/s | peer clips/s | × peer |\n|---:|---:|---:|---:|---:|"
+    );
+    for &n in sizes {
+        let data = dataset(melctl, n)?;
+        let cache = out.join("cache-headline");
+        // Not counted: the peer's first run in a while pays librosa's imports and caches.
+        run_peer(&data, out, n)?;
+        let mut ratios = Vec::new();
+        for pair in 1..=rounds {
+            let ours = run_melctl(
+                melctl,
+                &data,
+                out,
+                &cache,
+                n,
+                ["auto", "f16", "auto", "hdf5"],
+                "melctl build (defaults)",
+            )?;
+            let peer = run_peer(&data, out, n)?;
+            let ratio = ours.clips_per_s() / peer.clips_per_s();
+            ratios.push(ratio);
+            println!(
+                "| {n} | {pair} | {:.0} | {:.0} | {ratio:.1}× |",
+                ours.clips_per_s(),
+                peer.clips_per_s()
+            );
+        }
+        ratios.sort_by(f64::total_cmp);
+        println!(
+            "{n} clips: median {:.1}× (range {:.1}–{:.1}×) over {rounds} pairs",
+            ratios[ratios.len() / 2],
+            ratios[0],
+            ratios[ratios.len() - 1]
+        );
+    }
     Ok(())
 }
 

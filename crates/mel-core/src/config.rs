@@ -809,7 +809,7 @@ impl Config {
     /// batches, the buffers in use, the streaming loader's batches) and refuses a
     /// configuration that would take more than half of `available` bytes, naming the
     /// fields, the figure and the limit. The preload loader's arena is sized separately
-    /// (`--loader auto` picks it only when the split fits a quarter of free memory).
+    /// (`--loader auto` never picks it: it maps a cache or streams).
     pub fn check_memory(&self, plan: &MelPlan, available: u64) -> Result<()> {
         let batch = self.run.batch_clips as u128;
         let input = batch * plan.clip_samples() as u128 * 4;

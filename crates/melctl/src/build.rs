@@ -433,7 +433,6 @@ fn loader_choice(
     files: &[FileEntry],
     config: &Config,
 ) -> Result<(mel_loaders::Choice, Option<CacheKey>)> {
-    let decoded = (files.len() * config.audio.clip_samples() * 4) as u64;
     let needs_key = matches!(config.run.loader, LoaderKind::Auto | LoaderKind::Memmap);
     let key = if needs_key {
         Some(CacheKey::new(
@@ -447,12 +446,7 @@ fn loader_choice(
         None
     };
     let cache_exists = key.as_ref().is_some_and(|k| k.path.exists());
-    let choice = mel_loaders::choose(
-        config.run.loader,
-        decoded,
-        mel_loaders::select::available_memory(),
-        cache_exists,
-    );
+    let choice = mel_loaders::choose(config.run.loader, cache_exists);
     Ok((choice, key))
 }
 

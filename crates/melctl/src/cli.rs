@@ -261,7 +261,7 @@ pub enum BackendArg {
 /// Loaders on the command line.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum LoaderArg {
-    /// A valid cache if there is one, else preload if it fits a quarter of free memory, else stream.
+    /// A valid cache if there is one, else stream.
     Auto,
     /// Decode a whole split into RAM first.
     Preload,

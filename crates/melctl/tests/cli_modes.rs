@@ -53,7 +53,7 @@ fn dry_run_names_splits_classes_backend_and_size_and_writes_nothing() {
         "validation",
         "no_leak",
         "backend  cpu",
-        "loader   training: preload",
+        "loader   training: stream",
         "as hdf5: about",
         "would skip data/training/leak/zz-broken.wav: truncated",
         "would skip data/training/quiet/cut.wav: truncated data: the header promises",
