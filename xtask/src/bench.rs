@@ -258,11 +258,12 @@ fn dataset(melctl: &Path, n: usize) -> Result<PathBuf> {
     Ok(data)
 }
 
-/// Reads every file once so that each run starts from a warm page cache.
+/// Reads every WAV under `data` into the page cache, then writes back all dirty pages (a
+/// previous run's output), so that no run pays for the writeback of the one before.
 fn warm(data: &Path) -> Result<()> {
     let st = Command::new("sh")
         .arg("-c")
-        .arg("find \"$0\" -name '*.wav' -print0 | xargs -0 cat > /dev/null")
+        .arg("find \"$0\" -name '*.wav' -print0 | xargs -0 cat > /dev/null && sync")
         .arg(data)
         .status()?;
     if !st.success() {
