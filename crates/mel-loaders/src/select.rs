@@ -46,9 +46,31 @@ pub fn choose(kind: LoaderKind, cache_exists: bool) -> Choice {
     }
 }
 
+/// Refuses a preload whose arena (`decoded_bytes`, the whole split decoded) would take
+/// more than half of `available` memory, with the figures and the alternatives; allows it
+/// where available memory is unknown.
+pub fn check_preload(decoded_bytes: u64, available: Option<u64>) -> Result<(), String> {
+    match available {
+        Some(avail) if decoded_bytes > avail / 2 => Err(format!(
+            "--loader preload would decode the whole split into {:.2} GB of RAM, over half the available memory ({:.2} GB); use --loader stream (bounded memory) or memmap",
+            decoded_bytes as f64 / 1e9,
+            avail as f64 / 1e9
+        )),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_preload_over_half_the_available_memory_is_refused_with_the_figures() {
+        assert!(check_preload(500, Some(1000)).is_ok());
+        assert!(check_preload(1 << 40, None).is_ok());
+        let e = check_preload(501, Some(1000)).unwrap_err();
+        assert!(e.contains("--loader stream") && e.contains("GB"), "{e}");
+    }
 
     #[test]
     fn auto_maps_a_cache_and_otherwise_streams() {

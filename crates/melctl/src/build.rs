@@ -447,6 +447,11 @@ fn loader_choice(
     };
     let cache_exists = key.as_ref().is_some_and(|k| k.path.exists());
     let choice = mel_loaders::choose(config.run.loader, cache_exists);
+    if choice.kind == LoaderKind::Preload {
+        let decoded = (files.len() * config.audio.clip_samples() * 4) as u64;
+        mel_loaders::select::check_preload(decoded, mel_loaders::select::available_memory())
+            .map_err(|e| anyhow::anyhow!("split {split}: {e}"))?;
+    }
     Ok((choice, key))
 }
 

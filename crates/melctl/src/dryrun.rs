@@ -39,9 +39,9 @@ pub fn text(
     };
     writeln!(
         s,
-        "layout   {layout} ({} splits, {} classes) in {}",
-        dataset.splits.len(),
-        dataset.label_names.len(),
+        "layout   {layout} ({}, {}) in {}",
+        count(dataset.splits.len(), "split", "splits"),
+        count(dataset.label_names.len(), "class", "classes"),
         dataset.root.display()
     )?;
     let width = dataset
@@ -123,4 +123,9 @@ pub fn text(
         writeln!(s, "loader   {split}: {loader}")?;
     }
     Ok(s)
+}
+
+/// `n` and the noun in the number it needs: "1 split", "3 splits".
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }

@@ -217,11 +217,15 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     let (dataset, source) = load_dataset(args)?;
     if !quiet {
         eprintln!(
-            "{}: {} splits, {} classes, {} files; clip {:?} {} per clip",
+            "{}: {}, {}, {}; clip {:?} {} per clip",
             source.display(),
-            dataset.splits.len(),
-            dataset.label_names.len(),
-            dataset.splits.iter().map(|s| s.files.len()).sum::<usize>(),
+            dryrun::count(dataset.splits.len(), "split", "splits"),
+            dryrun::count(dataset.label_names.len(), "class", "classes"),
+            dryrun::count(
+                dataset.splits.iter().map(|s| s.files.len()).sum::<usize>(),
+                "file",
+                "files"
+            ),
             plan.clip_shape(),
             config.output.dtype.name(),
         );

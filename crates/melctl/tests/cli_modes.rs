@@ -339,3 +339,28 @@ fn a_split_whose_every_file_is_broken_is_written_empty_and_named() {
         );
     }
 }
+
+#[test]
+fn counts_of_one_are_singular_in_the_header_and_the_dry_run() {
+    let dir = Dir::new();
+    demo_with_a_broken_file(&dir, "10");
+    let wav = std::fs::read_dir(dir.join("data/training/leak"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| !p.ends_with("zz-broken.wav"))
+        .unwrap();
+    dir.create("one/leak/a.wav", std::fs::read(wav).unwrap());
+    let mut dry = dir.melctl();
+    dry.args(["build", "-i", "one", "-o", "out", "--dry-run"]);
+    let o = dry.expect_code(0);
+    dry.check(
+        &o,
+        text(&o.stderr).contains("1 split, 1 class, 1 file;"),
+        "the header counts in the singular",
+    );
+    dry.check(
+        &o,
+        text(&o.stdout).contains("(1 split, 1 class)"),
+        "the layout line counts in the singular",
+    );
+}
