@@ -66,6 +66,8 @@ pub struct BuildReport {
     pub splits: Vec<SplitReport>,
     /// Splits an interrupted `--resume` run had already published, kept as they were.
     pub kept: Vec<String>,
+    /// Files of kept splits that their outputs lack (the interrupted run skipped them).
+    pub kept_skipped: Vec<ClipFailure>,
     /// Entries of the dataset that are not audio, left out.
     pub ignored: Vec<Skipped>,
     /// Whether the outputs were published (false when the build failed or was interrupted).
@@ -228,7 +230,9 @@ fn build_inner(
                     "{}: resume: already built by the interrupted run; kept",
                     split.name
                 );
+                let missing = missing_from_kept(&final_path(config, out, &split.name), split)?;
                 report.kept.push(split.name.clone());
+                report.kept_skipped.extend(missing);
                 continue;
             }
             let done = j.done();
@@ -329,6 +333,31 @@ fn build_inner(
         }
     }
     Ok(())
+}
+
+/// The files of `split` that the output a `--resume` run keeps does not hold: those the
+/// interrupted run skipped, which must still be named (and counted by `--strict`).
+fn missing_from_kept(output: &Path, split: &Split) -> Result<Vec<ClipFailure>> {
+    let kept = melread::Split::open(output).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: the output an interrupted run published does not read back ({e}); remove it or build without --resume",
+            output.display()
+        )
+    })?;
+    let stored: std::collections::HashSet<&str> = kept.paths().iter().map(String::as_str).collect();
+    Ok(split
+        .files
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| !stored.contains(f.rel.as_str()))
+        .map(|(index, f)| ClipFailure {
+            index,
+            path: f.path.clone(),
+            kind: mel_core::FailureKind::Other,
+            reason: "left out by the interrupted run that published this split (kept as it was)"
+                .into(),
+        })
+        .collect())
 }
 
 /// Clips written per class: the split's files of each class less those skipped.

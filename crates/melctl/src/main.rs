@@ -297,6 +297,9 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     built?;
     if quiet {
         // Quiet prints nothing on success, but nothing is dropped without being named.
+        for f in &report.kept_skipped {
+            eprintln!("skipped {}: {}", f.path.display(), f.reason);
+        }
         for x in &report.splits {
             for f in &x.skipped {
                 eprintln!("skipped {}: {}", f.path.display(), f.reason);
@@ -310,7 +313,8 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         .splits
         .iter()
         .map(|x| x.skipped.len() + x.unreadable.len())
-        .sum();
+        .sum::<usize>()
+        + report.kept_skipped.len();
     if args.strict && skipped > 0 {
         eprintln!(
             "error: --strict: {skipped} file(s) were skipped (listed above); the outputs were written"

@@ -111,11 +111,18 @@ pub fn text(r: &BuildReport, verbose: bool) -> String {
     for x in &r.splits {
         s += &split_text(x, verbose);
     }
+    for name in &r.kept {
+        s += &format!("{name:<15} kept as the interrupted run published it\n");
+    }
+    for f in &r.kept_skipped {
+        s += &format!("  skipped {}: {}\n", f.path.display(), f.reason);
+    }
     let skipped: usize = r
         .splits
         .iter()
         .map(|x| x.skipped.len() + x.unreadable.len())
-        .sum();
+        .sum::<usize>()
+        + r.kept_skipped.len();
     if !r.ignored.is_empty() {
         const SHOWN: usize = 5;
         let names: Vec<String> = r
@@ -195,6 +202,7 @@ pub fn json(r: &BuildReport, config_json: &str, error: Option<&str>) -> serde_js
         "error": error,
         "published": r.published,
         "kept": r.kept,
+        "kept_skipped": r.kept_skipped,
         "ignored": r.ignored.iter().map(skipped_json).collect::<Vec<_>>(),
         "splits": splits,
     })

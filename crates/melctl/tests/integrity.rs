@@ -760,3 +760,64 @@ fn a_truncated_cache_during_a_build_is_explained_not_a_bare_sigbus() {
     );
     assert!(dir.names("out2").iter().all(|n| !n.ends_with(".h5")));
 }
+
+#[test]
+fn strict_counts_the_files_a_split_kept_from_an_interrupted_publish_lacks() {
+    if !strace() {
+        return;
+    }
+    // A broken file in training; the --resume build is killed at each rename in turn.
+    // Where the kill leaves training published with its journal committed, the next
+    // --resume run keeps training as it is: it must still name the file the killed run
+    // left out of it, and --strict must exit 3 for it.
+    let dir = scenario(9);
+    dir.create("data/training/leak/zz-broken.wav", "RIFF....WAVEjunk");
+    let mut kept = 0;
+    for n in 1..60 {
+        let _ = std::fs::remove_dir_all(dir.join("out"));
+        let a = [
+            "build",
+            "-i",
+            "data",
+            "-o",
+            "out",
+            "--config",
+            "short.toml",
+            "--backend",
+            "cpu",
+            "--resume",
+            "-q",
+        ];
+        let o = under_strace(&dir, &a, &format!("inject=renameat:signal=KILL:when={n}"));
+        if o.status.success() {
+            break; // fewer than n renames in every thread: each point was tried
+        }
+        let quiet = if n % 2 == 0 { "-q" } else { "-v" };
+        let mut resume = build(&dir, "out", &["--resume", "--strict", quiet]);
+        let o = resume.output();
+        let err = text(&o.stderr);
+        // Quiet names skipped files on stderr, the summary on stdout.
+        let all = err.clone() + &text(&o.stdout);
+        if err.contains("training: resume: already built by the interrupted run; kept") {
+            kept += 1;
+            resume.check(&o, o.status.code() == Some(3), "--strict exits 3");
+            resume.check(
+                &o,
+                all.contains(
+                    "skipped data/training/leak/zz-broken.wav: left out by the interrupted run",
+                ),
+                "the file the kept split lacks is named",
+            );
+        } else {
+            resume.check(
+                &o,
+                o.status.code() == Some(3),
+                "--strict exits 3 after a rebuild",
+            );
+        }
+    }
+    assert!(
+        kept > 0,
+        "no kill point left training published and committed"
+    );
+}
