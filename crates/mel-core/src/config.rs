@@ -618,8 +618,8 @@ impl std::str::FromStr for DeviceSelector {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LoaderKind {
-    /// The memmap cache when a valid one exists, else RAM preload when the decoded split
-    /// fits comfortably in free memory, else streaming. The choice and reason are reported.
+    /// The memmap cache when a valid one exists, else streaming. The choice and reason are
+    /// reported.
     Auto,
     /// Decode a whole split into one contiguous arena in RAM first.
     Preload,

@@ -57,6 +57,11 @@ pub struct StatsAccumulator {
     m2: Vec<f64>,
     block_mean: Vec<f64>,
     block_m2: Vec<f64>,
+    /// Working buffers of `add_with`, kept between calls: widened values, and a sum and
+    /// a centre per spectrogram position.
+    scratch: Vec<f32>,
+    acc: Vec<f64>,
+    centre: Vec<f64>,
 }
 
 impl StatsAccumulator {
@@ -70,6 +75,9 @@ impl StatsAccumulator {
             m2: vec![0.0; n_mels],
             block_mean: vec![0.0; n_mels],
             block_m2: vec![0.0; n_mels],
+            scratch: Vec::new(),
+            acc: vec![0.0; n_mels * frames],
+            centre: vec![0.0; n_mels * frames],
         }
     }
 
@@ -110,7 +118,13 @@ impl StatsAccumulator {
         let k = len / per;
         let n = (k * self.frames) as f64;
         let step = (STATS_CHUNK_VALUES / per).max(1);
-        let mut scratch = vec![0f32; step.min(k) * per];
+        self.scratch.resize(step.min(k) * per, 0.0);
+        let Self {
+            scratch,
+            acc,
+            centre,
+            ..
+        } = self;
         let mut each_chunk = |visit: &mut dyn FnMut(&[f32])| {
             let mut first = 0;
             while first < k {
@@ -121,13 +135,12 @@ impl StatsAccumulator {
                 first += blocks;
             }
         };
-        let mut acc = vec![0f64; per];
+        acc.fill(0.0);
         each_chunk(&mut |spec| {
             for (a, &x) in acc.iter_mut().zip(spec) {
                 *a += x as f64;
             }
         });
-        let mut centre = vec![0f64; per];
         for m in 0..self.n_mels {
             let bins = m * self.frames..(m + 1) * self.frames;
             let mean = acc[bins.clone()].iter().sum::<f64>() / n;
@@ -136,7 +149,7 @@ impl StatsAccumulator {
         }
         acc.fill(0.0);
         each_chunk(&mut |spec| {
-            for ((a, &x), &c) in acc.iter_mut().zip(spec).zip(&centre) {
+            for ((a, &x), &c) in acc.iter_mut().zip(spec).zip(centre.iter()) {
                 let d = x as f64 - c;
                 *a += d * d;
             }
@@ -182,7 +195,8 @@ impl StatsAccumulator {
     }
 }
 
-/// Values widened to f32 at a time by [`StatsAccumulator`] (64 KiB: stays in L2).
+/// Values widened to f32 at a time by [`StatsAccumulator`] (64 KiB: stays in L2; a
+/// spectrogram larger than that is widened whole).
 const STATS_CHUNK_VALUES: usize = 16 << 10;
 
 struct StatsPart<'a> {
@@ -311,6 +325,34 @@ mod tests {
                 assert!((s.mean[m] - mean).abs() < 1e-9, "{m}: {} {mean}", s.mean[m]);
                 assert!((s.std[m] - var.sqrt()).abs() < 1e-9, "{m}");
             }
+        }
+    }
+
+    #[test]
+    fn spectrograms_larger_than_the_widening_buffer_and_repeated_calls_give_the_direct_statistics()
+    {
+        // 128 mels × 160 frames = 20,480 values per spectrogram (over the 16,384-value
+        // buffer: widened one spectrogram at a time), in f16, added in three calls.
+        let (n_mels, frames, k) = (128, 160, 5);
+        let per = n_mels * frames;
+        let values: Vec<half::f16> = (0..k * per)
+            .map(|i| half::f16::from_f32(-50.0 + ((i * 7919) % 997) as f32 * 0.0625))
+            .collect();
+        let mut a = StatsAccumulator::new(n_mels, frames);
+        for part in [&values[..per], &values[per..3 * per], &values[3 * per..]] {
+            a.add_output(&OutputBuf::F16(part.to_vec()));
+        }
+        let s = a.finish();
+        assert_eq!(s.count, (k * frames) as u64);
+        for m in (0..n_mels).step_by(17) {
+            let v: Vec<f64> = (0..k)
+                .flat_map(|sp| (0..frames).map(move |f| sp * per + m * frames + f))
+                .map(|i| values[i].to_f64())
+                .collect();
+            let mean = v.iter().sum::<f64>() / v.len() as f64;
+            let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64;
+            assert!((s.mean[m] - mean).abs() < 1e-9, "{m}: {} {mean}", s.mean[m]);
+            assert!((s.std[m] - var.sqrt()).abs() < 1e-9, "{m}");
         }
     }
 }

@@ -59,15 +59,31 @@ pub struct SplitReport {
     pub wall: Duration,
 }
 
+/// A split an interrupted `--resume` run had already published, kept as it was.
+#[derive(Debug, Clone)]
+pub struct KeptSplit {
+    /// Split name.
+    pub split: String,
+    /// Its files the kept output lacks (the interrupted run left them out).
+    pub skipped: Vec<ClipFailure>,
+    /// Folders of the split that could not be listed (their files are not in it).
+    pub unreadable: Vec<Skipped>,
+}
+
+impl KeptSplit {
+    /// Files and folders left out of the kept output.
+    pub fn left_out(&self) -> usize {
+        self.skipped.len() + self.unreadable.len()
+    }
+}
+
 /// What happened in the whole build (filled as it goes: a failed build reports what it did).
 #[derive(Debug, Clone, Default)]
 pub struct BuildReport {
     /// One entry per split built.
     pub splits: Vec<SplitReport>,
     /// Splits an interrupted `--resume` run had already published, kept as they were.
-    pub kept: Vec<String>,
-    /// Files of kept splits that their outputs lack (the interrupted run skipped them).
-    pub kept_skipped: Vec<ClipFailure>,
+    pub kept: Vec<KeptSplit>,
     /// Entries of the dataset that are not audio, left out.
     pub ignored: Vec<Skipped>,
     /// Whether the outputs were published (false when the build failed or was interrupted).
@@ -206,6 +222,12 @@ fn build_inner(
     report.backend = chosen.line;
     let mut backend = chosen.backend;
     let mut finished: Vec<(Finished, Option<Journal>)> = Vec::new();
+    // An explicit preload too large for memory is refused before any split is computed.
+    if config.run.loader == LoaderKind::Preload {
+        for split in &chosen_splits {
+            check_preload(config, split)?;
+        }
+    }
     // Output buffers shared by the splits' runs (their pages are faulted in once).
     let buffers = pipeline::OutputPool::default();
     for split in chosen_splits {
@@ -230,9 +252,11 @@ fn build_inner(
                     "{}: resume: already built by the interrupted run; kept",
                     split.name
                 );
-                let missing = missing_from_kept(&final_path(config, out, &split.name), split)?;
-                report.kept.push(split.name.clone());
-                report.kept_skipped.extend(missing);
+                report.kept.push(KeptSplit {
+                    split: split.name.clone(),
+                    skipped: missing_from_kept(&final_path(config, out, &split.name), split)?,
+                    unreadable: split.unreadable.clone(),
+                });
                 continue;
             }
             let done = j.done();
@@ -328,11 +352,23 @@ fn build_inner(
     }
     report.published = true;
     if resume {
-        for name in report.splits.iter().map(|s| &s.split).chain(&report.kept) {
+        let kept = report.kept.iter().map(|k| &k.split);
+        for name in report.splits.iter().map(|s| &s.split).chain(kept) {
             remove_journal(out, name)?;
         }
     }
     Ok(())
+}
+
+/// Refuses `--loader preload` for `split` if its arena would not fit in memory.
+fn check_preload(config: &Config, split: &Split) -> Result<()> {
+    check_preload_files(config, &split.name, split.files.len())
+}
+
+fn check_preload_files(config: &Config, split: &str, files: usize) -> Result<()> {
+    let decoded = (files * config.audio.clip_samples() * 4) as u64;
+    mel_loaders::select::check_preload(decoded, mel_loaders::select::available_memory())
+        .map_err(|e| anyhow::anyhow!("split {split}: {e}"))
 }
 
 /// The files of `split` that the output a `--resume` run keeps does not hold: those the
@@ -354,7 +390,7 @@ fn missing_from_kept(output: &Path, split: &Split) -> Result<Vec<ClipFailure>> {
             index,
             path: f.path.clone(),
             kind: mel_core::FailureKind::Other,
-            reason: "left out by the interrupted run that published this split (kept as it was)"
+            reason: "left out by the interrupted run that published this split (kept as it was; that run named the reason)"
                 .into(),
         })
         .collect())
@@ -477,9 +513,7 @@ fn loader_choice(
     let cache_exists = key.as_ref().is_some_and(|k| k.path.exists());
     let choice = mel_loaders::choose(config.run.loader, cache_exists);
     if choice.kind == LoaderKind::Preload {
-        let decoded = (files.len() * config.audio.clip_samples() * 4) as u64;
-        mel_loaders::select::check_preload(decoded, mel_loaders::select::available_memory())
-            .map_err(|e| anyhow::anyhow!("split {split}: {e}"))?;
+        check_preload_files(config, split, files.len())?;
     }
     Ok((choice, key))
 }

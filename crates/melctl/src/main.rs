@@ -212,7 +212,7 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     }
     let (quiet, verbose) = (args.verbosity.quiet, args.verbosity.verbose);
     // Device discovery for `auto` runs while the dataset is scanned.
-    melkit::backend::prewarm(config.run.backend);
+    let _discovery = melkit::backend::prewarm(config.run.backend);
     start_workers(config.run.threads)?;
     let (dataset, source) = load_dataset(args)?;
     if !quiet {
@@ -297,8 +297,13 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     built?;
     if quiet {
         // Quiet prints nothing on success, but nothing is dropped without being named.
-        for f in &report.kept_skipped {
-            eprintln!("skipped {}: {}", f.path.display(), f.reason);
+        for k in &report.kept {
+            for f in &k.skipped {
+                eprintln!("skipped {}: {}", f.path.display(), f.reason);
+            }
+            for u in &k.unreadable {
+                eprintln!("skipped {}: {}", u.path.display(), u.reason);
+            }
         }
         for x in &report.splits {
             for f in &x.skipped {
@@ -314,10 +319,11 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         .iter()
         .map(|x| x.skipped.len() + x.unreadable.len())
         .sum::<usize>()
-        + report.kept_skipped.len();
+        + report.kept.iter().map(|k| k.left_out()).sum::<usize>();
     if args.strict && skipped > 0 {
         eprintln!(
-            "error: --strict: {skipped} file(s) were skipped (listed above); the outputs were written"
+            "error: --strict: {} skipped (listed above); the outputs were written",
+            dryrun::count(skipped, "file was", "files were")
         );
         return Ok(EXIT_SKIPPED);
     }

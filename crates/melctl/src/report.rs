@@ -111,18 +111,21 @@ pub fn text(r: &BuildReport, verbose: bool) -> String {
     for x in &r.splits {
         s += &split_text(x, verbose);
     }
-    for name in &r.kept {
-        s += &format!("{name:<15} kept as the interrupted run published it\n");
-    }
-    for f in &r.kept_skipped {
-        s += &format!("  skipped {}: {}\n", f.path.display(), f.reason);
+    for k in &r.kept {
+        s += &format!("{:<15} kept as the interrupted run published it\n", k.split);
+        for f in &k.skipped {
+            s += &format!("  skipped {}: {}\n", f.path.display(), f.reason);
+        }
+        for u in &k.unreadable {
+            s += &format!("  skipped {}: {}\n", u.path.display(), u.reason);
+        }
     }
     let skipped: usize = r
         .splits
         .iter()
         .map(|x| x.skipped.len() + x.unreadable.len())
         .sum::<usize>()
-        + r.kept_skipped.len();
+        + r.kept.iter().map(|k| k.left_out()).sum::<usize>();
     if !r.ignored.is_empty() {
         const SHOWN: usize = 5;
         let names: Vec<String> = r
@@ -201,8 +204,12 @@ pub fn json(r: &BuildReport, config_json: &str, error: Option<&str>) -> serde_js
         "ok": error.is_none(),
         "error": error,
         "published": r.published,
-        "kept": r.kept,
-        "kept_skipped": r.kept_skipped,
+        "kept": r.kept.iter().map(|k| &k.split).collect::<Vec<_>>(),
+        "kept_skipped": r.kept.iter().map(|k| serde_json::json!({
+            "split": k.split,
+            "skipped": k.skipped,
+            "unreadable": k.unreadable.iter().map(skipped_json).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
         "ignored": r.ignored.iter().map(skipped_json).collect::<Vec<_>>(),
         "splits": splits,
     })

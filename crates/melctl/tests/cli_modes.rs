@@ -91,7 +91,7 @@ fn quiet_prints_nothing_but_the_skipped_files_and_strict_exits_3() {
     let stderr = text(&o.stderr);
     strict.check(
         &o,
-        stderr.contains("zz-broken.wav") && stderr.contains("--strict: 1 file(s) were skipped"),
+        stderr.contains("zz-broken.wav") && stderr.contains("--strict: 1 file was skipped"),
         "strict names the file and says why it failed",
     );
     strict.check(

@@ -147,8 +147,8 @@ fn wgpu(_plan: &MelPlan, _req: &BackendRequest) -> Result<(Box<dyn MelBackend>, 
     Err(not_compiled(BackendKind::Wgpu, "wgpu"))
 }
 
-/// Whether a CUDA device is visible (the driver loads and lists one).
-/// Whether a CUDA device is present (asked once per process).
+/// Whether a CUDA device is visible: the driver loads and lists one (asked once per
+/// process).
 fn cuda_present() -> bool {
     static PRESENT: OnceLock<bool> = OnceLock::new();
     *PRESENT.get_or_init(|| {
@@ -164,11 +164,28 @@ fn cuda_present() -> bool {
 /// (`auto`: the CUDA driver, then the wgpu adapters; tens of milliseconds where a
 /// software Vulkan driver loads), so that it overlaps what the caller does next, such as
 /// scanning a dataset. `choose` then uses its answers (waiting for them if need be).
-pub fn prewarm(kind: BackendKind) {
-    if kind == BackendKind::Auto {
-        let _ = std::thread::Builder::new()
+/// Keep the guard while working; dropping it waits for the discovery to end.
+pub fn prewarm(kind: BackendKind) -> Prewarm {
+    let thread = (kind == BackendKind::Auto).then(|| {
+        std::thread::Builder::new()
             .name("melkit-probe".into())
-            .spawn(|| cuda_present() || hardware_adapter_present());
+            .spawn(|| cuda_present() || hardware_adapter_present())
+            .ok()
+    });
+    Prewarm(thread.flatten())
+}
+
+/// Device discovery running in the background ([`prewarm`]). Dropping it waits for the
+/// discovery to finish, so that a process leaving early (a failed scan) never exits in
+/// the middle of a driver's initialisation.
+#[must_use = "dropping the guard waits for the discovery to finish"]
+pub struct Prewarm(Option<std::thread::JoinHandle<bool>>);
+
+impl Drop for Prewarm {
+    fn drop(&mut self) {
+        if let Some(thread) = self.0.take() {
+            let _ = thread.join();
+        }
     }
 }
 
