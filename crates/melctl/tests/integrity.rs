@@ -40,6 +40,17 @@ fn build(dir: &Dir, out: &str, extra: &[&str]) -> TestCommand {
     c
 }
 
+/// The argument list of `melctl build` of `data/` into `out` with the short-clip config
+/// and the CPU backend, then `extra` (for runs under strace).
+fn build_argv<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let base = ["build", "-i", "data", "-o", "out", "--config", "short.toml"];
+    base.iter()
+        .chain(&["--backend", "cpu"])
+        .chain(extra)
+        .copied()
+        .collect()
+}
+
 /// `mel` (as f16 bits), `label` and `path` of an HDF5 output, or why it does not open
 /// complete (the three datasets with the same row count).
 /// An output's `mel` (f16 bits), `label` and `path`.
@@ -200,19 +211,7 @@ fn a_failed_write_at_any_point_is_an_error_and_nothing_reaches_a_final_path() {
     let mut failures = 0;
     for n in 1.. {
         let _ = std::fs::remove_dir_all(dir.join("out"));
-        let cmd = [
-            "build",
-            "-i",
-            "data",
-            "-o",
-            "out",
-            "--config",
-            "short.toml",
-            "--backend",
-            "cpu",
-            "--sink",
-            "npy",
-        ];
+        let cmd = build_argv(&["--sink", "npy"]);
         let o = under_strace(
             &dir,
             &cmd,
@@ -243,17 +242,7 @@ fn a_failed_write_at_any_point_is_an_error_and_nothing_reaches_a_final_path() {
     // there, cleanly, for every split in turn.
     for n in 1..=3 {
         let _ = std::fs::remove_dir_all(dir.join("out"));
-        let cmd = [
-            "build",
-            "-i",
-            "data",
-            "-o",
-            "out",
-            "--config",
-            "short.toml",
-            "--backend",
-            "cpu",
-        ];
+        let cmd = build_argv(&[]);
         let o = under_strace(
             &dir,
             &cmd,
@@ -775,19 +764,7 @@ fn strict_counts_the_files_a_split_kept_from_an_interrupted_publish_lacks() {
     let mut kept = 0;
     for n in 1..60 {
         let _ = std::fs::remove_dir_all(dir.join("out"));
-        let a = [
-            "build",
-            "-i",
-            "data",
-            "-o",
-            "out",
-            "--config",
-            "short.toml",
-            "--backend",
-            "cpu",
-            "--resume",
-            "-q",
-        ];
+        let a = build_argv(&["--resume", "-q"]);
         let o = under_strace(&dir, &a, &format!("inject=renameat:signal=KILL:when={n}"));
         if o.status.success() {
             break; // fewer than n renames in every thread: each point was tried
