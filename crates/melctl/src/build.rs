@@ -75,6 +75,43 @@ impl KeptSplit {
     pub fn left_out(&self) -> usize {
         self.skipped.len() + self.unreadable.len()
     }
+
+    /// `PATH: REASON` of each file and folder left out.
+    pub fn left_out_lines(&self) -> impl Iterator<Item = String> + '_ {
+        left_out_lines(&self.skipped, &self.unreadable)
+    }
+}
+
+impl SplitReport {
+    /// Files and folders left out of the output.
+    pub fn left_out(&self) -> usize {
+        self.skipped.len() + self.unreadable.len()
+    }
+
+    /// `PATH: REASON` of each file and folder left out.
+    pub fn left_out_lines(&self) -> impl Iterator<Item = String> + '_ {
+        left_out_lines(&self.skipped, &self.unreadable)
+    }
+}
+
+impl BuildReport {
+    /// Files and folders left out of every output, built or kept.
+    pub fn left_out(&self) -> usize {
+        let kept: usize = self.kept.iter().map(KeptSplit::left_out).sum();
+        kept + self.splits.iter().map(SplitReport::left_out).sum::<usize>()
+    }
+}
+
+/// `PATH: REASON` of each skipped file, then of each unreadable folder.
+fn left_out_lines<'a>(
+    skipped: &'a [ClipFailure],
+    unreadable: &'a [Skipped],
+) -> impl Iterator<Item = String> + 'a {
+    let files = skipped.iter().map(|f| (&f.path, &f.reason));
+    let folders = unreadable.iter().map(|u| (&u.path, &u.reason));
+    files
+        .chain(folders)
+        .map(|(path, reason)| format!("{}: {reason}", path.display()))
 }
 
 /// What happened in the whole build (filled as it goes: a failed build reports what it did).
@@ -223,11 +260,7 @@ fn build_inner(
     let mut backend = chosen.backend;
     let mut finished: Vec<(Finished, Option<Journal>)> = Vec::new();
     // An explicit preload too large for memory is refused before any split is computed.
-    if config.run.loader == LoaderKind::Preload {
-        for split in &chosen_splits {
-            check_preload(config, split)?;
-        }
-    }
+    check_preloads(config, chosen_splits.iter().copied())?;
     // Output buffers shared by the splits' runs (their pages are faulted in once).
     let buffers = pipeline::OutputPool::default();
     for split in chosen_splits {
@@ -360,15 +393,18 @@ fn build_inner(
     Ok(())
 }
 
-/// Refuses `--loader preload` for `split` if its arena would not fit in memory.
-fn check_preload(config: &Config, split: &Split) -> Result<()> {
-    check_preload_files(config, &split.name, split.files.len())
-}
-
-fn check_preload_files(config: &Config, split: &str, files: usize) -> Result<()> {
-    let decoded = (files * config.audio.clip_samples() * 4) as u64;
-    mel_loaders::select::check_preload(decoded, mel_loaders::select::available_memory())
-        .map_err(|e| anyhow::anyhow!("split {split}: {e}"))
+/// Refuses `--loader preload` when the arena of any of `splits` would not fit in memory.
+fn check_preloads<'a>(config: &Config, splits: impl IntoIterator<Item = &'a Split>) -> Result<()> {
+    if config.run.loader != LoaderKind::Preload {
+        return Ok(());
+    }
+    let available = mel_loaders::select::available_memory();
+    for split in splits {
+        let decoded = (split.files.len() * config.audio.clip_samples() * 4) as u64;
+        mel_loaders::select::check_preload(decoded, available)
+            .map_err(|e| anyhow::anyhow!("split {}: {e}", split.name))?;
+    }
+    Ok(())
 }
 
 /// The files of `split` that the output a `--resume` run keeps does not hold: those the
@@ -476,8 +512,10 @@ pub fn cache_dir(config: &Config) -> PathBuf {
     std::env::temp_dir().join("melctl-cache")
 }
 
-/// The loader each split would get and why, without building any (`--dry-run`).
+/// The loader each split would get and why, without building any (`--dry-run`); an
+/// explicit preload too large for memory is refused as the build would refuse it.
 pub fn loader_choices(dataset: &Dataset, config: &Config) -> Result<Vec<(String, String)>> {
+    check_preloads(config, &dataset.splits)?;
     dataset
         .splits
         .iter()
@@ -512,9 +550,6 @@ fn loader_choice(
     };
     let cache_exists = key.as_ref().is_some_and(|k| k.path.exists());
     let choice = mel_loaders::choose(config.run.loader, cache_exists);
-    if choice.kind == LoaderKind::Preload {
-        check_preload_files(config, split, files.len())?;
-    }
     Ok((choice, key))
 }
 

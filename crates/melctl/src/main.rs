@@ -297,29 +297,12 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     built?;
     if quiet {
         // Quiet prints nothing on success, but nothing is dropped without being named.
-        for k in &report.kept {
-            for f in &k.skipped {
-                eprintln!("skipped {}: {}", f.path.display(), f.reason);
-            }
-            for u in &k.unreadable {
-                eprintln!("skipped {}: {}", u.path.display(), u.reason);
-            }
-        }
-        for x in &report.splits {
-            for f in &x.skipped {
-                eprintln!("skipped {}: {}", f.path.display(), f.reason);
-            }
-            for u in &x.unreadable {
-                eprintln!("skipped {}: {}", u.path.display(), u.reason);
-            }
+        let kept = report.kept.iter().flat_map(|k| k.left_out_lines());
+        for line in kept.chain(report.splits.iter().flat_map(|x| x.left_out_lines())) {
+            eprintln!("skipped {line}");
         }
     }
-    let skipped: usize = report
-        .splits
-        .iter()
-        .map(|x| x.skipped.len() + x.unreadable.len())
-        .sum::<usize>()
-        + report.kept.iter().map(|k| k.left_out()).sum::<usize>();
+    let skipped = report.left_out();
     if args.strict && skipped > 0 {
         eprintln!(
             "error: --strict: {} skipped (listed above); the outputs were written",

@@ -95,11 +95,8 @@ fn split_text(x: &SplitReport, verbose: bool) -> String {
         x.verdict.utilisation * 100.0,
         advice::advice(&x.verdict)
     );
-    for f in &x.skipped {
-        s += &format!("  skipped {}: {}\n", f.path.display(), f.reason);
-    }
-    for u in &x.unreadable {
-        s += &format!("  skipped {}: {}\n", u.path.display(), u.reason);
+    for line in x.left_out_lines() {
+        s += &format!("  skipped {line}\n");
     }
     s
 }
@@ -113,19 +110,11 @@ pub fn text(r: &BuildReport, verbose: bool) -> String {
     }
     for k in &r.kept {
         s += &format!("{:<15} kept as the interrupted run published it\n", k.split);
-        for f in &k.skipped {
-            s += &format!("  skipped {}: {}\n", f.path.display(), f.reason);
-        }
-        for u in &k.unreadable {
-            s += &format!("  skipped {}: {}\n", u.path.display(), u.reason);
+        for line in k.left_out_lines() {
+            s += &format!("  skipped {line}\n");
         }
     }
-    let skipped: usize = r
-        .splits
-        .iter()
-        .map(|x| x.skipped.len() + x.unreadable.len())
-        .sum::<usize>()
-        + r.kept.iter().map(|k| k.left_out()).sum::<usize>();
+    let skipped = r.left_out();
     if !r.ignored.is_empty() {
         const SHOWN: usize = 5;
         let names: Vec<String> = r
