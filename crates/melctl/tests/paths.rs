@@ -193,14 +193,24 @@ fn hidden_entries_are_listed_with_their_reason_and_counted_by_strict() {
 #[test]
 fn self_links_below_a_class_folder_neither_hang_nor_vanish() {
     let dir = scenario(&["data/training/leak/a.wav", "data/training/quiet/b.wav"]);
-    for link in ["a", "b"] {
-        std::os::unix::fs::symlink(".", dir.join("data/training/leak").join(link)).unwrap();
+    // In a class folder, and in a folder without audio below one (2^40 paths to walk).
+    std::fs::create_dir(dir.join("data/training/quiet/sub")).unwrap();
+    for folder in ["leak", "quiet/sub"] {
+        for link in ["a", "b"] {
+            let at = dir.join("data/training").join(folder).join(link);
+            std::os::unix::fs::symlink(".", at).unwrap();
+        }
     }
     let mut b = melctl_build(&dir, &["-i", "data", "-o", "out", "--report", "r.json"]);
     let o = within(&mut b, 60);
     b.check(&o, o.status.success(), "the build succeeds");
     let ig = ignored(&report(&dir.join("r.json")));
-    for link in ["data/training/leak/a", "data/training/leak/b"] {
+    for link in [
+        "data/training/leak/a",
+        "data/training/leak/b",
+        "data/training/quiet/sub/a",
+        "data/training/quiet/sub/b",
+    ] {
         b.check(
             &o,
             ig.iter()
