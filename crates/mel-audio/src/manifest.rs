@@ -153,7 +153,7 @@ fn parse(path: &Path, text: &str) -> Result<Vec<(usize, Row)>> {
             .from_reader(text.as_bytes());
         // Line numbers from byte offsets (csv's own count skips blank lines), counted
         // forward from the last record, so the whole count is one pass over the text.
-        let mut lines = LineCounter::new(&text);
+        let mut lines = LineCounter::new(text);
         let headers = match reader.headers() {
             Ok(h) => h.clone(),
             Err(e) => return Err(bad(lines.of(&e), e.to_string())),
