@@ -3,14 +3,26 @@
 //! (or absolute). Without a `split` column the clips are split by ratio, per class
 //! (stratified), deterministically from a seed. A label map file (one class name per
 //! line; the line number is the id) keeps class ids stable across datasets.
+//!
+//! Both are read bounded and without blocking ([`mel_core::input::read_bounded_text`]).
+//! Split and label names pass the same check as folder names ([`check_name`]). One file
+//! is one clip: rows are compared by the file they name (device and inode, links
+//! followed; the normalised absolute path for a file that does not exist), so `x`,
+//! `./x`, `a/../x`, the absolute path and a link to it are one file, and a second row
+//! naming it is refused with both line numbers.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::path::Component;
+
+use mel_core::input::read_bounded_text;
 use mel_core::{Error, Result};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use crate::scan::{Dataset, FileEntry, Split};
+use crate::scan::{Dataset, FileEntry, Identity, Split, check_name, identity};
 
 /// How to turn a manifest into splits and labels.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +52,10 @@ impl Default for ManifestOptions {
 /// Manifests larger than this are refused (1 GiB: tens of millions of rows).
 pub const MAX_MANIFEST_BYTES: u64 = 1 << 30;
 
+/// Label map files larger than this are refused (16 MiB: far more classes than any
+/// output is meant to hold).
+pub const MAX_LABEL_MAP_BYTES: u64 = 16 << 20;
+
 /// One manifest row.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
 struct Row {
@@ -49,24 +65,67 @@ struct Row {
     split: Option<String>,
 }
 
-/// Reads a label map: one class name per line (blank lines and `#` comments ignored).
+/// Reads a label map: one class name per line (blank lines and `#` comments ignored),
+/// each checked like a folder name; a name given twice is refused with both lines.
 pub fn read_label_map(path: &Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    let names: Vec<String> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(String::from)
-        .collect();
-    let mut sorted = names.clone();
-    sorted.sort();
-    if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
-        return Err(Error::Dataset {
-            root: path.to_path_buf(),
-            reason: format!("label {:?} appears twice in the label map", w[0]),
-        });
+    let text = read_bounded_text(path, MAX_LABEL_MAP_BYTES).map_err(|e| Error::io(path, e))?;
+    let refuse = |reason: String| Error::Dataset {
+        root: path.to_path_buf(),
+        reason,
+    };
+    let mut names = Vec::new();
+    let mut lines: HashMap<&str, usize> = HashMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let name = line.trim();
+        if name.is_empty() || name.starts_with('#') {
+            continue;
+        }
+        check_name(name).map_err(|why| refuse(format!("line {}: the label {why}", i + 1)))?;
+        if let Some(first) = lines.insert(name, i + 1) {
+            return Err(refuse(format!(
+                "lines {first} and {} both name the label {name:?}: each label once",
+                i + 1
+            )));
+        }
+        names.push(name.to_string());
     }
     Ok(names)
+}
+
+/// Line numbers of byte offsets, counted forward from the last offset asked for.
+struct LineCounter<'a> {
+    text: &'a [u8],
+    byte: usize,
+    line: usize,
+}
+
+impl<'a> LineCounter<'a> {
+    fn new(text: &'a str) -> Self {
+        LineCounter {
+            text: text.as_bytes(),
+            byte: 0,
+            line: 1,
+        }
+    }
+
+    /// The 1-based line holding `byte`.
+    fn at(&mut self, byte: u64) -> usize {
+        let byte = (byte as usize).min(self.text.len());
+        if byte < self.byte {
+            (self.byte, self.line) = (0, 1);
+        }
+        self.line += self.text[self.byte..byte]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
+        self.byte = byte;
+        self.line
+    }
+
+    /// The line of a csv error (0 when it has no position).
+    fn of(&mut self, e: &csv::Error) -> usize {
+        e.position().map_or(0, |p| self.at(p.byte()))
+    }
 }
 
 /// The rows of a manifest with their line numbers.
@@ -92,10 +151,27 @@ fn parse(path: &Path, text: &str) -> Result<Vec<(usize, Row)>> {
         let mut reader = csv::ReaderBuilder::new()
             .trim(csv::Trim::All)
             .from_reader(text.as_bytes());
-        for rec in reader.deserialize::<Row>() {
-            let line = |e: &csv::Error| e.position().map_or(0, |p| p.line() as usize);
-            let row = rec.map_err(|e| bad(line(&e), e.to_string()))?;
-            rows.push((rows.len() + 2, row));
+        // Line numbers from byte offsets (csv's own count skips blank lines), counted
+        // forward from the last record, so the whole count is one pass over the text.
+        let mut lines = LineCounter::new(text);
+        let headers = match reader.headers() {
+            Ok(h) => h.clone(),
+            Err(e) => return Err(bad(lines.of(&e), e.to_string())),
+        };
+        for rec in reader.records() {
+            let rec = rec.map_err(|e| bad(lines.of(&e), e.to_string()))?;
+            // The line the record starts on (a quoted field may span lines); csv reports where it began reading: blank lines before the record included.
+            let at = rec.position().map_or(0, |p| {
+                let start = text.as_bytes()[(p.byte() as usize).min(text.len())..]
+                    .iter()
+                    .take_while(|&&b| b == b'\n' || b == b'\r')
+                    .count();
+                lines.at(p.byte() + start as u64)
+            });
+            let row = rec
+                .deserialize::<Row>(Some(&headers))
+                .map_err(|e| bad(at, e.to_string()))?;
+            rows.push((at, row));
         }
     }
     Ok(rows)
@@ -107,16 +183,8 @@ pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
         root: path.to_path_buf(),
         reason,
     };
-    let len = std::fs::metadata(path)
-        .map_err(|e| Error::io(path, e))?
-        .len();
-    if len > MAX_MANIFEST_BYTES {
-        return Err(Error::limit(
-            path.display().to_string(),
-            format!("the manifest is {len} bytes; the limit is {MAX_MANIFEST_BYTES}"),
-        ));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    // Bounded by the bytes read, not st_size (a device or a growing file), never blocking.
+    let text = read_bounded_text(path, MAX_MANIFEST_BYTES).map_err(|e| Error::io(path, e))?;
     let numbered = parse(path, &text)?;
     if numbered.is_empty() {
         return Err(err("no clips listed".into()));
@@ -125,17 +193,43 @@ pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
         let names =
             std::iter::once(("label", &r.label)).chain(r.split.iter().map(|s| ("split", s)));
         for (what, name) in names {
-            crate::scan::check_name(name)
-                .map_err(|why| err(format!("line {line}: the {what} {why}")))?;
+            check_name(name).map_err(|why| err(format!("line {line}: the {what} {why}")))?;
         }
-        if r.path.is_empty() || r.path.contains('\0') {
+        if r.path.is_empty() {
+            return Err(err(format!("line {line}: the path is empty")));
+        }
+        if let Some(c) = r.path.chars().find(|c| c.is_control()) {
             return Err(err(format!(
-                "line {line}: the path is empty or holds a NUL"
+                "line {line}: the path {:?} holds the control character {c:?}",
+                r.path
             )));
         }
     }
-    let rows: Vec<Row> = numbered.into_iter().map(|(_, r)| r).collect();
     let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let full_path = |p: &str| -> PathBuf {
+        if Path::new(p).is_absolute() {
+            PathBuf::from(p)
+        } else {
+            base.join(p)
+        }
+    };
+    // One file is one clip, whatever the path's spelling or links.
+    let mut first_line: HashMap<FileKey, (usize, &str)> = HashMap::new();
+    for (line, r) in &numbered {
+        match first_line.entry(file_key(&full_path(&r.path))) {
+            Entry::Occupied(first) => {
+                let (first, first_path) = *first.get();
+                return Err(err(format!(
+                    "lines {first} and {line} name one file ({first_path:?} and {:?}): one file is one clip; list it once",
+                    r.path
+                )));
+            }
+            Entry::Vacant(v) => {
+                v.insert((*line, &r.path));
+            }
+        }
+    }
+    let rows: Vec<Row> = numbered.into_iter().map(|(_, r)| r).collect();
     let label_names = match &opts.label_map {
         Some(map) => {
             let unknown: Vec<&str> = rows
@@ -167,24 +261,15 @@ pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
             rows.len()
         )));
     }
-    let mut seen = std::collections::HashSet::new();
     let mut by_split: BTreeMap<String, Vec<FileEntry>> = BTreeMap::new();
     let mut by_class: BTreeMap<i64, Vec<FileEntry>> = BTreeMap::new();
     for r in &rows {
-        if !seen.insert(r.path.clone()) {
-            return Err(err(format!("{} is listed twice", r.path)));
-        }
         let label = label_names
             .iter()
             .position(|n| *n == r.label)
             .expect("every label is in the map") as i64;
-        let full: PathBuf = if Path::new(&r.path).is_absolute() {
-            PathBuf::from(&r.path)
-        } else {
-            base.join(&r.path)
-        };
         let entry = FileEntry {
-            path: full,
+            path: full_path(&r.path),
             rel: r.path.clone(),
             label,
         };
@@ -214,6 +299,34 @@ pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
         ignored: vec![],
         splits,
     })
+}
+
+/// What a manifest row's file is, for the one-file-one-clip check.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum FileKey {
+    /// An existing file: device and inode, links followed.
+    File(Identity),
+    /// A file that does not exist (it fails when read): its absolute path, normalised.
+    Missing(PathBuf),
+}
+
+/// The [`FileKey`] of `path`.
+fn file_key(path: &Path) -> FileKey {
+    if let Some(id) = identity(path) {
+        return FileKey::File(id);
+    }
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut normal = PathBuf::new();
+    for c in absolute.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                normal.pop();
+            }
+            other => normal.push(other),
+        }
+    }
+    FileKey::Missing(normal)
 }
 
 /// Splits each class by `opts.ratios`: members ordered by a seeded hash of their path
@@ -250,7 +363,7 @@ fn assign(
         )));
     }
     for (name, _) in &opts.ratios {
-        crate::scan::check_name(name).map_err(|why| refuse(format!("split ratio name {why}")))?;
+        check_name(name).map_err(|why| refuse(format!("split ratio name {why}")))?;
     }
     for (_, mut members) in by_class {
         members.sort_by_key(|f| {
@@ -369,13 +482,9 @@ mod tests {
         );
         let e = from_manifest(&csv, &opts).unwrap_err().to_string();
         assert!(e.contains("drip, hiss"), "{e}");
-        let dup = write(t.path(), "dup.txt", "a\nb\na\n");
-        assert!(
-            read_label_map(&dup)
-                .unwrap_err()
-                .to_string()
-                .contains("twice")
-        );
+        let dup = write(t.path(), "dup.txt", "a\nb\n# c\na\n");
+        let e = read_label_map(&dup).unwrap_err().to_string();
+        assert!(e.contains("lines 1 and 4 both name the label \"a\""), "{e}");
     }
 
     #[test]
@@ -407,7 +516,7 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("listed twice"), "{e}");
+        assert!(e.contains("lines 2 and 3 name one file"), "{e}");
         let e = from_manifest(&write(t.path(), "d.jsonl", "{\"path\":\"x.wav\",\"label\":\"a\",\"split\":\"t\"}\n{\"path\":\"y.wav\",\"label\":\"a\"}\n"), &o)
             .unwrap_err()
             .to_string();
@@ -462,5 +571,128 @@ mod tests {
         };
         let e = from_manifest(&csv, &bad).unwrap_err().to_string();
         assert!(e.contains("must sum to 1") && e.contains("0.9"), "{e}");
+    }
+
+    #[test]
+    fn every_spelling_and_link_of_one_file_is_one_file_named_with_both_lines() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("a")).unwrap();
+        std::fs::create_dir_all(t.path().join("b")).unwrap();
+        std::fs::write(t.path().join("a/x.wav"), b"x").unwrap();
+        std::os::unix::fs::symlink("a/x.wav", t.path().join("link.wav")).unwrap();
+        std::fs::hard_link(t.path().join("a/x.wav"), t.path().join("hard.wav")).unwrap();
+        let abs = t.path().join("a/x.wav").display().to_string();
+        let o = ManifestOptions::default();
+        for other in [
+            "a/x.wav",
+            "./a/x.wav",
+            "a//x.wav",
+            "b/../a/x.wav",
+            abs.as_str(),
+            "link.wav",
+            "hard.wav",
+        ] {
+            let csv = format!("path,label,split\na/x.wav,leak,training\n\n{other},quiet,testing\n");
+            let e = from_manifest(&write(t.path(), "m.csv", &csv), &o)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("lines 2 and 4 name one file") && e.contains(other),
+                "{other}: {e}"
+            );
+        }
+        // A file that does not exist: its spellings are one path.
+        let csv = "path,label,split\ngone.wav,a,t\n./b/../gone.wav,a,v\n";
+        let e = from_manifest(&write(t.path(), "g.csv", csv), &o)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lines 2 and 3 name one file"), "{e}");
+        // Two different files are two clips.
+        std::fs::write(t.path().join("b/x.wav"), b"y").unwrap();
+        let csv = "path,label,split\na/x.wav,a,t\nb/x.wav,a,t\n";
+        let d = from_manifest(&write(t.path(), "ok.csv", csv), &o).unwrap();
+        assert_eq!(d.splits[0].files.len(), 2);
+    }
+
+    #[test]
+    fn manifests_and_label_maps_are_read_bounded_without_blocking() {
+        let t = tempfile::tempdir().unwrap();
+        let fifo = t.path().join("m.csv");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let o = ManifestOptions::default();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let f = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send((
+                from_manifest(&f, &ManifestOptions::default()).map(|_| ()),
+                read_label_map(&f).map(|_| ()),
+            ));
+        });
+        let (m, l) = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("a FIFO is refused at once, not waited on");
+        for e in [m.unwrap_err().to_string(), l.unwrap_err().to_string()] {
+            assert!(e.contains("m.csv") && e.contains("a FIFO"), "{e}");
+        }
+        let e = from_manifest(Path::new("/dev/zero"), &o)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("/dev/zero") && e.contains("character device"),
+            "{e}"
+        );
+        let e = read_label_map(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("/dev/zero") && e.contains("character device"),
+            "{e}"
+        );
+        let big = write(t.path(), "big.txt", &"a\n".repeat(9 << 20));
+        let e = read_label_map(&big).unwrap_err().to_string();
+        assert!(e.contains("big.txt") && e.contains("limit"), "{e}");
+    }
+
+    #[test]
+    fn label_map_lines_are_checked_like_folder_names() {
+        let t = tempfile::tempdir().unwrap();
+        for (text, want) in [
+            ("leak\n../../evil\n", "line 2: the label \"../../evil\""),
+            ("leak\n\nred\u{1b}[31m\n", "line 3: the label"),
+            ("# c\n.x.h5.partial-99999999-a\n", "line 2: the label"),
+            ("a/b\n", "path separator"),
+        ] {
+            let e = read_label_map(&write(t.path(), "l.txt", text))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want) && !e.contains('\u{1b}'), "{text:?}: {e}");
+        }
+        let e = from_manifest(
+            &write(
+                t.path(),
+                "s.csv",
+                "path,label,split\nx.wav,a,.x.h5.partial-99999999-a\n",
+            ),
+            &ManifestOptions::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("line 2: the split") && e.contains("starts with '.'"),
+            "{e}"
+        );
+        // A quoted field over two lines: the next row's line is still right.
+        let csv = "path,label,split\n\"x\ny.wav\",a,t\nz.wav,,t\n";
+        let e = from_manifest(&write(t.path(), "q.csv", csv), &ManifestOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("control character"), "{e}");
+        let csv = "path,label,split\n\"x y.wav\",a,t\n\nz.wav,,t\n";
+        let e = from_manifest(&write(t.path(), "q.csv", csv), &ManifestOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 4: the label"), "{e}");
     }
 }

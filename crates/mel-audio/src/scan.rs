@@ -5,11 +5,24 @@
 //! sit exactly at the depth of the one layout the tree fits. A tree that fits neither
 //! (an audio file directly in a split folder beside class folders, audio below a class
 //! folder, some first-level folders holding audio and others holding class folders,
-//! audio directly in the root) is refused with the offending paths named, so nothing is
-//! ever dropped silently. Entries whose names start with `.` are skipped; other files
-//! without an audio extension are listed as ignored; a folder that cannot be listed is
-//! a per-entry failure of its split.
+//! audio directly in the root) is refused with the offending paths named.
+//!
+//! Nothing vanishes: every entry that is not built is in [`Dataset::ignored`] with its
+//! reason, and [`Skipped::audio`] counts the audio files among them (data left out,
+//! which a strict build counts as skipped). Hidden entries (names starting with `.`) are not built; a hidden file with an
+//! audio extension, or a hidden folder holding audio, is listed with that count. Files
+//! without an audio extension and folders without audio are listed too. A folder that
+//! cannot be listed is a per-entry failure of its split.
+//!
+//! Links are followed (a dataset assembled from links to other places works), but each
+//! folder is visited once, by identity (device and inode): a link back to a folder
+//! already visited (`a -> .`) is not followed and is listed as such, so no tree of links
+//! can make the scan loop or fan out. One file is one clip: two paths to one file (a
+//! symbolic or hard link, a linked folder) are refused with both paths named.
 
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use mel_core::{Error, Result};
@@ -21,6 +34,10 @@ pub const AUDIO_EXTENSIONS: &[&str] = &[
 
 /// Offending paths named in a refusal, at most.
 const NAMED: usize = 12;
+
+/// The longest split or class name, in bytes: a split names files (`.NAME.partial-…`,
+/// `NAME.npy.d`) whose names the file system limits to 255 bytes.
+pub const MAX_NAME_BYTES: usize = 200;
 
 /// One audio file of a split.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +57,20 @@ pub struct Skipped {
     pub path: PathBuf,
     /// Why, in words.
     pub reason: String,
+    /// Audio files (by extension) this entry is or holds that are built nowhere else:
+    /// data left out, which a strict caller counts as skipped; 0 for anything else.
+    pub audio: usize,
+}
+
+impl Skipped {
+    /// An entry without audio in it.
+    fn other(path: PathBuf, reason: impl Into<String>) -> Skipped {
+        Skipped {
+            path,
+            reason: reason.into(),
+            audio: 0,
+        }
+    }
 }
 
 /// One split: its name and its files in sorted path order.
@@ -62,8 +93,18 @@ pub struct Dataset {
     pub label_names: Vec<String>,
     /// Splits sorted by name.
     pub splits: Vec<Split>,
-    /// Files that are not audio (by extension) and folders without audio, left out.
+    /// Everything under the root that is not built and is no split's failure, with why:
+    /// files that are not audio, folders without audio, hidden entries, links not
+    /// followed.
     pub ignored: Vec<Skipped>,
+}
+
+impl Dataset {
+    /// Audio files under the root that no split holds (hidden ones, say): the sum of
+    /// [`Skipped::audio`] over [`Dataset::ignored`].
+    pub fn audio_left_out(&self) -> usize {
+        self.ignored.iter().map(|i| i.audio).sum()
+    }
 }
 
 /// Whether `path` has an audio extension.
@@ -73,48 +114,40 @@ pub fn is_audio(path: &Path) -> bool {
         .is_some_and(|e| AUDIO_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
 }
 
-/// The entries of one folder, sorted, hidden ones left out: (folders, other entries).
-fn list(dir: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
-    let mut dirs = Vec::new();
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        if entry.file_name().as_encoded_bytes().starts_with(b".") {
-            continue;
-        }
-        let path = entry.path();
-        // Links are followed; a dangling link is an entry (it fails when read, by name).
-        if path.is_dir() {
-            dirs.push(path);
-        } else {
-            files.push(path);
-        }
-    }
-    dirs.sort();
-    files.sort();
-    Ok((dirs, files))
+/// Whether the last component of `path` starts with `.`.
+fn is_hidden(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."))
 }
 
-/// Audio files at any depth below `dir` (for naming misplaced audio), at most `NAMED`.
-fn audio_below(dir: &Path, found: &mut Vec<PathBuf>) {
-    let Ok((dirs, files)) = list(dir) else {
-        return;
-    };
-    found.extend(files.into_iter().filter(|f| is_audio(f)));
-    for d in dirs {
-        if found.len() >= NAMED {
-            return;
-        }
-        audio_below(&d, found);
-    }
+/// What identifies a file or folder whatever the path to it: device and inode, links
+/// followed. `None` when it cannot be found (a dangling link).
+pub type Identity = (u64, u64);
+
+/// The [`Identity`] of `path` (links followed), if it exists.
+pub fn identity(path: &Path) -> Option<Identity> {
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
-/// Checks a split or class name: it names an output file and is stored in every output,
-/// so it must be non-empty, without path separators, `.` or `..`, NUL or other control
-/// characters. The error says what is wrong.
+/// Checks a split or class name (folder names, manifest names and label map lines all
+/// come here): it names output files and is stored in every output and printed, so it
+/// must be non-empty, at most [`MAX_NAME_BYTES`], without path separators or `..`, not
+/// start with `.` (hidden, and the form of melctl's own temporary and journal names,
+/// `.NAME.partial-…`, `.NAME.resume`), and hold no control or bidirectional-formatting
+/// character (terminal escapes). The error says what is wrong, the name escaped.
 pub fn check_name(name: &str) -> std::result::Result<(), String> {
     if name.is_empty() {
         return Err("an empty name".into());
+    }
+    if let Some(c) = name.chars().find(|&c| is_unprintable(c)) {
+        return Err(format!("{name:?} contains the control character {c:?}"));
+    }
+    if name.len() > MAX_NAME_BYTES {
+        return Err(format!(
+            "{:?}... is {} bytes long; the limit is {MAX_NAME_BYTES}",
+            name.chars().take(40).collect::<String>(),
+            name.len()
+        ));
     }
     if name == "." || name == ".." || name.contains("..") {
         return Err(format!("{name:?} contains \"..\" or is \".\""));
@@ -122,10 +155,18 @@ pub fn check_name(name: &str) -> std::result::Result<(), String> {
     if name.contains(['/', '\\']) {
         return Err(format!("{name:?} contains a path separator"));
     }
-    if let Some(c) = name.chars().find(|c| c.is_control()) {
-        return Err(format!("{name:?} contains the control character {c:?}"));
+    if name.starts_with('.') {
+        return Err(format!(
+            "{name:?} starts with '.', the form of hidden names and of melctl's own temporary files"
+        ));
     }
     Ok(())
+}
+
+/// Control characters and the invisible ones that reorder or hide text on a terminal.
+fn is_unprintable(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{061c}' | '\u{feff}')
 }
 
 /// A folder's name as a split or class name, or a refusal naming the folder.
@@ -143,58 +184,294 @@ fn utf8_name(path: &Path, root: &Path) -> Result<String> {
     Ok(name.to_string())
 }
 
+/// An audio file found, with its identity.
+struct Audio {
+    path: PathBuf,
+    id: Option<Identity>,
+}
+
+/// The visible entries of one folder, sorted.
+#[derive(Default)]
+struct Listing {
+    dirs: Vec<PathBuf>,
+    audio: Vec<Audio>,
+    other: Vec<PathBuf>,
+}
+
+/// A walk of the tree that visits each folder once and remembers what it leaves out.
+#[derive(Default)]
+struct Walk {
+    /// Folders entered, by identity, with the path they were first entered by.
+    seen: HashMap<Identity, PathBuf>,
+    /// Hidden entries met in the split and class levels, counted at the end.
+    hidden: Vec<PathBuf>,
+    /// What is not built, with why.
+    ignored: Vec<Skipped>,
+    /// The files the dataset holds: audio reached through other paths is not left out.
+    built: HashSet<Identity>,
+}
+
+/// What a walk below a folder found.
+#[derive(Default)]
+struct Below {
+    /// Visible audio files (the first [`NAMED`]).
+    audio: Vec<PathBuf>,
+    /// All audio files, hidden ones and those in hidden folders included.
+    all_audio: usize,
+}
+
+impl Walk {
+    /// Whether an audio file with this identity is built nowhere else.
+    fn left_out(&self, id: Option<Identity>) -> bool {
+        id.is_none_or(|id| !self.built.contains(&id))
+    }
+
+    /// Marks `dir` entered; false, with an ignored entry naming the path it was entered
+    /// by first, when it was entered already (a link back, or a second link to it).
+    fn enter(&mut self, dir: &Path) -> bool {
+        let Some(id) = identity(dir) else {
+            return true; // listing it fails and says why
+        };
+        match self.seen.entry(id) {
+            Entry::Occupied(first) => {
+                self.ignored.push(Skipped::other(
+                    dir.to_path_buf(),
+                    format!(
+                        "the folder {} again (reached through a link): not followed, each folder is scanned once",
+                        first.get().display()
+                    ),
+                ));
+                false
+            }
+            Entry::Vacant(v) => {
+                v.insert(dir.to_path_buf());
+                true
+            }
+        }
+    }
+
+    /// The entries of `dir`: visible folders (links followed), audio files and other
+    /// files, sorted; hidden entries are appended to `hidden`.
+    fn list(&mut self, dir: &Path, hidden: &mut Vec<PathBuf>) -> std::io::Result<Listing> {
+        let mut l = Listing::default();
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            if is_hidden(&path) {
+                hidden.push(path);
+                continue;
+            }
+            let kind = entry.file_type()?;
+            // A link is followed; a dangling one is a file (it fails when read, by name).
+            let meta = if kind.is_symlink() {
+                std::fs::metadata(&path).ok()
+            } else {
+                entry.metadata().ok()
+            };
+            if meta.as_ref().is_some_and(|m| m.is_dir()) {
+                l.dirs.push(path);
+            } else if is_audio(&path) {
+                let id = meta.map(|m| (m.dev(), m.ino()));
+                l.audio.push(Audio { path, id });
+            } else {
+                l.other.push(path);
+            }
+        }
+        l.dirs.sort();
+        l.audio.sort_by(|a, b| a.path.cmp(&b.path));
+        l.other.sort();
+        Ok(l)
+    }
+
+    /// Walks everything below `top` (entering each folder once, iteratively): the visible
+    /// audio files (up to [`NAMED`] of them named) and all audio files counted. Folders
+    /// that cannot be listed and links not followed are listed as ignored.
+    fn below(&mut self, top: &Path, stop_at_named: bool) -> Option<Below> {
+        if !self.enter(top) {
+            return None;
+        }
+        let mut found = Below::default();
+        let mut stack = vec![(top.to_path_buf(), is_hidden(top))];
+        while let Some((dir, in_hidden)) = stack.pop() {
+            let mut hidden = Vec::new();
+            let l = match self.list(&dir, &mut hidden) {
+                Ok(l) => l,
+                Err(e) => {
+                    self.ignored
+                        .push(Skipped::other(dir, format!("cannot list the folder: {e}")));
+                    continue;
+                }
+            };
+            found.all_audio += l.audio.iter().filter(|a| self.left_out(a.id)).count();
+            if !in_hidden {
+                let room = NAMED.saturating_sub(found.audio.len());
+                found
+                    .audio
+                    .extend(l.audio.into_iter().take(room).map(|a| a.path));
+                if stop_at_named && found.audio.len() >= NAMED {
+                    break;
+                }
+            }
+            for h in hidden {
+                if h.is_dir() {
+                    if self.enter(&h) {
+                        stack.push((h, true));
+                    }
+                } else if is_audio(&h) && self.left_out(identity(&h)) {
+                    found.all_audio += 1;
+                }
+            }
+            for d in l.dirs.into_iter().rev() {
+                if self.enter(&d) {
+                    stack.push((d, in_hidden));
+                }
+            }
+        }
+        Some(found)
+    }
+}
+
+/// A folder at the class level: what it holds directly, and its subfolders.
+struct Sub {
+    dir: PathBuf,
+    audio: Vec<Audio>,
+    /// Its subfolders (below a class folder in either layout: walked later).
+    dirs: Vec<PathBuf>,
+}
+
 /// What one first-level folder holds.
 struct Level1 {
     dir: PathBuf,
     /// Audio files directly in it.
-    audio: Vec<PathBuf>,
-    /// Its subfolders: (folder, audio files directly in it, audio further below it).
-    subs: Vec<(PathBuf, Vec<PathBuf>, Vec<PathBuf>)>,
+    audio: Vec<Audio>,
+    /// Its subfolders.
+    subs: Vec<Sub>,
     /// Folders that could not be listed, with the reason.
     unreadable: Vec<Skipped>,
-    /// Non-audio files.
+    /// Non-audio files in it and in its subfolders.
     other: Vec<PathBuf>,
 }
 
-fn read_level1(dir: &Path) -> Level1 {
-    let mut l = Level1 {
-        dir: dir.to_path_buf(),
-        audio: vec![],
-        subs: vec![],
-        unreadable: vec![],
-        other: vec![],
-    };
-    let (dirs, files) = match list(dir) {
-        Ok(x) => x,
-        Err(e) => {
-            l.unreadable.push(Skipped {
-                path: dir.to_path_buf(),
-                reason: format!("cannot list the folder: {e}"),
-            });
-            return l;
-        }
-    };
-    let (audio, other): (Vec<_>, Vec<_>) = files.into_iter().partition(|f| is_audio(f));
-    l.audio = audio;
-    l.other = other;
-    for sub in dirs {
-        match list(&sub) {
-            Ok((subdirs, files)) => {
-                let (audio, other): (Vec<_>, Vec<_>) = files.into_iter().partition(|f| is_audio(f));
-                l.other.extend(other);
-                let mut deeper = Vec::new();
-                for d in &subdirs {
-                    audio_below(d, &mut deeper);
-                }
-                l.subs.push((sub, audio, deeper));
+impl Walk {
+    /// Lists a first-level folder and its subfolders (links followed, no deeper).
+    fn level1(&mut self, dir: &Path) -> Level1 {
+        let mut l = Level1 {
+            dir: dir.to_path_buf(),
+            audio: vec![],
+            subs: vec![],
+            unreadable: vec![],
+            other: vec![],
+        };
+        let mut hidden = Vec::new();
+        let listing = match self.list(dir, &mut hidden) {
+            Ok(x) => x,
+            Err(e) => {
+                l.unreadable.push(Skipped::other(
+                    dir.to_path_buf(),
+                    format!("cannot list the folder: {e}"),
+                ));
+                return l;
             }
-            Err(e) => l.unreadable.push(Skipped {
-                path: sub,
-                reason: format!("cannot list the folder: {e}"),
-            }),
+        };
+        l.audio = listing.audio;
+        l.other = listing.other;
+        for sub in listing.dirs {
+            self.mark(&sub);
+            match self.list(&sub, &mut hidden) {
+                Ok(s) => {
+                    l.other.extend(s.other);
+                    l.subs.push(Sub {
+                        dir: sub,
+                        audio: s.audio,
+                        dirs: s.dirs,
+                    });
+                }
+                Err(e) => l
+                    .unreadable
+                    .push(Skipped::other(sub, format!("cannot list the folder: {e}"))),
+            }
+        }
+        self.hidden.extend(hidden);
+        l
+    }
+
+    /// Marks a split- or class-level folder entered. These two levels are listed even when
+    /// reached twice (no recursion, so no fan-out): a second path to the same files is
+    /// then refused by name, whichever path comes first in sorted order.
+    fn mark(&mut self, dir: &Path) {
+        if let Some(id) = identity(dir) {
+            self.seen.entry(id).or_insert_with(|| dir.to_path_buf());
         }
     }
-    l
+
+    /// Walks a folder below a class folder: its visible audio is misplaced (named in
+    /// `offending`); without any, the folder is listed as not built.
+    fn below_class(&mut self, dir: &Path, offending: &mut Vec<String>) {
+        let Some(found) = self.below(dir, true) else {
+            return;
+        };
+        if found.audio.is_empty() {
+            self.ignored
+                .push(folder_below_class(dir.to_path_buf(), found.all_audio));
+        }
+        offending.extend(
+            found
+                .audio
+                .iter()
+                .map(|f| format!("{} (audio below a class folder)", f.display())),
+        );
+    }
+
+    /// Lists each hidden entry met at the split and class levels (and in the root), with
+    /// the audio in it that is built nowhere else.
+    fn list_hidden(&mut self) {
+        for h in std::mem::take(&mut self.hidden) {
+            let meta = std::fs::metadata(&h);
+            if meta.as_ref().is_ok_and(|m| m.is_dir()) {
+                let Some(found) = self.below(&h, false) else {
+                    continue;
+                };
+                self.ignored.push(Skipped {
+                    path: h,
+                    reason: format!(
+                        "a hidden folder (its name starts with '.'), not built; {} audio file(s) in it",
+                        found.all_audio
+                    ),
+                    audio: found.all_audio,
+                });
+            } else {
+                let audio = is_audio(&h) && self.left_out(meta.ok().map(|m| (m.dev(), m.ino())));
+                self.ignored.push(Skipped {
+                    path: h,
+                    reason: "hidden (its name starts with '.'): not built".into(),
+                    audio: usize::from(audio),
+                });
+            }
+        }
+    }
+}
+
+/// The entry for a folder below a class folder that holds no visible audio.
+fn folder_below_class(path: PathBuf, hidden_audio: usize) -> Skipped {
+    let reason = if hidden_audio == 0 {
+        "a folder below a class folder, without audio: not built".to_string()
+    } else {
+        format!(
+            "a folder below a class folder, not built; {hidden_audio} hidden audio file(s) in it"
+        )
+    };
+    Skipped {
+        path,
+        reason,
+        audio: hidden_audio,
+    }
+}
+
+/// Entries for files that are not audio.
+fn not_audio(files: Vec<PathBuf>) -> impl Iterator<Item = Skipped> {
+    files
+        .into_iter()
+        .map(|path| Skipped::other(path, "not an audio file (by its extension)"))
 }
 
 /// The layouts a tree can fit.
@@ -215,26 +492,30 @@ pub fn scan(root: &Path) -> Result<Dataset> {
     if !root.is_dir() {
         return Err(dataset_err("is not a folder".into()));
     }
-    let (first, root_files) = list(root).map_err(|e| Error::io(root, e))?;
-    let mut offending: Vec<String> = root_files
+    let mut walk = Walk::default();
+    walk.mark(root);
+    let mut hidden = Vec::new();
+    let top = walk
+        .list(root, &mut hidden)
+        .map_err(|e| Error::io(root, e))?;
+    walk.hidden.extend(hidden);
+    let mut offending: Vec<String> = top
+        .audio
         .iter()
-        .filter(|f| is_audio(f))
-        .map(|f| format!("{} (audio directly in the root)", f.display()))
+        .map(|f| format!("{} (audio directly in the root)", f.path.display()))
         .collect();
-    let mut ignored: Vec<Skipped> = root_files
-        .into_iter()
-        .filter(|f| !is_audio(f))
-        .map(|path| Skipped {
-            path,
-            reason: "not an audio file (by its extension)".into(),
-        })
-        .collect();
-    let level1: Vec<Level1> = first.iter().map(|d| read_level1(d)).collect();
+    walk.ignored.extend(not_audio(top.other));
+    // Both levels are marked before anything deeper is walked, so a link below a class
+    // folder back up to a split or class folder is never followed.
+    for d in &top.dirs {
+        walk.mark(d);
+    }
+    let level1: Vec<Level1> = top.dirs.iter().map(|d| walk.level1(d)).collect();
     // The layout the tree's audio says, from every folder.
     let holds_audio_directly = level1.iter().filter(|l| !l.audio.is_empty()).count();
     let holds_class_folders = level1
         .iter()
-        .filter(|l| l.subs.iter().any(|(_, a, _)| !a.is_empty()))
+        .filter(|l| l.subs.iter().any(|s| !s.audio.is_empty()))
         .count();
     let layout = if holds_class_folders == 0 && holds_audio_directly > 0 {
         Layout::Classes
@@ -247,25 +528,38 @@ pub fn scan(root: &Path) -> Result<Dataset> {
                 offending.extend(l.audio.iter().map(|f| {
                     format!(
                         "{} (an audio file directly in a split folder, beside its class folders)",
-                        f.display()
+                        f.path.display()
                     )
                 }));
-                for (_, _, deeper) in &l.subs {
-                    offending.extend(
-                        deeper
-                            .iter()
-                            .map(|f| format!("{} (audio below a class folder)", f.display())),
-                    );
+                for s in &l.subs {
+                    for d in &s.dirs {
+                        walk.below_class(d, &mut offending);
+                    }
                 }
             }
             Layout::Classes => {
-                for (_, audio, deeper) in &l.subs {
+                for s in &l.subs {
+                    let before = offending.len();
                     offending.extend(
-                        audio
+                        s.audio
                             .iter()
-                            .chain(deeper)
-                            .map(|f| format!("{} (audio below a class folder)", f.display())),
+                            .map(|f| format!("{} (audio below a class folder)", f.path.display())),
                     );
+                    let mut hidden_audio = 0;
+                    for d in &s.dirs {
+                        if let Some(found) = walk.below(d, true) {
+                            hidden_audio += found.all_audio;
+                            offending.extend(
+                                found.audio.iter().map(|f| {
+                                    format!("{} (audio below a class folder)", f.display())
+                                }),
+                            );
+                        }
+                    }
+                    if offending.len() == before {
+                        walk.ignored
+                            .push(folder_below_class(s.dir.clone(), hidden_audio));
+                    }
                 }
             }
         }
@@ -279,8 +573,8 @@ pub fn scan(root: &Path) -> Result<Dataset> {
             if n > NAMED { "; ..." } else { "" }
         )));
     }
-    // (split name, unreadable folders, [(class name, class folder, audio files)])
-    type Classes = Vec<(String, Vec<PathBuf>)>;
+    // (split name, unreadable folders, [(class name, audio files)])
+    type Classes = Vec<(String, Vec<Audio>)>;
     let mut layout_splits: Vec<(String, Vec<Skipped>, Classes)> = Vec::new();
     match layout {
         Layout::Classes => {
@@ -288,17 +582,11 @@ pub fn scan(root: &Path) -> Result<Dataset> {
             let mut unreadable = Vec::new();
             for l in level1 {
                 unreadable.extend(l.unreadable);
-                ignored.extend(l.other.into_iter().map(|path| Skipped {
-                    path,
-                    reason: "not an audio file (by its extension)".into(),
-                }));
-                for (sub, _, _) in l.subs {
-                    ignored.push(Skipped {
-                        path: sub,
-                        reason: "a folder without audio files".into(),
-                    });
-                }
-                if !l.audio.is_empty() {
+                walk.ignored.extend(not_audio(l.other));
+                if l.audio.is_empty() {
+                    walk.ignored
+                        .push(Skipped::other(l.dir, "a folder without audio files"));
+                } else {
                     classes.push((utf8_name(&l.dir, root)?, l.audio));
                 }
             }
@@ -306,26 +594,19 @@ pub fn scan(root: &Path) -> Result<Dataset> {
         }
         Layout::Splits => {
             for l in level1 {
-                ignored.extend(l.other.into_iter().map(|path| Skipped {
-                    path,
-                    reason: "not an audio file (by its extension)".into(),
-                }));
+                walk.ignored.extend(not_audio(l.other));
                 let mut classes = Vec::new();
-                for (sub, audio, _) in l.subs {
-                    if audio.is_empty() {
-                        ignored.push(Skipped {
-                            path: sub,
-                            reason: "a folder without audio files".into(),
-                        });
+                for s in l.subs {
+                    if s.audio.is_empty() {
+                        walk.ignored
+                            .push(Skipped::other(s.dir, "a folder without audio files"));
                     } else {
-                        classes.push((utf8_name(&sub, root)?, audio));
+                        classes.push((utf8_name(&s.dir, root)?, s.audio));
                     }
                 }
                 if classes.is_empty() && l.unreadable.is_empty() {
-                    ignored.push(Skipped {
-                        path: l.dir,
-                        reason: "a folder without audio files".into(),
-                    });
+                    walk.ignored
+                        .push(Skipped::other(l.dir, "a folder without audio files"));
                     continue;
                 }
                 layout_splits.push((utf8_name(&l.dir, root)?, l.unreadable, classes));
@@ -338,6 +619,8 @@ pub fn scan(root: &Path) -> Result<Dataset> {
         .collect();
     label_names.sort();
     label_names.dedup();
+    // One file is one clip: a second path to a file (a link, a linked folder) is refused.
+    let mut first_path: HashMap<Identity, PathBuf> = HashMap::new();
     let mut splits = Vec::new();
     for (name, unreadable, classes) in layout_splits {
         let mut files = Vec::new();
@@ -345,7 +628,21 @@ pub fn scan(root: &Path) -> Result<Dataset> {
             let label = label_names
                 .binary_search(&class)
                 .expect("class is in the label map") as i64;
-            for path in audio {
+            for Audio { path, id } in audio {
+                if let Some(id) = id {
+                    match first_path.entry(id) {
+                        Entry::Occupied(first) => {
+                            return Err(dataset_err(format!(
+                                "{} and {} are one file (a link or a second name for it): one file is one clip; remove one of them",
+                                first.get().display(),
+                                path.display()
+                            )));
+                        }
+                        Entry::Vacant(v) => {
+                            v.insert(path.clone());
+                        }
+                    }
+                }
                 let rel = path
                     .strip_prefix(root)
                     .expect("scanned paths are under the root")
@@ -371,6 +668,10 @@ pub fn scan(root: &Path) -> Result<Dataset> {
             AUDIO_EXTENSIONS.join(", ")
         )));
     }
+    walk.built = first_path.into_keys().collect();
+    walk.list_hidden();
+    let mut ignored = walk.ignored;
+    ignored.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(Dataset {
         root: root.to_path_buf(),
         label_names,
@@ -424,7 +725,7 @@ mod tests {
             .iter()
             .map(|s| s.path.strip_prefix(t.path()).unwrap().display().to_string())
             .collect();
-        assert_eq!(ignored, ["testing/leak/notes.txt", "testing/leak"]);
+        assert_eq!(ignored, ["testing/leak", "testing/leak/notes.txt"]);
     }
 
     #[test]
@@ -524,6 +825,177 @@ mod tests {
             assert_eq!(d.splits[0].files.len(), 1);
             assert_eq!(d.splits[0].unreadable.len(), 1);
             assert!(d.splits[0].unreadable[0].reason.contains("cannot list"));
+        }
+    }
+
+    /// The ignored entries as (path relative to the root, audio count, reason).
+    fn ignored(d: &Dataset, root: &Path) -> Vec<(String, usize, String)> {
+        d.ignored
+            .iter()
+            .map(|s| {
+                let rel = s.path.strip_prefix(root).unwrap_or(&s.path);
+                (rel.display().to_string(), s.audio, s.reason.clone())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn hidden_entries_are_listed_with_the_audio_they_hold() {
+        let t = tempfile::tempdir().unwrap();
+        touch(t.path(), "training/leak/a.wav");
+        touch(t.path(), "training/leak/.take2.wav");
+        touch(t.path(), "training/leak/.DS_Store");
+        touch(t.path(), "training/.quiet/b.wav");
+        touch(t.path(), "training/.quiet/c.flac");
+        touch(t.path(), ".validation/leak/d.wav");
+        touch(t.path(), ".validation/leak/e.wav");
+        touch(t.path(), ".validation/quiet/.f.wav");
+        touch(t.path(), "training/leak/notes/readme.txt");
+        let d = scan(t.path()).unwrap();
+        assert_eq!(d.splits.len(), 1);
+        assert_eq!(d.splits[0].files.len(), 1);
+        let got = ignored(&d, t.path());
+        let find = |p: &str| {
+            got.iter()
+                .find(|(rel, _, _)| rel == p)
+                .unwrap_or_else(|| panic!("{p} is not listed: {got:?}"))
+                .clone()
+        };
+        assert_eq!(find(".validation").1, 3);
+        assert_eq!(find("training/.quiet").1, 2);
+        assert_eq!(find("training/leak/.take2.wav").1, 1);
+        assert_eq!(find("training/leak/.DS_Store").1, 0);
+        let (_, n, why) = find("training/leak/notes");
+        assert!(n == 0 && why.contains("below a class folder"), "{why}");
+        assert!(find(".validation").2.contains("hidden"), "{got:?}");
+        assert!(find("training/leak/.take2.wav").2.contains("hidden"));
+        assert_eq!(d.audio_left_out(), 6);
+    }
+
+    /// Runs `scan` on another thread: an error (not a hang) after `secs`.
+    fn scan_within(root: &Path, secs: u64) -> Result<Dataset> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let root = root.to_path_buf();
+        std::thread::spawn(move || {
+            let _ = tx.send(scan(&root));
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(secs))
+            .unwrap_or_else(|_| panic!("the scan did not finish within {secs} s"))
+    }
+
+    #[test]
+    fn links_back_up_the_tree_are_not_followed_and_are_listed() {
+        use std::os::unix::fs::symlink;
+        let t = tempfile::tempdir().unwrap();
+        touch(t.path(), "training/leak/a.wav");
+        touch(t.path(), "training/quiet/b.wav");
+        let leak = t.path().join("training/leak");
+        // Two self-links fan out 2^depth paths when followed blindly.
+        symlink(".", leak.join("a")).unwrap();
+        symlink(".", leak.join("b")).unwrap();
+        symlink("../..", leak.join("up")).unwrap();
+        // A diamond of links below a class folder: no loop, still 2^n paths.
+        let mut prev = leak.join("chain");
+        std::fs::create_dir(&prev).unwrap();
+        for i in 0..30 {
+            let next = t.path().join(format!("outside/d{i}"));
+            std::fs::create_dir_all(&next).unwrap();
+            symlink(&next, prev.join("x")).unwrap();
+            symlink(&next, prev.join("y")).unwrap();
+            prev = next;
+        }
+        let d = scan_within(t.path(), 20).unwrap();
+        assert_eq!(d.splits[0].files.len(), 2);
+        let got = ignored(&d, t.path());
+        for link in ["training/leak/a", "training/leak/b", "training/leak/up"] {
+            assert!(
+                got.iter()
+                    .any(|(p, n, why)| p == link && *n == 0 && why.contains("again")),
+                "{link}: {got:?}"
+            );
+        }
+        assert!(
+            got.iter()
+                .any(|(p, _, why)| p == "training/leak/chain"
+                    && why.contains("below a class folder"))
+        );
+    }
+
+    #[test]
+    fn two_paths_to_one_file_are_refused_naming_both() {
+        use std::os::unix::fs::symlink;
+        // A symbolic link, a hard link, and a linked class folder, each across splits.
+        for how in ["symlink", "hardlink", "folder"] {
+            let t = tempfile::tempdir().unwrap();
+            touch(t.path(), "training/leak/a.wav");
+            touch(t.path(), "training/quiet/q.wav");
+            std::fs::create_dir_all(t.path().join("testing/quiet")).unwrap();
+            touch(t.path(), "testing/quiet/z.wav");
+            let a = t.path().join("training/leak/a.wav");
+            match how {
+                "symlink" => {
+                    std::fs::create_dir_all(t.path().join("testing/leak")).unwrap();
+                    symlink(&a, t.path().join("testing/leak/b.wav")).unwrap();
+                }
+                "hardlink" => {
+                    std::fs::create_dir_all(t.path().join("testing/leak")).unwrap();
+                    std::fs::hard_link(&a, t.path().join("testing/leak/b.wav")).unwrap();
+                }
+                _ => symlink("../training/leak", t.path().join("testing/leak")).unwrap(),
+            }
+            let e = scan(t.path()).unwrap_err().to_string();
+            assert!(
+                e.contains("one file is one clip")
+                    && e.contains("training/leak/a.wav")
+                    && e.contains("testing/leak/"),
+                "{how}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_linked_class_folder_elsewhere_is_followed() {
+        let t = tempfile::tempdir().unwrap();
+        touch(t.path(), "store/leak/a.wav");
+        touch(t.path(), "data/training/quiet/b.wav");
+        std::os::unix::fs::symlink(
+            t.path().join("store/leak"),
+            t.path().join("data/training/leak"),
+        )
+        .unwrap();
+        let d = scan(&t.path().join("data")).unwrap();
+        let rels: Vec<_> = d.splits[0].files.iter().map(|f| f.rel.as_str()).collect();
+        assert_eq!(rels, ["training/leak/a.wav", "training/quiet/b.wav"]);
+    }
+
+    #[test]
+    fn names_that_are_hidden_escapes_or_too_long_are_refused() {
+        for (name, why) in [
+            (".x.h5.partial-99999999-a", "starts with '.'"),
+            (".validation", "starts with '.'"),
+            ("a\u{1b}[31mred", "control character"),
+            ("evil\u{202e}vaw.exe", "control character"),
+            ("../../evil", "\"..\""),
+            ("a/b", "path separator"),
+            ("", "empty"),
+        ] {
+            let e = check_name(name).unwrap_err();
+            assert!(e.contains(why), "{name:?}: {e}");
+            assert!(
+                !e.contains(['\u{1b}', '\u{202e}']),
+                "the error escapes the name: {e:?}"
+            );
+        }
+        let long = "x".repeat(MAX_NAME_BYTES + 1);
+        assert!(check_name(&long).unwrap_err().contains("the limit is"));
+        for ok in [
+            "training",
+            "leak-1",
+            "été",
+            "a.b",
+            "x".repeat(MAX_NAME_BYTES).as_str(),
+        ] {
+            check_name(ok).unwrap();
         }
     }
 }

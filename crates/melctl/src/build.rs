@@ -95,10 +95,18 @@ impl SplitReport {
 }
 
 impl BuildReport {
-    /// Files and folders left out of every output, built or kept.
+    /// Files and folders left out of every output, built or kept, and audio files the
+    /// dataset holds in no split (hidden ones: `ignored` entries with audio in them).
     pub fn left_out(&self) -> usize {
         let kept: usize = self.kept.iter().map(KeptSplit::left_out).sum();
-        kept + self.splits.iter().map(SplitReport::left_out).sum::<usize>()
+        let ignored: usize = self.ignored.iter().map(|i| i.audio).sum();
+        kept + ignored + self.splits.iter().map(SplitReport::left_out).sum::<usize>()
+    }
+
+    /// `PATH: REASON` of each ignored entry that is or holds audio.
+    pub fn ignored_audio_lines(&self) -> impl Iterator<Item = String> + '_ {
+        let audio = self.ignored.iter().filter(|i| i.audio > 0);
+        audio.map(|i| format!("{}: {}", i.path.display(), i.reason))
     }
 }
 
@@ -121,7 +129,7 @@ pub struct BuildReport {
     pub splits: Vec<SplitReport>,
     /// Splits an interrupted `--resume` run had already published, kept as they were.
     pub kept: Vec<KeptSplit>,
-    /// Entries of the dataset that are not audio, left out.
+    /// Entries of the dataset that are not built, with why (`Skipped::audio` counts audio).
     pub ignored: Vec<Skipped>,
     /// Whether the outputs were published (false when the build failed or was interrupted).
     pub published: bool,

@@ -79,13 +79,16 @@ pub fn text(
         }
         writeln!(s, "{row}")?;
     }
+    for i in dataset.ignored.iter().filter(|i| i.audio > 0) {
+        skips.push(format!("{}: {}", i.path.display(), i.reason));
+    }
     for skip in &skips {
         writeln!(s, "would skip {skip}")?;
     }
     if !dataset.ignored.is_empty() {
         writeln!(
             s,
-            "ignored  {} entries that are not audio: {}",
+            "ignored  {} entries not built: {}",
             dataset.ignored.len(),
             dataset
                 .ignored

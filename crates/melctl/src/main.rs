@@ -298,6 +298,7 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     if quiet {
         // Quiet prints nothing on success, but nothing is dropped without being named.
         let kept = report.kept.iter().flat_map(|k| k.left_out_lines());
+        let kept = kept.chain(report.ignored_audio_lines());
         for line in kept.chain(report.splits.iter().flat_map(|x| x.left_out_lines())) {
             eprintln!("skipped {line}");
         }

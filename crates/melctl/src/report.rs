@@ -114,6 +114,9 @@ pub fn text(r: &BuildReport, verbose: bool) -> String {
             s += &format!("  skipped {line}\n");
         }
     }
+    for line in r.ignored_audio_lines() {
+        s += &format!("skipped  {line}\n");
+    }
     let skipped = r.left_out();
     if !r.ignored.is_empty() {
         const SHOWN: usize = 5;
@@ -124,7 +127,7 @@ pub fn text(r: &BuildReport, verbose: bool) -> String {
             .map(|i| i.path.display().to_string())
             .collect();
         s += &format!(
-            "ignored  {} entries that are not audio: {}{}\n",
+            "ignored  {} entries not built: {}{}\n",
             r.ignored.len(),
             names.join(", "),
             if r.ignored.len() > SHOWN {

@@ -6,6 +6,9 @@ use mel_core::{Config, Dtype, Preset};
 
 use crate::cli::{BackendArg, ConfigFlags, DtypeArg, LoaderArg, PresetArg, SinkArg};
 
+/// Configuration files larger than this are refused (every key fits in a few KiB).
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 /// The configuration the flags describe (not yet validated: see `MelPlan::new`).
 pub fn resolve(flags: &ConfigFlags) -> Result<Config> {
     let preset = match flags.preset {
@@ -14,8 +17,9 @@ pub fn resolve(flags: &ConfigFlags) -> Result<Config> {
     };
     let mut config = preset.config();
     if let Some(path) = &flags.config {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
+        // Bounded by the bytes read and never blocking: a FIFO or /dev/zero is refused.
+        let text = mel_core::input::read_bounded_text(path, MAX_CONFIG_BYTES)
+            .with_context(|| format!("cannot read the configuration {}", path.display()))?;
         config = Config::merge_toml(&config, &text, Some(&path.display().to_string()))?;
     }
     if let Some(d) = flags.dtype {
