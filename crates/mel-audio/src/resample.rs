@@ -31,7 +31,8 @@ pub const MAX_FILE_SAMPLES: usize = 1 << 25;
 /// ratio of two rates up to [`MAX_RATE`]; a ratio that needs more takes two steps.
 const MAX_BLOCK: usize = 1 << 20;
 
-/// Why a resampling could not be done (rates out of range, or an output over the limit).
+/// Why a resampling could not be done (rates out of range, an output over the limit, a
+/// non-finite input sample, or a signal too loud for f32 once filtered).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("resampling {from} Hz to {to} Hz: {message}")]
 pub struct ResampleError {
@@ -111,6 +112,10 @@ pub fn resample(
     if from == to || input.is_empty() {
         return Ok(input.to_vec());
     }
+    // One NaN would spread over a whole FFT block and its neighbours: name it instead.
+    if let Some(i) = input.iter().position(|v| !v.is_finite()) {
+        return Err(refuse(format!("non-finite sample at {i}")));
+    }
     let spec = filter_spec(quality);
     let mut signal = std::borrow::Cow::Borrowed(input);
     for (a, b) in steps(from, to, &spec) {
@@ -125,6 +130,12 @@ pub fn resample(
     let mut out = signal.into_owned();
     // Two steps may round up twice; the contract's length is the direct one.
     out.truncate(out_len as usize);
+    if out.iter().any(|v| !v.is_finite()) {
+        let peak = input.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        return Err(refuse(format!(
+            "the filtered signal goes beyond f32 (input peak {peak:e})"
+        )));
+    }
     Ok(out)
 }
 
@@ -400,6 +411,31 @@ mod tests {
         let e = resample(&x, 1, MAX_RATE, q).unwrap_err();
         assert!(e.message.contains("over the limit"), "{e}");
         assert_eq!(resample(&x, 4096, 8192, q).unwrap().len(), 2000);
+    }
+
+    #[test]
+    fn non_finite_samples_and_overflow_are_refused_not_spread() {
+        let q = ResampleQuality::Balanced;
+        let mut x = tone(440.0, 48_000, 48_000);
+        x[1_000] = f32::NAN;
+        let e = match resample(&x, 48_000, 4_096, q) {
+            Err(e) => e,
+            Ok(y) => panic!(
+                "one NaN in, {} of {} samples out are NaN, and no error",
+                y.iter().filter(|v| v.is_nan()).count(),
+                y.len()
+            ),
+        };
+        assert!(e.message.contains("non-finite sample at 1000"), "{e}");
+        x[1_000] = f32::INFINITY;
+        assert!(resample(&x, 48_000, 4_096, q).is_err());
+        // Finite but so loud that the filter's sums leave f32.
+        let loud: Vec<f32> = tone(440.0, 48_000, 48_000)
+            .iter()
+            .map(|v| v * 3e38)
+            .collect();
+        let e = resample(&loud, 48_000, 4_096, q).unwrap_err();
+        assert!(e.message.contains("beyond f32"), "{e}");
     }
 
     #[test]
