@@ -199,7 +199,9 @@ fn decode_inner(
             let needed =
                 (clip as u128 * r as u128).div_ceil(audio.sample_rate.max(1) as u128) as usize;
             limit = match audio.trim {
-                TrimPolicy::Start => needed.saturating_add(RESAMPLE_MARGIN),
+                TrimPolicy::Start => needed.saturating_add(RESAMPLE_MARGIN.max(
+                    crate::resample::reach(r, audio.sample_rate, audio.resample_quality),
+                )),
                 TrimPolicy::Center => needed.saturating_mul(MAX_CLIPS_LONG).max(1 << 20),
             }
             .min(MAX_FILE_SAMPLES);
