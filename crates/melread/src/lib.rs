@@ -55,6 +55,7 @@
 
 mod convert;
 pub mod eval;
+mod h5file;
 mod loader;
 mod npy;
 mod order;
@@ -70,8 +71,8 @@ pub use mel_core::stats::MelStats;
 pub use mel_core::{Dtype, Error, Result};
 pub use order::{Shuffle, Unit};
 pub use split::{
-    Access, DEFAULT_CHUNK_CACHE, Format, MAX_CHUNK_BYTES, OpenOptions, Provenance, ReadMode,
-    Reader, Split,
+    Access, DEFAULT_CHUNK_CACHE, Format, MAX_CHUNK_BYTES, MAX_META_BYTES, MAX_VALUES_PER_CLIP,
+    OpenOptions, Provenance, ReadMode, Reader, Split,
 };
 #[cfg(feature = "candle")]
 pub use tensor::TensorFloat;
