@@ -210,7 +210,9 @@ impl CacheLoader {
         files: &[FileEntry],
         clip_samples: usize,
     ) -> std::result::Result<Self, Option<String>> {
-        let file = match File::open(&key.path) {
+        // A regular file only, opened without blocking: a FIFO (or device) at the cache's
+        // path is reported and replaced by the rebuild, never waited on or mapped.
+        let file = match mel_core::input::open_regular(&key.path, false) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(None),
             Err(e) => return Err(Some(format!("cannot open: {e}"))),
@@ -340,8 +342,11 @@ fn build(
     let io = |e: std::io::Error| Error::io(&temp, e);
     let clip_samples = audio.clip_samples();
     let clip_bytes = clip_samples * 4;
-    file.set_len((HEADER + files.len() * clip_bytes) as u64)
-        .map_err(io)?;
+    let size = (HEADER + files.len() * clip_bytes) as u64;
+    file.set_len(size).map_err(io)?;
+    // Every block the map will write is allocated now: a full disk is an error here,
+    // naming the disk, rather than a SIGBUS at the first page that finds no space.
+    reserve(&file, size).map_err(|e| full_disk(&temp, size, e))?;
     // SAFETY: the temporary file is ours alone until it is renamed.
     let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(io)?;
     let arena: &mut [f32] = bytemuck::cast_slice_mut(&mut map[HEADER..]);
@@ -399,6 +404,45 @@ fn build(
     drop(file);
     staged.commit(true)?;
     Ok(())
+}
+
+/// Allocates the first `bytes` of `file` on disk (`posix_fallocate`). Where the
+/// filesystem cannot (`EOPNOTSUPP`), zeros are written instead: either way, every block a
+/// later write through a map touches exists, or this fails (`ENOSPC`).
+fn reserve(file: &File, bytes: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileExt;
+    // SAFETY: a valid open descriptor; the call only allocates blocks for it.
+    let r = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, bytes as libc::off_t) };
+    match r {
+        0 => Ok(()),
+        libc::EOPNOTSUPP | libc::EINVAL => {
+            let zeros = vec![0u8; 1 << 20];
+            let mut at = 0;
+            while at < bytes {
+                let n = (bytes - at).min(zeros.len() as u64) as usize;
+                file.write_all_at(&zeros[..n], at)?;
+                at += n as u64;
+            }
+            Ok(())
+        }
+        e => Err(std::io::Error::from_raw_os_error(e)),
+    }
+}
+
+/// The error for a cache that cannot be given `bytes` of disk at `temp`: a full disk is
+/// called a full disk, with the folder and the size.
+fn full_disk(temp: &Path, bytes: u64, e: std::io::Error) -> Error {
+    let dir = temp.parent().unwrap_or(Path::new("."));
+    let why = if e.raw_os_error() == Some(libc::ENOSPC) || e.raw_os_error() == Some(libc::EDQUOT) {
+        format!(
+            "the disk holding the cache folder {} is full: the decoded-audio cache needs {bytes} bytes ({e}); free space there, or choose another cache folder",
+            dir.display()
+        )
+    } else {
+        format!("reserving {bytes} bytes of disk for the decoded-audio cache: {e}")
+    };
+    Error::output(temp, why)
 }
 
 impl Loader for CacheLoader {

@@ -54,25 +54,56 @@ pub struct Values {
     pub non_finite: usize,
 }
 
-fn values(v: &[f32], clips: usize) -> Option<Values> {
-    if v.is_empty() {
-        return None;
+/// Value statistics accumulated clip by clip (Chan's merge of per-clip moments), so
+/// sampling never holds more than one clip.
+#[derive(Default)]
+struct Sampled {
+    clips: usize,
+    count: u64,
+    min: f32,
+    max: f32,
+    mean: f64,
+    m2: f64,
+    non_finite: usize,
+}
+
+impl Sampled {
+    fn add(&mut self, v: &[f32]) {
+        if v.is_empty() {
+            return;
+        }
+        let (min, max) = v
+            .iter()
+            .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &x| {
+                (a.min(x), b.max(x))
+            });
+        let n = v.len() as f64;
+        let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n;
+        let m2 = v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>();
+        if self.count == 0 {
+            (self.min, self.max) = (min, max);
+        } else {
+            (self.min, self.max) = (self.min.min(min), self.max.max(max));
+        }
+        let total = self.count as f64 + n;
+        let delta = mean - self.mean;
+        self.m2 += m2 + delta * delta * self.count as f64 * n / total;
+        self.mean += delta * n / total;
+        self.count += v.len() as u64;
+        self.clips += 1;
+        self.non_finite += v.iter().filter(|x| !x.is_finite()).count();
     }
-    let (min, max) = v
-        .iter()
-        .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &x| {
-            (a.min(x), b.max(x))
-        });
-    let mean = v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64;
-    let var = v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / v.len() as f64;
-    Some(Values {
-        clips,
-        min,
-        max,
-        mean,
-        std: var.sqrt(),
-        non_finite: v.iter().filter(|x| !x.is_finite()).count(),
-    })
+
+    fn finish(self) -> Option<Values> {
+        (self.count > 0).then(|| Values {
+            clips: self.clips,
+            min: self.min,
+            max: self.max,
+            mean: self.mean,
+            std: (self.m2 / self.count as f64).sqrt(),
+            non_finite: self.non_finite,
+        })
+    }
 }
 
 fn class_counts(names: &[String], labels: &[i64]) -> Vec<(String, usize)> {
@@ -94,10 +125,13 @@ pub fn summarize(path: &Path, sample: usize) -> Result<Summary> {
             one_line(&e.to_string())
         )
     })?;
-    let n = split.clips().min(sample);
-    let mut sampled = Vec::with_capacity(n * split.values_per_clip());
-    for i in 0..n {
-        sampled.extend(split.clip(i)?.iter().copied());
+    // One clip in memory at a time (melread bounds a clip's size).
+    let mut sampled = Sampled::default();
+    let mut reader = split.reader();
+    let mut clip = vec![0.0f32; split.values_per_clip()];
+    for i in 0..split.clips().min(sample) {
+        reader.read_clip(i, &mut clip, None)?;
+        sampled.add(&clip);
     }
     let chunks = match split.access() {
         melread::Access::Chunks {
@@ -122,7 +156,7 @@ pub fn summarize(path: &Path, sample: usize) -> Result<Summary> {
         dims: split.dims().join(","),
         chunks,
         classes: class_counts(split.label_names(), split.labels()),
-        values: values(&sampled, n),
+        values: sampled.finish(),
         mel_mean: stats.map(|s| s.mean.clone()),
         mel_std: stats.map(|s| s.std.clone()),
         version: split.melctl_version().unwrap_or_default().to_string(),

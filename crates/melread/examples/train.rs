@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use candle_core::{D, DType, Device, Module, Tensor};
 use candle_nn::{Conv2d, Conv2dConfig, Linear, Optimizer, VarBuilder, VarMap};
 use clap::Parser;
@@ -52,6 +52,35 @@ pub struct Args {
     /// Segments per evaluation batch (the segments of many files at once).
     #[arg(long, default_value_t = 8192)]
     pub eval_batch: usize,
+}
+
+/// The largest batch either flag takes (the loader also bounds a batch's bytes).
+const MAX_BATCH: usize = 1 << 20;
+
+impl Args {
+    /// Refuses a value no training can use, naming the flag: a learning rate that is not
+    /// a finite number in (0, 1] (`--lr nan` would train at chance), zero or absurd
+    /// counts.
+    pub fn check(&self) -> Result<()> {
+        if !(self.lr.is_finite() && self.lr > 0.0 && self.lr <= 1.0) {
+            bail!(
+                "--lr {}: the learning rate must be a finite number above 0 and at most 1",
+                self.lr
+            );
+        }
+        for (flag, value, max) in [
+            ("--epochs", self.epochs, 1_000_000),
+            ("--batch", self.batch, MAX_BATCH),
+            ("--eval-batch", self.eval_batch, MAX_BATCH),
+            ("--steps", self.steps.unwrap_or(1), usize::MAX),
+            ("--workers", self.workers.unwrap_or(1), 1024),
+        ] {
+            if value == 0 || value > max {
+                bail!("{flag} {value}: must be within 1..={max}");
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What a run measured.
@@ -113,6 +142,7 @@ impl Module for Net {
 fn evaluate(
     net: &Net,
     split: &Arc<Split>,
+    trained_on: &Split,
     stats: &MelStats,
     batch: usize,
     workers: usize,
@@ -130,7 +160,7 @@ fn evaluate(
             ..LoaderOptions::default()
         },
     )?;
-    let mut files = FileEvaluator::for_split(split)?;
+    let mut files = FileEvaluator::for_split(split, trained_on)?;
     let (mut right, mut total) = (0usize, 0usize);
     for b in loader.epoch(0) {
         let b = b?;
@@ -181,8 +211,11 @@ fn seed_weights(varmap: &VarMap, seed: u64) -> Result<()> {
     Ok(())
 }
 
-/// Trains and evaluates as the options say, writing progress to `log`.
+/// Trains and evaluates as the options say, writing progress to `log`. Refuses bad
+/// options ([`Args::check`]), splits that do not share training's label map and mel
+/// configuration, and a loss that stops being a number (training diverged).
 pub fn run(args: &Args, log: &mut dyn Write) -> Result<Report> {
+    args.check()?;
     let workers = args
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
@@ -194,6 +227,10 @@ pub fn run(args: &Args, log: &mut dyn Write) -> Result<Report> {
     let training = open("training")?;
     let validation = open("validation")?;
     let testing = open("testing")?;
+    // Before any training: the model's class k must be class k of every split.
+    for other in [&validation, &testing] {
+        training.check_compatible(other)?;
+    }
     let t = Instant::now();
     let stats = training.stats(workers)?;
     let source = if training.stored_stats().is_some() {
@@ -244,12 +281,28 @@ pub fn run(args: &Args, log: &mut dyn Write) -> Result<Report> {
             let (x, y) = b?.into_tensors(&device, TensorFloat::F32)?;
             let loss = candle_nn::loss::cross_entropy(&net.forward(&x)?, &y)?;
             opt.backward_step(&loss)?;
-            losses.push(loss.to_scalar::<f32>()?);
+            let value = loss.to_scalar::<f32>()?;
+            if !value.is_finite() {
+                bail!(
+                    "the training loss is {value} at step {} of epoch {}: training diverged (try a lower --lr than {})",
+                    losses.len() - first + 1,
+                    epoch + 1,
+                    args.lr
+                );
+            }
+            losses.push(value);
         }
         let trained = losses.len() - first;
         let mean_loss = losses[first..].iter().sum::<f32>() / trained.max(1) as f32;
-        let (seg_acc, files) =
-            evaluate(&net, &validation, &stats, args.eval_batch, workers, &device)?;
+        let (seg_acc, files) = evaluate(
+            &net,
+            &validation,
+            &training,
+            &stats,
+            args.eval_batch,
+            workers,
+            &device,
+        )?;
         let report = files.report(&Decision::MeanProbability);
         writeln!(
             log,
@@ -262,7 +315,15 @@ pub fn run(args: &Args, log: &mut dyn Write) -> Result<Report> {
         validation_reports.push((seg_acc, report));
     }
 
-    let (seg_acc, files) = evaluate(&net, &testing, &stats, args.eval_batch, workers, &device)?;
+    let (seg_acc, files) = evaluate(
+        &net,
+        &testing,
+        &training,
+        &stats,
+        args.eval_batch,
+        workers,
+        &device,
+    )?;
     let report = files.report(&Decision::MeanProbability);
     if let Some(leak) = testing.label_names().iter().position(|n| n == "leak") {
         let binary = files.report(&Decision::MeanThreshold {

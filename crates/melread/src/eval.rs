@@ -128,8 +128,13 @@ impl FileEvaluator {
         })
     }
 
-    /// An evaluator for the clips of `split` (their labels, its label names).
-    pub fn for_split(split: &crate::Split) -> Result<Self> {
+    /// An evaluator for the clips of `split` (their labels, its label names), scored by
+    /// a model trained on `trained_on`: refused unless the two splits share one label map
+    /// and one mel configuration ([`Split::check_compatible`](crate::Split::check_compatible)),
+    /// since class `k` of the model must be class `k` of `split`. Pass the same split
+    /// twice to evaluate on the training split itself.
+    pub fn for_split(split: &crate::Split, trained_on: &crate::Split) -> Result<Self> {
+        trained_on.check_compatible(split)?;
         Self::new(
             split.labels().iter().map(|&l| l as usize).collect(),
             split.label_names().len(),

@@ -53,8 +53,10 @@
 //! every size it allocates from a file is checked against the file's length first.
 #![warn(missing_docs)]
 
+mod compat;
 mod convert;
 pub mod eval;
+mod h5file;
 mod loader;
 mod npy;
 mod order;
@@ -70,8 +72,8 @@ pub use mel_core::stats::MelStats;
 pub use mel_core::{Dtype, Error, Result};
 pub use order::{Shuffle, Unit};
 pub use split::{
-    Access, DEFAULT_CHUNK_CACHE, Format, MAX_CHUNK_BYTES, OpenOptions, Provenance, ReadMode,
-    Reader, Split,
+    Access, DEFAULT_CHUNK_CACHE, Format, MAX_CHUNK_BYTES, MAX_META_BYTES, MAX_VALUES_PER_CLIP,
+    OpenOptions, Provenance, ReadMode, Reader, Split,
 };
 #[cfg(feature = "candle")]
 pub use tensor::TensorFloat;

@@ -55,11 +55,12 @@ fn bad(path: &Path, reason: impl Into<String>) -> Error {
     }
 }
 
-/// Reads and checks the header of the `.npy` file at `path`: a known element type,
-/// C order, a shape whose byte size does not overflow, and a file at least as long as
-/// header plus data.
-pub(crate) fn read_header(path: &Path) -> Result<NpyHeader> {
-    let mut file = File::open(path).map_err(|e| Error::read(path, e))?;
+/// Opens the `.npy` file at `path` (a regular file, opened without blocking) and reads
+/// and checks its header: a known element type, C order, a shape whose byte size does
+/// not overflow, and a file at least as long as header plus data. Returns the header and
+/// the open file, from which the data is then read.
+pub(crate) fn open(path: &Path) -> Result<(NpyHeader, File)> {
+    let mut file = mel_core::input::open_regular(path, false).map_err(|e| Error::read(path, e))?;
     let file_len = file.metadata().map_err(|e| Error::read(path, e))?.len();
     let mut pre = [0u8; 12];
     let got = read_up_to(&mut file, &mut pre).map_err(|e| Error::read(path, e))?;
@@ -107,12 +108,13 @@ pub(crate) fn read_header(path: &Path) -> Result<NpyHeader> {
         .checked_mul(ty.size() as u64)
         .ok_or_else(|| bad(path, format!("shape {shape:?} overflows")))?;
     check_extent(path, "data", data_offset, data_len, file_len)?;
-    Ok(NpyHeader {
+    let header = NpyHeader {
         ty,
         shape,
         data_offset,
         data_len,
-    })
+    };
+    Ok((header, file))
 }
 
 /// Refuses `len` bytes at `offset` that do not lie inside a file of `file_len` bytes.
@@ -234,7 +236,7 @@ fn quoted(s: &str) -> Option<(&str, &str)> {
 
 /// Reads a whole small `.npy` vector of `<i8` with `rows` elements.
 pub(crate) fn read_i64_vector(path: &Path, rows: usize) -> Result<Vec<i64>> {
-    let h = read_header(path)?;
+    let (h, file) = open(path)?;
     if h.ty != NpyType::I64 || h.shape != [rows] {
         return Err(bad(
             path,
@@ -244,17 +246,16 @@ pub(crate) fn read_i64_vector(path: &Path, rows: usize) -> Result<Vec<i64>> {
             ),
         ));
     }
-    let bytes = read_at(path, h.data_offset, h.data_len as usize)?;
+    let bytes = read_at(path, &file, h.data_offset, h.data_len as usize)?;
     Ok(bytes
         .chunks_exact(8)
         .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")))
         .collect())
 }
 
-/// `len` bytes at `offset` of the file at `path` (already checked to lie inside it).
-pub(crate) fn read_at(path: &Path, offset: u64, len: usize) -> Result<Vec<u8>> {
+/// `len` bytes at `offset` of `file` (`path`; already checked to lie inside it).
+fn read_at(path: &Path, file: &File, offset: u64, len: usize) -> Result<Vec<u8>> {
     use std::os::unix::fs::FileExt;
-    let file = File::open(path).map_err(|e| Error::read(path, e))?;
     let mut buf = vec![0u8; len];
     file.read_exact_at(&mut buf, offset)
         .map_err(|e| Error::read(path, e))?;

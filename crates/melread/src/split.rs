@@ -10,24 +10,33 @@
 //! - chunked HDF5 whose filters are none, deflate, or shuffle + deflate (what melctl
 //!   writes): each chunk's stored bytes are read with positioned reads and inflated and
 //!   unshuffled here, on the calling thread, so worker threads decode in parallel.
-//! - anything else (other filters, big-endian data, partial chunks of a clip): the HDF5
-//!   library reads each item.
+//! - anything else (Fletcher-32 checksums, big-endian data, chunks holding parts of a
+//!   clip): the HDF5 library reads each item.
+//!
+//! Nothing in a file is trusted: an HDF5 file's structure passes [`crate::h5file`]'s checks
+//! (no links, external storage or virtual datasets; every element stored inside the file)
+//! before anything is read, files are opened only if regular and without blocking, and
+//! one clip may hold no more values than melctl writes ([`MAX_VALUES_PER_CLIP`]).
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use hdf5::types::{FloatSize, IntSize, TypeDescriptor, VarLenAscii, VarLenUnicode};
 use mel_core::{Dtype, Error, Result};
 use ndarray::{Array2, ArrayD};
 
 use crate::convert::{self, Affine, OutSlice};
-use crate::npy::{self, NpyType, check_extent};
+use crate::npy::{self, NpyType};
 use mel_core::stats::{MelStats, StatsAccumulator};
 
-/// Deflate never inflates more than 1032 bytes out of one stored byte; a chunked dataset
-/// claiming more than this many times the file's length is refused before it is read.
-const MAX_INFLATE_RATIO: u64 = 1032;
+mod h5open;
+
+/// The most values one clip may hold (melctl writes no more): every buffer sized from a
+/// clip is bounded by this, whatever a file claims.
+pub const MAX_VALUES_PER_CLIP: usize = mel_core::plan::MAX_VALUES_PER_CLIP;
+
+/// The largest `meta.json` read (it lists every clip's path).
+pub const MAX_META_BYTES: u64 = 1 << 30;
 
 /// Decoded chunks of `mel` each [`Reader`] keeps by default (chunked layouts).
 pub const DEFAULT_CHUNK_CACHE: usize = 4;
@@ -147,8 +156,8 @@ enum Store {
     Map { map: memmap2::Mmap, start: usize },
     /// The data starts at `base` in `file`.
     Pread { file: File, base: u64 },
-    /// Chunked, decoded here; the library for chunks that were never written.
-    Chunks { chunks: ChunkStore, lib: Library },
+    /// Chunked (every chunk present), decoded here.
+    Chunks(ChunkStore),
     /// The HDF5 library.
     Library(Library),
 }
@@ -178,9 +187,11 @@ impl Split {
         let dir = dir.as_ref();
         let h5 = dir.join(format!("{name}.h5"));
         let npy = dir.join(format!("{name}.npy.d"));
-        if h5.is_file() {
+        // Whatever is at either name is opened, and refused if it is not a regular file
+        // or a folder (a FIFO named `training.h5` is an error naming it, not a hang).
+        if h5.exists() {
             Self::open_with(&h5, opts)
-        } else if npy.is_dir() {
+        } else if npy.exists() {
             Self::open_with(&npy, opts)
         } else {
             Err(bad(
@@ -206,7 +217,7 @@ impl Split {
         if meta.is_dir() {
             open_npy(path, opts)
         } else {
-            open_hdf5(path, meta.len(), opts)
+            h5open::open_hdf5(path, opts)
         }
     }
 
@@ -521,12 +532,8 @@ impl<'a> Reader<'a> {
                 lib.read(split, clip, segment, &mut self.scratch)?;
                 Ok(&self.scratch)
             }
-            Store::Chunks { chunks, lib } => {
+            Store::Chunks(chunks) => {
                 let index = clip / chunks.clips_per_chunk;
-                if chunks.find(index).is_none() {
-                    lib.read(split, clip, segment, &mut self.scratch)?;
-                    return Ok(&self.scratch);
-                }
                 let slot = self.chunk(index)?;
                 let clip_bytes = split.values_per_clip() * split.elem();
                 let within = offset - index * chunks.clips_per_chunk * clip_bytes;
@@ -542,7 +549,7 @@ impl<'a> Reader<'a> {
             self.cache[slot].used = self.tick;
             return Ok(slot);
         }
-        let Store::Chunks { chunks, .. } = &self.split.store else {
+        let Store::Chunks(chunks) = &self.split.store else {
             unreachable!("chunk() is only called for chunked stores")
         };
         let capacity = self.split.chunk_cache.max(1);
@@ -582,6 +589,7 @@ impl<'a> Reader<'a> {
 
 /// Where each stored chunk of a chunked `mel` is, and how to decode it.
 struct ChunkStore {
+    /// The file's own descriptor (never reopened by name).
     file: File,
     clips_per_chunk: usize,
     /// Bytes of one decoded chunk.
@@ -616,7 +624,9 @@ impl ChunkStore {
         out: &mut Vec<u8>,
         inflater: &mut libdeflater::Decompressor,
     ) -> Result<()> {
-        let &(_, addr, size, mask) = self.find(index).expect("a stored chunk");
+        let &(_, addr, size, mask) = self
+            .find(index)
+            .ok_or_else(|| bad(path, format!("chunk {index} of mel is not stored")))?;
         scratch.resize(size as usize, 0);
         self.file
             .read_exact_at(scratch, addr)
@@ -748,7 +758,8 @@ impl Library {
 }
 
 /// Checks `mel`'s shape: at least `[clips, n_mels, frames]`, every axis after the first
-/// non-empty, and a byte size that fits in memory arithmetic.
+/// non-empty, clips of at most [`MAX_VALUES_PER_CLIP`] values (every per-item buffer is
+/// sized from one), and a byte size that fits in memory arithmetic.
 fn check_shape(path: &Path, shape: &[usize], elem: usize) -> Result<u64> {
     if shape.len() < 3 {
         return Err(bad(
@@ -760,6 +771,18 @@ fn check_shape(path: &Path, shape: &[usize], elem: usize) -> Result<u64> {
         return Err(bad(
             path,
             format!("mel has shape {shape:?}, with an empty axis"),
+        ));
+    }
+    let per_clip = shape[1..]
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d as u64))
+        .unwrap_or(u64::MAX);
+    if per_clip > MAX_VALUES_PER_CLIP as u64 {
+        return Err(bad(
+            path,
+            format!(
+                "mel's shape {shape:?} gives clips of {per_clip} values, more than the {MAX_VALUES_PER_CLIP} melctl writes"
+            ),
         ));
     }
     shape
@@ -783,290 +806,6 @@ fn check_labels(path: &Path, labels: &[i64], classes: usize) -> Result<()> {
     Ok(())
 }
 
-// ---------------------------------------------------------------------------------------
-// HDF5
-
-/// Refuses to read a whole dataset whose size the file cannot hold: its logical bytes
-/// must fit in the file (times deflate's largest ratio when it is filtered).
-fn check_readable(
-    path: &Path,
-    ds: &hdf5::Dataset,
-    name: &str,
-    elem: usize,
-    file_len: u64,
-) -> Result<()> {
-    let logical = (ds.size() as u64).checked_mul(elem as u64);
-    let filtered = ds.is_chunked() && !ds.filters().is_empty();
-    let allowed = if filtered {
-        file_len.saturating_mul(MAX_INFLATE_RATIO)
-    } else {
-        file_len
-    };
-    match logical {
-        Some(b) if b <= allowed => Ok(()),
-        _ => Err(bad(
-            path,
-            format!(
-                "{name} claims {} elements, more than a {file_len}-byte file can hold",
-                ds.size()
-            ),
-        )),
-    }
-}
-
-/// A scalar string attribute of `loc`, if present.
-fn attr_string(loc: &hdf5::Location, name: &str) -> Option<String> {
-    let a = loc.attr(name).ok()?;
-    if let Ok(v) = a.read_scalar::<VarLenUnicode>() {
-        return Some(v.as_str().to_string());
-    }
-    a.read_scalar::<VarLenAscii>()
-        .ok()
-        .map(|v| v.as_str().to_string())
-}
-
-/// A 1-D dataset of `rows` elements read as `T`, if present; an error if present with
-/// another shape or a size the file cannot hold.
-fn optional_column<T: hdf5::H5Type>(
-    path: &Path,
-    file: &hdf5::File,
-    name: &str,
-    rows: usize,
-    file_len: u64,
-) -> Result<Option<Vec<T>>> {
-    let Ok(ds) = file.dataset(name) else {
-        return Ok(None);
-    };
-    if ds.shape() != [rows] {
-        return Err(bad(
-            path,
-            format!("{name} has shape {:?}; [{rows}] is expected", ds.shape()),
-        ));
-    }
-    check_readable(path, &ds, name, std::mem::size_of::<T>(), file_len)?;
-    ds.read_raw::<T>()
-        .map(Some)
-        .map_err(h5err(path, &format!("reading {name}")))
-}
-
-fn open_hdf5(path: &Path, file_len: u64, opts: &OpenOptions) -> Result<Split> {
-    let h5 = hdf5::File::with_options()
-        .with_fapl(|p| p.chunk_cache(10_007, 64 << 20, 1.0))
-        .open(path)
-        .map_err(h5err(path, "cannot be opened as an HDF5 file"))?;
-    let mel = h5.dataset("mel").map_err(h5err(path, "no `mel` dataset"))?;
-    let shape = mel.shape();
-    let datatype = mel.dtype().map_err(h5err(path, "mel's element type"))?;
-    let little = datatype.byte_order() == hdf5::datatype::ByteOrder::LittleEndian;
-    let desc = datatype
-        .to_descriptor()
-        .map_err(h5err(path, "mel's element type"))?;
-    let config_text = attr_string(&h5, "config");
-    let config: Option<serde_json::Value> = config_text
-        .as_deref()
-        .and_then(|t| serde_json::from_str(t).ok());
-    let dtype_note = attr_string(&mel, "dtype").unwrap_or_default();
-    let says_bf16 = dtype_note.starts_with("bf16")
-        || dtype_note.starts_with("bfloat16")
-        || config
-            .as_ref()
-            .and_then(|c| c.pointer("/output/dtype"))
-            .and_then(|d| d.as_str())
-            == Some("bf16");
-    let dtype = match desc {
-        TypeDescriptor::Float(FloatSize::U4) => Dtype::F32,
-        TypeDescriptor::Float(FloatSize::U2) => Dtype::F16,
-        TypeDescriptor::Unsigned(IntSize::U2) if says_bf16 => Dtype::Bf16,
-        TypeDescriptor::Unsigned(IntSize::U2) => {
-            return Err(bad(
-                path,
-                "mel is uint16 but neither its dtype attribute nor the config says bfloat16",
-            ));
-        }
-        other => {
-            return Err(Error::unsupported(
-                path,
-                format!("mel's element type {other} (f32, f16 or bf16 as uint16 are read)"),
-            ));
-        }
-    };
-    let data_bytes = check_shape(path, &shape, dtype.size())?;
-    let rows = shape[0];
-    let clip_bytes = data_bytes / rows.max(1) as u64;
-
-    // Where mel's bytes are, and how to read them.
-    let chunked = mel.is_chunked();
-    let offset = mel.offset();
-    let lib = || Library { mel: mel.clone() };
-    let (access, store) = if opts.read == ReadMode::Library {
-        (Access::Library("asked for".into()), Store::Library(lib()))
-    } else if !little {
-        if matches!(opts.read, ReadMode::Map | ReadMode::Pread) {
-            return Err(Error::unsupported(
-                path,
-                "big-endian mel can only be read through the HDF5 library",
-            ));
-        }
-        (
-            Access::Library("mel is big-endian".into()),
-            Store::Library(lib()),
-        )
-    } else if !chunked {
-        match offset {
-            Some(off) => {
-                check_extent(path, "mel", off, data_bytes, file_len)?;
-                contiguous(path, off, data_bytes, opts.read)?
-            }
-            None if rows == 0 => contiguous(path, 0, 0, ReadMode::Pread)?,
-            None => {
-                if matches!(opts.read, ReadMode::Map | ReadMode::Pread) {
-                    return Err(Error::unsupported(
-                        path,
-                        "mel has no contiguous storage in the file (compact or never written)",
-                    ));
-                }
-                check_readable(path, &mel, "mel", dtype.size(), file_len)?;
-                (
-                    Access::Library("mel has no contiguous storage".into()),
-                    Store::Library(lib()),
-                )
-            }
-        }
-    } else {
-        if matches!(opts.read, ReadMode::Map | ReadMode::Pread) {
-            return Err(Error::unsupported(
-                path,
-                "mel is chunked: it is read chunk by chunk, not mapped",
-            ));
-        }
-        if data_bytes > file_len.saturating_mul(MAX_INFLATE_RATIO) {
-            return Err(bad(
-                path,
-                format!("mel claims {data_bytes} bytes, more than a {file_len}-byte file can hold"),
-            ));
-        }
-        match chunk_store(path, &mel, &shape, dtype.size(), clip_bytes, file_len)? {
-            Ok(chunks) => {
-                let access = Access::Chunks {
-                    clips_per_chunk: chunks.clips_per_chunk,
-                    deflate: chunks.filters.contains(&ChunkFilter::Deflate),
-                    shuffle: chunks.filters.contains(&ChunkFilter::Shuffle),
-                };
-                (access, Store::Chunks { chunks, lib: lib() })
-            }
-            Err(why) => (Access::Library(why), Store::Library(lib())),
-        }
-    };
-
-    // Labels, paths, names, provenance, statistics.
-    let label = h5
-        .dataset("label")
-        .map_err(h5err(path, "no `label` dataset"))?;
-    if label.shape() != [rows] {
-        return Err(bad(
-            path,
-            format!("label has shape {:?}; [{rows}] is expected", label.shape()),
-        ));
-    }
-    check_readable(path, &label, "label", 8, file_len)?;
-    let labels = label
-        .read_raw::<i64>()
-        .map_err(h5err(path, "reading label"))?;
-    let pds = h5
-        .dataset("path")
-        .map_err(h5err(path, "no `path` dataset"))?;
-    if pds.shape() != [rows] {
-        return Err(bad(
-            path,
-            format!("path has shape {:?}; [{rows}] is expected", pds.shape()),
-        ));
-    }
-    check_readable(path, &pds, "path", 16, file_len)?;
-    let paths: Vec<String> = match pds.read_raw::<VarLenUnicode>() {
-        Ok(v) => v.iter().map(|s| s.as_str().to_string()).collect(),
-        Err(_) => pds
-            .read_raw::<VarLenAscii>()
-            .map_err(h5err(path, "reading path"))?
-            .iter()
-            .map(|s| s.as_str().to_string())
-            .collect(),
-    };
-    let names_attr = h5
-        .attr("label_names")
-        .map_err(h5err(path, "no `label_names` attribute"))?;
-    if names_attr.size() as u64 > file_len {
-        return Err(bad(
-            path,
-            "label_names claims more names than the file can hold",
-        ));
-    }
-    let label_names: Vec<String> = match names_attr.read_raw::<VarLenUnicode>() {
-        Ok(v) => v.iter().map(|s| s.as_str().to_string()).collect(),
-        Err(_) => names_attr
-            .read_raw::<VarLenAscii>()
-            .map_err(h5err(path, "reading label_names"))?
-            .iter()
-            .map(|s| s.as_str().to_string())
-            .collect(),
-    };
-    check_labels(path, &labels, label_names.len())?;
-    let dims = match attr_string(&h5, "mel_dims") {
-        Some(d) => d.split(',').map(|s| s.trim().to_string()).collect(),
-        None => default_dims(shape.len()),
-    };
-    if dims.len() != shape.len() {
-        return Err(bad(
-            path,
-            format!(
-                "mel_dims names {} axes, mel has {}",
-                dims.len(),
-                shape.len()
-            ),
-        ));
-    }
-    let n_mels = shape[shape.len() - 2];
-    let stats = match (
-        optional_column::<f64>(path, &h5, "mel_mean", n_mels, file_len)?,
-        optional_column::<f64>(path, &h5, "mel_std", n_mels, file_len)?,
-    ) {
-        (Some(mean), Some(std)) => {
-            let count = h5
-                .attr("stats_count")
-                .or_else(|_| h5.dataset("mel_mean").and_then(|d| d.attr("stats_count")))
-                .and_then(|a| a.read_scalar::<u64>())
-                .unwrap_or(0);
-            Some(MelStats { mean, std, count })
-        }
-        _ => None,
-    }
-    // Statistics over no values (a split with no clips) are not statistics.
-    .filter(|s| s.count > 0);
-    let provenance = Provenance {
-        source_rate: optional_column(path, &h5, "source_rate", rows, file_len)?,
-        source_channels: optional_column(path, &h5, "source_channels", rows, file_len)?,
-        source_frames: optional_column(path, &h5, "source_frames", rows, file_len)?,
-    };
-    let name = attr_string(&h5, "split").unwrap_or_else(|| stem(path, ".h5"));
-    Ok(Split {
-        path: path.to_path_buf(),
-        format: Format::Hdf5,
-        name,
-        shape,
-        dims,
-        dtype,
-        label_names,
-        labels,
-        paths,
-        config,
-        version: attr_string(&h5, "melctl_version"),
-        stats,
-        provenance,
-        access,
-        store,
-        chunk_cache: opts.chunk_cache,
-    })
-}
-
 fn default_dims(n: usize) -> Vec<String> {
     let mut d = vec!["clip".to_string()];
     d.extend((0..n.saturating_sub(3)).map(|i| format!("segment{i}")));
@@ -1082,10 +821,15 @@ fn stem(path: &Path, suffix: &str) -> String {
     n.strip_suffix(suffix).map(str::to_string).unwrap_or(n)
 }
 
-/// Opens the contiguous bytes `[offset, offset + len)` of `path` (already checked to lie
-/// inside the file) for mapping or positioned reads.
-fn contiguous(path: &Path, offset: u64, len: u64, mode: ReadMode) -> Result<(Access, Store)> {
-    let file = File::open(path).map_err(|e| Error::read(path, e))?;
+/// Opens the contiguous bytes `[offset, offset + len)` of `file` (`path`, already checked
+/// to hold them) for mapping or positioned reads.
+fn contiguous(
+    path: &Path,
+    file: File,
+    offset: u64,
+    len: u64,
+    mode: ReadMode,
+) -> Result<(Access, Store)> {
     if mode == ReadMode::Pread || len == 0 {
         return Ok((Access::Pread, Store::Pread { file, base: offset }));
     }
@@ -1121,103 +865,6 @@ fn page_size() -> u64 {
     if p > 0 { p as u64 } else { 4096 }
 }
 
-/// Indexes a chunked `mel` for direct decoding, or says why the library must read it.
-fn chunk_store(
-    path: &Path,
-    mel: &hdf5::Dataset,
-    shape: &[usize],
-    elem: usize,
-    clip_bytes: u64,
-    file_len: u64,
-) -> Result<std::result::Result<ChunkStore, String>> {
-    let Some(chunk) = mel.chunk() else {
-        return Ok(Err("mel is chunked but reports no chunk shape".into()));
-    };
-    if chunk.len() != shape.len() || chunk[1..] != shape[1..] || chunk[0] == 0 {
-        return Ok(Err(format!(
-            "mel's chunks {chunk:?} do not hold whole clips of {:?}",
-            &shape[1..]
-        )));
-    }
-    let clips_per_chunk = chunk[0];
-    let chunk_bytes = clip_bytes
-        .checked_mul(clips_per_chunk as u64)
-        .filter(|&b| b <= MAX_CHUNK_BYTES as u64)
-        .ok_or_else(|| {
-            Error::limit(
-                path.display().to_string(),
-                format!(
-                    "mel's chunks of {clips_per_chunk} clips exceed the {MAX_CHUNK_BYTES}-byte limit on a decoded chunk"
-                ),
-            )
-        })? as usize;
-    let mut filters = Vec::new();
-    for f in mel.filters() {
-        match f {
-            hdf5::filters::Filter::Shuffle => filters.push(ChunkFilter::Shuffle),
-            hdf5::filters::Filter::Deflate(_) => filters.push(ChunkFilter::Deflate),
-            other => return Ok(Err(format!("mel has the filter {other:?}"))),
-        }
-    }
-    let mut index = Vec::new();
-    let mut problem = None;
-    let visited = mel.chunks_visit(|info| {
-        let at = info.offset;
-        let ok = !at.is_empty()
-            && at[0] % clips_per_chunk as u64 == 0
-            && at[1..].iter().all(|&o| o == 0);
-        if !ok {
-            problem = Some(format!("a chunk of mel starts at {at:?}"));
-            return 1;
-        }
-        index.push((
-            (at[0] / clips_per_chunk as u64) as usize,
-            info.addr,
-            info.size,
-            info.filter_mask,
-        ));
-        0
-    });
-    if let Some(p) = problem {
-        return Err(bad(path, p));
-    }
-    visited.map_err(h5err(path, "listing mel's chunks"))?;
-    index.sort_unstable_by_key(|e| e.0);
-    let chunks = shape[0].div_ceil(clips_per_chunk);
-    // A stored chunk can exceed its raw size only by deflate's framing.
-    let max_stored = chunk_bytes as u64 + chunk_bytes as u64 / 1000 + 4096;
-    for (k, e) in index.iter().enumerate() {
-        if e.0 >= chunks || (k > 0 && index[k - 1].0 == e.0) {
-            return Err(bad(
-                path,
-                format!(
-                    "mel's chunk index lists chunk {} twice or beyond the dataset",
-                    e.0
-                ),
-            ));
-        }
-        if e.2 > max_stored {
-            return Err(bad(
-                path,
-                format!(
-                    "chunk {} of mel is stored in {} bytes, more than a {chunk_bytes}-byte chunk needs",
-                    e.0, e.2
-                ),
-            ));
-        }
-        check_extent(path, &format!("chunk {} of mel", e.0), e.1, e.2, file_len)?;
-    }
-    let file = File::open(path).map_err(|e| Error::read(path, e))?;
-    Ok(Ok(ChunkStore {
-        file,
-        clips_per_chunk,
-        chunk_bytes,
-        index,
-        filters,
-        elem,
-    }))
-}
-
 // ---------------------------------------------------------------------------------------
 // npy
 
@@ -1229,11 +876,13 @@ fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
         ));
     }
     let meta_path = dir.join("meta.json");
-    let meta_bytes = std::fs::read(&meta_path).map_err(|e| Error::read(&meta_path, e))?;
+    // A regular file only, opened without blocking, read up to a bound on the bytes read.
+    let meta_bytes = mel_core::input::read_bounded(&meta_path, MAX_META_BYTES)
+        .map_err(|e| Error::read(&meta_path, e))?;
     let meta: serde_json::Value = serde_json::from_slice(&meta_bytes)
         .map_err(|e| bad(&meta_path, format!("not valid JSON: {e}")))?;
     let mel_path = dir.join("mel.npy");
-    let h = npy::read_header(&mel_path)?;
+    let (h, mel_file) = npy::open(&mel_path)?;
     let dtype = match h.ty {
         NpyType::F32 => Dtype::F32,
         NpyType::F16 => Dtype::F16,
@@ -1250,7 +899,7 @@ fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
     let data_bytes = check_shape(&mel_path, &shape, dtype.size())?;
     debug_assert_eq!(data_bytes, h.data_len);
     let rows = shape[0];
-    let (access, store) = contiguous(&mel_path, h.data_offset, h.data_len, opts.read)?;
+    let (access, store) = contiguous(&mel_path, mel_file, h.data_offset, h.data_len, opts.read)?;
     let labels = npy::read_i64_vector(&dir.join("label.npy"), rows)?;
     let strings = |key: &str| -> Result<Vec<String>> {
         meta[key]
@@ -1380,5 +1029,10 @@ mod tests {
         assert!(check_shape(p, &[3, 0, 5], 2).is_err());
         assert!(check_shape(p, &[usize::MAX, 79, 3, 32, 5], 2).is_err());
         assert_eq!(check_shape(p, &[0, 79, 3, 32, 5], 2).unwrap(), 0);
+        // A clip larger than melctl writes, even with one clip and a file that long.
+        let e = check_shape(p, &[1, 1, 1, 32, 1_000_000_000], 4).unwrap_err();
+        assert!(e.to_string().contains("32000000000 values"), "{e}");
+        assert!(check_shape(p, &[1, 1, 1 << 28], 4).is_ok());
+        assert!(check_shape(p, &[1, 1, (1 << 28) + 1], 4).is_err());
     }
 }

@@ -8,7 +8,7 @@ mod common;
 #[allow(dead_code)]
 mod train;
 
-use common::{Out, build};
+use common::{CLASSES, Out, build, build_with_ids};
 use melkit::{Dtype, Preset};
 
 fn run(args: &train::Args) -> (train::Report, String) {
@@ -101,4 +101,148 @@ fn speech_16k_whole_spectrograms_from_npy_train() {
     assert!(tail < head, "the loss falls: {head} -> {tail}");
     assert!(text.contains("segments of [80, 101] bf16"), "{text}");
     last_line_says_testing_accuracy(&text, 5);
+}
+
+fn quick_args(data: std::path::PathBuf) -> train::Args {
+    train::Args {
+        data,
+        epochs: 1,
+        batch: 5,
+        steps: Some(3),
+        lr: 2e-3,
+        seed: 1,
+        workers: Some(2),
+        eval_batch: 64,
+    }
+}
+
+/// The error `train::run` ends with; a panic if it trained and evaluated to the end.
+fn refused(args: &train::Args) -> String {
+    let mut log = Vec::new();
+    match train::run(args, &mut log) {
+        Ok(r) => panic!(
+            "trained with {args:?}: testing accuracy {:.3}\n{}",
+            r.testing.accuracy(),
+            String::from_utf8_lossy(&log)
+        ),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
+#[test]
+fn options_no_training_can_use_are_refused_naming_the_flag() {
+    let t = tempfile::tempdir().unwrap();
+    let data = build(
+        t.path(),
+        Preset::Speech16k,
+        Dtype::F16,
+        Out::Npy,
+        &[("training", 10), ("validation", 5), ("testing", 5)],
+    );
+    for lr in [f64::NAN, f64::INFINITY, 0.0, -1e-3, 2.0] {
+        let e = refused(&train::Args {
+            lr,
+            ..quick_args(data.clone())
+        });
+        assert!(e.starts_with(&format!("--lr {lr}: ")), "{e}");
+    }
+    let base = quick_args(data);
+    for (args, flag) in [
+        (
+            train::Args {
+                epochs: 0,
+                ..base.clone()
+            },
+            "--epochs 0",
+        ),
+        (
+            train::Args {
+                batch: 0,
+                ..base.clone()
+            },
+            "--batch 0",
+        ),
+        (
+            train::Args {
+                eval_batch: 0,
+                ..base.clone()
+            },
+            "--eval-batch 0",
+        ),
+        (
+            train::Args {
+                steps: Some(0),
+                ..base.clone()
+            },
+            "--steps 0",
+        ),
+        (
+            train::Args {
+                workers: Some(0),
+                ..base.clone()
+            },
+            "--workers 0",
+        ),
+    ] {
+        let e = refused(&args);
+        assert!(e.starts_with(flag), "{e}");
+    }
+}
+
+#[test]
+fn splits_with_another_label_map_or_mel_configuration_are_refused() {
+    let t = tempfile::tempdir().unwrap();
+    // Validation built with the label map reversed: id 0 names the last class.
+    let data = build(
+        t.path(),
+        Preset::Speech16k,
+        Dtype::F16,
+        Out::Npy,
+        &[("training", 10), ("testing", 5)],
+    );
+    build_with_ids(
+        t.path(),
+        Preset::Speech16k,
+        Dtype::F16,
+        Out::Npy,
+        &[("validation", 5)],
+        &|c| CLASSES.len() - 1 - c,
+    );
+    let e = refused(&quick_args(data.clone()));
+    assert!(
+        e.contains("split \"validation\" cannot be used with split \"training\"")
+            && e.contains(&format!(
+                "class 0 is {:?} in training and {:?} in validation",
+                CLASSES[0],
+                CLASSES[CLASSES.len() - 1]
+            )),
+        "{e}"
+    );
+    // Testing built with another mel configuration (and element type: that alone is
+    // allowed): the first difference is named.
+    std::fs::remove_dir_all(data.join("validation.npy.d")).unwrap();
+    build(
+        t.path(),
+        Preset::Speech16k,
+        Dtype::F16,
+        Out::Npy,
+        &[("validation", 5)],
+    );
+    std::fs::remove_dir_all(data.join("testing.npy.d")).unwrap();
+    build(
+        t.path(),
+        Preset::Leak4k,
+        Dtype::F32,
+        Out::Hdf5 {
+            chunk_clips: 0,
+            gzip: 0,
+        },
+        &[("testing", 5)],
+    );
+    let e = refused(&quick_args(data));
+    assert!(
+        e.contains("split \"testing\" cannot be used with split \"training\"")
+            && e.contains("their mel configurations differ: audio."),
+        "{e}"
+    );
 }

@@ -38,7 +38,25 @@ pub fn build(
     out: Out,
     splits: &[(&str, usize)],
 ) -> PathBuf {
+    build_with_ids(out_dir, preset, dtype, out, splits, &|class| class)
+}
+
+/// [`build`], with class `c` (the sound of `CLASSES[c]`) stored as label id `id(c)`, and
+/// label names ordered to match (`label_names[id(c)] = CLASSES[c]`): a label map other
+/// than the sorted one.
+pub fn build_with_ids(
+    out_dir: &Path,
+    preset: Preset,
+    dtype: Dtype,
+    out: Out,
+    splits: &[(&str, usize)],
+    id: &dyn Fn(usize) -> usize,
+) -> PathBuf {
     std::fs::create_dir_all(out_dir).unwrap();
+    let mut label_names = vec![String::new(); CLASSES.len()];
+    for (c, name) in CLASSES.iter().enumerate() {
+        label_names[id(c)] = name.to_string();
+    }
     let mut config: Config = preset.config();
     config.output.dtype = dtype;
     config.output.fsync = false;
@@ -52,7 +70,7 @@ pub fn build(
             split: split.to_string(),
             rows: clips,
             plan: plan.clone(),
-            label_names: CLASSES.iter().map(|s| s.to_string()).collect(),
+            label_names: label_names.clone(),
             provenance: config.resolved_json(),
         };
         let mut sink: Box<dyn Sink> = match out {
@@ -84,7 +102,7 @@ pub fn build(
                 samples.extend(synth(class, n, plan.sample_rate() as f64, seed));
                 metas.push(ClipMeta {
                     index: k,
-                    label: class as i64,
+                    label: id(class) as i64,
                     path: format!("{split}/{}/{split}_{k:06}.wav", CLASSES[class]),
                     source: SourceInfo {
                         rate: plan.sample_rate(),

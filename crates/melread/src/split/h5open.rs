@@ -1,0 +1,329 @@
+//! Opening `OUT/{split}.h5`: every dataset comes through [`H5Input`]'s checks, then `mel`'s
+//! read path is chosen (map, positioned reads, chunks decoded here, or the library).
+
+use std::path::Path;
+
+use hdf5::filters::Filter;
+use hdf5::types::{FloatSize, IntSize, TypeDescriptor, VarLenAscii, VarLenUnicode};
+use mel_core::stats::MelStats;
+use mel_core::{Dtype, Error, Result};
+
+use super::{
+    Access, ChunkFilter, ChunkStore, Format, Library, MAX_CHUNK_BYTES, OpenOptions, Provenance,
+    ReadMode, Split, Store, bad, check_labels, check_shape, contiguous, default_dims, h5err, stem,
+};
+use crate::h5file::{Checked, H5Input, Storage, StoredChunk};
+
+/// A scalar string attribute of `loc`, if present.
+fn attr_string(loc: &hdf5::Location, name: &str) -> Option<String> {
+    let a = loc.attr(name).ok()?;
+    if let Ok(v) = a.read_scalar::<VarLenUnicode>() {
+        return Some(v.as_str().to_string());
+    }
+    a.read_scalar::<VarLenAscii>()
+        .ok()
+        .map(|v| v.as_str().to_string())
+}
+
+/// Checks that a dataset is 1-D with `rows` elements.
+fn check_rows(path: &Path, c: &Checked, name: &str, rows: usize) -> Result<()> {
+    if c.ds.shape() != [rows] {
+        return Err(bad(
+            path,
+            format!("{name} has shape {:?}; [{rows}] is expected", c.ds.shape()),
+        ));
+    }
+    Ok(())
+}
+
+/// A 1-D dataset of `rows` elements read as `T`, if present; an error if present with
+/// another shape or a structure [`H5Input`] refuses.
+fn optional_column<T: hdf5::H5Type>(
+    input: &H5Input,
+    path: &Path,
+    name: &str,
+    rows: usize,
+) -> Result<Option<Vec<T>>> {
+    let Some(c) = input.dataset(name)? else {
+        return Ok(None);
+    };
+    check_rows(path, &c, name, rows)?;
+    c.ds.read_raw::<T>()
+        .map(Some)
+        .map_err(h5err(path, &format!("reading {name}")))
+}
+
+/// Strings stored as variable-length UTF-8 or ASCII.
+fn strings(
+    path: &Path,
+    what: &str,
+    utf8: hdf5::Result<Vec<VarLenUnicode>>,
+    ascii: impl FnOnce() -> hdf5::Result<Vec<VarLenAscii>>,
+) -> Result<Vec<String>> {
+    Ok(match utf8 {
+        Ok(v) => v.iter().map(|s| s.as_str().to_string()).collect(),
+        Err(_) => ascii()
+            .map_err(h5err(path, &format!("reading {what}")))?
+            .iter()
+            .map(|s| s.as_str().to_string())
+            .collect(),
+    })
+}
+
+/// mel's element type, from its HDF5 type and what the file says about bfloat16.
+fn mel_dtype(
+    path: &Path,
+    mel: &hdf5::Dataset,
+    config: Option<&serde_json::Value>,
+) -> Result<(Dtype, bool)> {
+    let datatype = mel.dtype().map_err(h5err(path, "mel's element type"))?;
+    let little = datatype.byte_order() == hdf5::datatype::ByteOrder::LittleEndian;
+    let desc = datatype
+        .to_descriptor()
+        .map_err(h5err(path, "mel's element type"))?;
+    let dtype_note = attr_string(mel, "dtype").unwrap_or_default();
+    let says_bf16 = dtype_note.starts_with("bf16")
+        || dtype_note.starts_with("bfloat16")
+        || config
+            .and_then(|c| c.pointer("/output/dtype"))
+            .and_then(|d| d.as_str())
+            == Some("bf16");
+    let dtype = match desc {
+        TypeDescriptor::Float(FloatSize::U4) => Dtype::F32,
+        TypeDescriptor::Float(FloatSize::U2) => Dtype::F16,
+        TypeDescriptor::Unsigned(IntSize::U2) if says_bf16 => Dtype::Bf16,
+        TypeDescriptor::Unsigned(IntSize::U2) => {
+            return Err(bad(
+                path,
+                "mel is uint16 but neither its dtype attribute nor the config says bfloat16",
+            ));
+        }
+        other => {
+            return Err(Error::unsupported(
+                path,
+                format!("mel's element type {other} (f32, f16 or bf16 as uint16 are read)"),
+            ));
+        }
+    };
+    Ok((dtype, little))
+}
+
+/// Where `mel`'s bytes are, and how to read them.
+fn mel_store(
+    input: &H5Input,
+    mel: &Checked,
+    little: bool,
+    shape: &[usize],
+    dtype: Dtype,
+    data_bytes: u64,
+    opts: &OpenOptions,
+) -> Result<(Access, Store)> {
+    let path = input.path();
+    let lib = || Library {
+        mel: mel.ds.clone(),
+    };
+    let direct = matches!(opts.read, ReadMode::Map | ReadMode::Pread);
+    if opts.read == ReadMode::Library {
+        return Ok((Access::Library("asked for".into()), Store::Library(lib())));
+    }
+    if !little {
+        if direct {
+            return Err(Error::unsupported(
+                path,
+                "big-endian mel can only be read through the HDF5 library",
+            ));
+        }
+        return Ok((
+            Access::Library("mel is big-endian".into()),
+            Store::Library(lib()),
+        ));
+    }
+    let file = || input.file.try_clone().map_err(|e| Error::read(path, e));
+    match &mel.storage {
+        Storage::Empty => contiguous(path, file()?, 0, 0, ReadMode::Pread),
+        Storage::Contiguous { offset, len } if data_bytes <= *len => {
+            contiguous(path, file()?, *offset, data_bytes, opts.read)
+        }
+        Storage::Contiguous { len, .. } => Err(bad(
+            path,
+            format!("mel has {len} bytes of storage for {data_bytes} bytes of values"),
+        )),
+        Storage::Chunked {
+            chunk,
+            filters,
+            chunks,
+        } => {
+            if direct {
+                return Err(Error::unsupported(
+                    path,
+                    "mel is chunked: it is read chunk by chunk, not mapped",
+                ));
+            }
+            let clip_bytes = data_bytes / shape[0].max(1) as u64;
+            let store = chunk_store(
+                file()?,
+                chunk,
+                filters,
+                chunks,
+                shape,
+                dtype.size(),
+                clip_bytes,
+            );
+            match store {
+                Ok(store) => {
+                    let access = Access::Chunks {
+                        clips_per_chunk: store.clips_per_chunk,
+                        deflate: store.filters.contains(&ChunkFilter::Deflate),
+                        shuffle: store.filters.contains(&ChunkFilter::Shuffle),
+                    };
+                    Ok((access, Store::Chunks(store)))
+                }
+                Err(why) => Ok((Access::Library(why), Store::Library(lib()))),
+            }
+        }
+    }
+}
+
+/// Indexes a chunked `mel` (already checked: every chunk present, inside the file and on
+/// the chunk grid) for direct decoding, or says why the library must read it.
+fn chunk_store(
+    file: std::fs::File,
+    chunk: &[usize],
+    filters: &[Filter],
+    stored: &[StoredChunk],
+    shape: &[usize],
+    elem: usize,
+    clip_bytes: u64,
+) -> std::result::Result<ChunkStore, String> {
+    if chunk[1..] != shape[1..] {
+        return Err(format!(
+            "mel's chunks {chunk:?} do not hold whole clips of {:?}",
+            &shape[1..]
+        ));
+    }
+    let clips_per_chunk = chunk[0];
+    // H5Input bounded the chunk's size by MAX_CHUNK_BYTES.
+    let chunk_bytes = (clip_bytes * clips_per_chunk as u64) as usize;
+    debug_assert!(chunk_bytes <= MAX_CHUNK_BYTES);
+    let mut pipeline = Vec::new();
+    for f in filters {
+        match f {
+            Filter::Shuffle => pipeline.push(ChunkFilter::Shuffle),
+            Filter::Deflate(_) => pipeline.push(ChunkFilter::Deflate),
+            other => return Err(format!("mel has the filter {other:?}")),
+        }
+    }
+    let mut index: Vec<(usize, u64, u64, u32)> = stored
+        .iter()
+        .map(|c| {
+            (
+                (c.offset[0] / clips_per_chunk as u64) as usize,
+                c.addr,
+                c.size,
+                c.mask,
+            )
+        })
+        .collect();
+    index.sort_unstable_by_key(|e| e.0);
+    Ok(ChunkStore {
+        file,
+        clips_per_chunk,
+        chunk_bytes,
+        index,
+        filters: pipeline,
+        elem,
+    })
+}
+
+/// Opens `path` as a melctl HDF5 output.
+pub(super) fn open_hdf5(path: &Path, opts: &OpenOptions) -> Result<Split> {
+    let input = H5Input::open(path)?;
+    let h5 = &input.h5;
+    let mel = input.require("mel")?;
+    let shape = mel.ds.shape();
+    let config: Option<serde_json::Value> =
+        attr_string(h5, "config").and_then(|t| serde_json::from_str(&t).ok());
+    let (dtype, little) = mel_dtype(path, &mel.ds, config.as_ref())?;
+    let data_bytes = check_shape(path, &shape, dtype.size())?;
+    let rows = shape[0];
+    let (access, store) = mel_store(&input, &mel, little, &shape, dtype, data_bytes, opts)?;
+
+    // Labels, paths, names, provenance, statistics.
+    let label = input.require("label")?;
+    check_rows(path, &label, "label", rows)?;
+    let labels = label
+        .ds
+        .read_raw::<i64>()
+        .map_err(h5err(path, "reading label"))?;
+    let pds = input.require("path")?;
+    check_rows(path, &pds, "path", rows)?;
+    let paths = strings(path, "path", pds.ds.read_raw::<VarLenUnicode>(), || {
+        pds.ds.read_raw::<VarLenAscii>()
+    })?;
+    let names_attr = h5
+        .attr("label_names")
+        .map_err(h5err(path, "no `label_names` attribute"))?;
+    input.check_attr(&names_attr, "label_names")?;
+    let label_names = strings(
+        path,
+        "label_names",
+        names_attr.read_raw::<VarLenUnicode>(),
+        || names_attr.read_raw::<VarLenAscii>(),
+    )?;
+    check_labels(path, &labels, label_names.len())?;
+    let dims = match attr_string(h5, "mel_dims") {
+        Some(d) => d.split(',').map(|s| s.trim().to_string()).collect(),
+        None => default_dims(shape.len()),
+    };
+    if dims.len() != shape.len() {
+        return Err(bad(
+            path,
+            format!(
+                "mel_dims names {} axes, mel has {}",
+                dims.len(),
+                shape.len()
+            ),
+        ));
+    }
+    let n_mels = shape[shape.len() - 2];
+    let stats = match (
+        optional_column::<f64>(&input, path, "mel_mean", n_mels)?,
+        optional_column::<f64>(&input, path, "mel_std", n_mels)?,
+    ) {
+        (Some(mean), Some(std)) => {
+            let count = h5
+                .attr("stats_count")
+                .or_else(|_| h5.dataset("mel_mean").and_then(|d| d.attr("stats_count")))
+                .and_then(|a| a.read_scalar::<u64>())
+                .unwrap_or(0);
+            Some(MelStats { mean, std, count })
+        }
+        _ => None,
+    }
+    // Statistics over no values (a split with no clips) are not statistics.
+    .filter(|s| s.count > 0);
+    let provenance = Provenance {
+        source_rate: optional_column(&input, path, "source_rate", rows)?,
+        source_channels: optional_column(&input, path, "source_channels", rows)?,
+        source_frames: optional_column(&input, path, "source_frames", rows)?,
+    };
+    let name = attr_string(h5, "split").unwrap_or_else(|| stem(path, ".h5"));
+    Ok(Split {
+        path: path.to_path_buf(),
+        format: Format::Hdf5,
+        name,
+        shape,
+        dims,
+        dtype,
+        label_names,
+        labels,
+        paths,
+        config,
+        version: attr_string(h5, "melctl_version"),
+        stats,
+        provenance,
+        access,
+        store,
+        chunk_cache: opts.chunk_cache,
+    })
+}

@@ -1,0 +1,240 @@
+//! Files built to deceive the reader (with h5py, as anyone could): links to elsewhere,
+//! values stored outside the file, virtual datasets, storage never written, a sparse file
+//! claiming a 128 GB clip, FIFOs and devices under the names the reader opens. Each is
+//! refused with an error naming the file and why: never followed, never a hang, never an
+//! abort, never values from somewhere else.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::{Out, build, python};
+use melkit::{Dtype, Preset};
+use melread::Split;
+
+/// Writes the hostile HDF5 files into `dir` (argv[1]): each a well-formed melctl-like
+/// split (mel, label, path, label_names) but for one thing.
+const MAKE: &str = r#"
+import os, sys
+import h5py, numpy as np
+d = sys.argv[1]
+S = h5py.string_dtype()
+def rest(f, rows=2, skip=()):
+    if "label" not in skip:
+        f.create_dataset("label", data=np.zeros(rows, "i8"))
+    if "path" not in skip:
+        f.create_dataset("path", data=[f"x{i}.wav" for i in range(rows)], dtype=S)
+    f.attrs["label_names"] = np.array(["a", "b"], dtype=S)
+def mel(f, rows=2):
+    f.create_dataset("mel", data=np.ones((rows, 2, 3), "f4"))
+with h5py.File(f"{d}/other.h5", "w") as f:
+    f.create_dataset("mel", data=np.full((2, 2, 3), np.nan, "f4"))
+with h5py.File(f"{d}/ok.h5", "w") as f:
+    mel(f); rest(f)
+with h5py.File(f"{d}/external_link.h5", "w") as f:
+    rest(f)
+    f["mel"] = h5py.ExternalLink("other.h5", "/mel")
+with h5py.File(f"{d}/soft_link.h5", "w") as f:
+    rest(f)
+    f.create_dataset("elsewhere/mel", data=np.ones((2, 2, 3), "f4"))
+    f["mel"] = h5py.SoftLink("/elsewhere/mel")
+with h5py.File(f"{d}/unused_link.h5", "w") as f:
+    mel(f); rest(f)
+    f["extra"] = h5py.ExternalLink("other.h5", "/mel")
+with h5py.File(f"{d}/external_mel.h5", "w") as f:
+    rest(f)
+    f.create_dataset("mel", shape=(2, 2, 3), dtype="f4", external=[("/etc/passwd", 0, 48)])
+with h5py.File(f"{d}/external_label.h5", "w") as f:
+    mel(f); rest(f, skip=("label",))
+    f.create_dataset("label", shape=(2,), dtype="i8", external=[("/etc/passwd", 0, 16)])
+with h5py.File(f"{d}/virtual.h5", "w") as f:
+    rest(f)
+    lay = h5py.VirtualLayout(shape=(2, 2, 3), dtype="f4")
+    lay[:] = h5py.VirtualSource(f"{d}/other.h5", "mel", shape=(2, 2, 3))
+    f.create_virtual_dataset("mel", lay, fillvalue=np.nan)
+with h5py.File(f"{d}/unwritten_mel.h5", "w") as f:
+    rest(f)
+    f.create_dataset("mel", shape=(2, 2, 3), dtype="f4", fillvalue=np.nan)
+with h5py.File(f"{d}/unwritten_label.h5", "w") as f:
+    mel(f); rest(f, skip=("label",))
+    f.create_dataset("label", shape=(2,), dtype="i8", fillvalue=1)
+with h5py.File(f"{d}/missing_chunk.h5", "w") as f:
+    rest(f, rows=4)
+    ds = f.create_dataset("mel", shape=(4, 2, 3), dtype="f4", chunks=(1, 2, 3), fillvalue=np.nan)
+    ds[0] = 1; ds[1] = 1; ds[3] = 1
+with h5py.File(f"{d}/compact.h5", "w") as f:
+    rest(f)
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_layout(h5py.h5d.COMPACT)
+    ds = h5py.h5d.create(f.id, b"mel", h5py.h5t.IEEE_F32LE, h5py.h5s.create_simple((2, 2, 3)), dcpl=dcpl)
+    ds.write(h5py.h5s.ALL, h5py.h5s.ALL, np.ones((2, 2, 3), "f4"))
+with h5py.File(f"{d}/huge_chunk.h5", "w") as f:
+    mel(f); rest(f, skip=("label",))
+    f.create_dataset("label", data=np.zeros(2, "i8"), chunks=((1 << 25) + 1,), maxshape=(None,),
+                     compression="gzip", compression_opts=1)
+# Storage reserved but never written: a sparse file of ~128 GB holding ~16 KB, whose one
+# clip claims 32 x 1e9 values.
+with h5py.File(f"{d}/sparse.h5", "w") as f:
+    rest(f, rows=1)
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+    dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+    space = h5py.h5s.create_simple((1, 1, 1, 32, 10**9))
+    h5py.h5d.create(f.id, b"mel", h5py.h5t.IEEE_F32LE, space, dcpl=dcpl)
+"#;
+
+fn make(dir: &Path) -> PathBuf {
+    python(MAKE, &[dir.to_str().unwrap()]);
+    dir.to_path_buf()
+}
+
+/// Opens `path` on another thread and reads every clip; the error, or a panic if it
+/// opened and read whole or did not answer within 20 s (a hang).
+fn refusal(path: &Path) -> String {
+    let (tx, rx) = mpsc::channel();
+    let p = path.to_path_buf();
+    std::thread::spawn(move || {
+        let r = Split::open(&p).and_then(|s| {
+            for c in 0..s.clips() {
+                s.clip(c)?;
+            }
+            Ok(s.clips())
+        });
+        let _ = tx.send(r);
+    });
+    match rx.recv_timeout(Duration::from_secs(20)) {
+        Ok(Ok(clips)) => panic!("{} opened and read whole ({clips} clips)", path.display()),
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => panic!("opening {} did not return within 20 s", path.display()),
+    }
+}
+
+fn assert_refused(path: &Path, words: &[&str]) {
+    let text = refusal(path);
+    let name = path.file_name().unwrap().to_str().unwrap();
+    assert!(text.contains(name), "{text:?} should name {name}");
+    for w in words {
+        assert!(text.contains(w), "{text:?} should say {w:?}");
+    }
+    assert_eq!(text.lines().count(), 1, "one line: {text:?}");
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+}
+
+#[test]
+fn links_are_refused_not_followed() {
+    let t = tempfile::tempdir().unwrap();
+    let d = make(t.path());
+    assert!(
+        Split::open(d.join("ok.h5")).is_ok(),
+        "the control file opens"
+    );
+    assert_refused(&d.join("external_link.h5"), &["`mel` is an external link"]);
+    assert_refused(&d.join("soft_link.h5"), &["`mel` is a soft link"]);
+    // Even a link the reader would not use: a file with links is not melctl's.
+    assert_refused(&d.join("unused_link.h5"), &["`extra` is an external link"]);
+}
+
+#[test]
+fn values_from_outside_the_file_are_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let d = make(t.path());
+    assert_refused(
+        &d.join("external_mel.h5"),
+        &["`mel` keeps its values outside this file", "/etc/passwd"],
+    );
+    assert_refused(
+        &d.join("external_label.h5"),
+        &["`label` keeps its values outside this file", "/etc/passwd"],
+    );
+    assert_refused(&d.join("virtual.h5"), &["`mel` is a virtual dataset"]);
+    assert_refused(&d.join("compact.h5"), &["`mel` has compact storage"]);
+}
+
+#[test]
+fn storage_never_written_is_refused_not_read_as_fill_values() {
+    let t = tempfile::tempdir().unwrap();
+    let d = make(t.path());
+    assert_refused(&d.join("unwritten_mel.h5"), &["`mel` was never written"]);
+    assert_refused(
+        &d.join("unwritten_label.h5"),
+        &["`label` was never written"],
+    );
+    assert_refused(
+        &d.join("missing_chunk.h5"),
+        &["`mel` has 3 of its 4 chunks", "never written"],
+    );
+}
+
+#[test]
+fn allocations_are_bounded_by_what_the_file_holds_and_melctl_writes() {
+    let t = tempfile::tempdir().unwrap();
+    let d = make(t.path());
+    let sparse = d.join("sparse.h5");
+    let len = std::fs::metadata(&sparse).unwrap().len();
+    assert!(len > 100_000_000_000, "the sparse file claims {len} bytes");
+    assert_refused(
+        &sparse,
+        &[
+            "32000000000 values",
+            "more than the 268435456 melctl writes",
+        ],
+    );
+    // A chunk shape far beyond the data (deflated, so the file is small): reading two
+    // labels would allocate a 256 MiB chunk (HDF5 allows 4 GiB).
+    assert_refused(
+        &d.join("huge_chunk.h5"),
+        &["`label`'s chunks", "limit on a decoded chunk"],
+    );
+}
+
+#[test]
+fn fifos_and_devices_are_refused_without_blocking() {
+    let t = tempfile::tempdir().unwrap();
+    // HDF5: a FIFO named like a split, opened by path and by split name.
+    let fifo = t.path().join("training.h5");
+    mkfifo(&fifo);
+    assert_refused(&fifo, &["not a regular file (a FIFO)"]);
+    let e = Split::open_in(t.path(), "training")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("training.h5") && e.contains("a FIFO"), "{e}");
+    // npy: each of the folder's three files in turn is a FIFO, then meta.json is a link
+    // to /dev/zero (an endless read if the bound trusted st_size).
+    let out = build(
+        &t.path().join("n"),
+        Preset::Speech16k,
+        Dtype::F16,
+        Out::Npy,
+        &[("testing", 2)],
+    );
+    let d = out.join("testing.npy.d");
+    for name in ["meta.json", "mel.npy", "label.npy"] {
+        let f = d.join(name);
+        let keep = t.path().join(name);
+        std::fs::rename(&f, &keep).unwrap();
+        mkfifo(&f);
+        let text = refusal(&d);
+        assert!(
+            text.contains(name) && text.contains("not a regular file (a FIFO)"),
+            "{name}: {text}"
+        );
+        std::fs::remove_file(&f).unwrap();
+        std::fs::rename(&keep, &f).unwrap();
+    }
+    assert!(Split::open(&d).is_ok(), "the restored folder opens");
+    let meta = d.join("meta.json");
+    std::fs::remove_file(&meta).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &meta).unwrap();
+    let text = refusal(&d);
+    assert!(
+        text.contains("meta.json") && text.contains("a character device"),
+        "{text}"
+    );
+}
