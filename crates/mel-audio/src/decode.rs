@@ -58,14 +58,78 @@ pub(crate) fn settle(path: &Path, promised: Option<u64>, held: u64) -> Result<us
         .map_err(|_| Error::decode(path, "more frames than this machine can count"))
 }
 
+/// An input file read as a `Cursor` over its bytes reads, so that a file and its bytes
+/// give the same result on any seek: a seek past the end is allowed and reads nothing
+/// (`lseek` would refuse offsets beyond `i64::MAX` with EINVAL), a seek before the start
+/// is an error.
+pub(crate) struct FileSource {
+    file: std::fs::File,
+    len: u64,
+    pos: u64,
+}
+
+impl FileSource {
+    fn new(file: std::fs::File, len: u64) -> Self {
+        FileSource { file, len, pos: 0 }
+    }
+}
+
+impl Read for FileSource {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.pos >= self.len {
+            return Ok(0);
+        }
+        let n = self.file.read(buf)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl Seek for FileSource {
+    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+        let (base, delta) = match to {
+            std::io::SeekFrom::Start(n) => (n, 0),
+            std::io::SeekFrom::End(d) => (self.len, d),
+            std::io::SeekFrom::Current(d) => (self.pos, d),
+        };
+        let pos = base.checked_add_signed(delta).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "invalid seek to a negative or overflowing position",
+            )
+        })?;
+        if pos < self.len {
+            self.file.seek(std::io::SeekFrom::Start(pos))?;
+        }
+        self.pos = pos;
+        Ok(pos)
+    }
+}
+
+impl symphonia::core::io::MediaSource for FileSource {
+    fn is_seekable(&self) -> bool {
+        true
+    }
+
+    fn byte_len(&self) -> Option<u64> {
+        Some(self.len)
+    }
+}
+
+/// Opens `path` for decoding: the file and its length.
+fn open_source(path: &Path) -> Result<(FileSource, u64)> {
+    let io = |e: std::io::Error| Error::read(path, e);
+    let file = crate::open::open_input(path, false).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    Ok((FileSource::new(file, len), len))
+}
+
 /// Decodes the audio file at `path` into `dst` (exactly `audio.clip_samples()` long), in
 /// any supported format, at any rate (resampled to `audio.sample_rate`), any channel count
 /// (downmixed per `audio.downmix`). Short files are padded with zeros, long ones trimmed,
 /// per `audio`.
 pub fn decode_into(path: &Path, audio: &AudioConfig, dst: &mut [f32]) -> Result<DecodeInfo> {
-    let io = |e: std::io::Error| Error::read(path, e);
-    let mut file = crate::open::open_input(path, false).map_err(io)?;
-    let len = file.metadata().map_err(io)?.len();
+    let (mut file, len) = open_source(path)?;
     match route(&mut file, len, path)? {
         Route::Wav(h) => wav_decode(&mut file, &h, path, audio, dst),
         Route::Symphonia(c, offset) => {
@@ -98,13 +162,16 @@ pub fn decode_bytes_into(
 /// in its samples; empty, truncated, foreign and unsupported files are found. This is what
 /// `melctl build --dry-run` runs on every file.
 pub fn probe(path: &Path, audio: &AudioConfig) -> Result<()> {
-    let io = |e: std::io::Error| Error::read(path, e);
-    let mut file = crate::open::open_input(path, false).map_err(io)?;
-    let len = file.metadata().map_err(io)?.len();
+    let (mut file, len) = open_source(path)?;
     match route(&mut file, len, path)? {
         Route::Wav(h) => {
             check_stream(path, audio, h.channels as usize, h.rate)?;
-            settle(path, h.promised, h.held).map(|_| ())
+            let frames = settle(path, h.promised, h.held)?;
+            let limit = keep_limit(audio.clip_samples(), h.rate, audio);
+            if h.rate != audio.sample_rate && audio.trim == TrimPolicy::Center && frames > limit {
+                return Err(too_long(path, limit, h.rate));
+            }
+            Ok(())
         }
         Route::Symphonia(c, offset) => {
             crate::generic::probe(Box::new(file), c, offset, path, audio)
@@ -192,13 +259,14 @@ pub(crate) fn keep_limit(clip: usize, rate: u32, audio: &AudioConfig) -> usize {
     .min(MAX_FILE_SAMPLES)
 }
 
-/// The error for a file longer than [`keep_limit`] allows when all of it is needed.
-pub(crate) fn too_long(path: &Path, frames: usize, rate: u32) -> Error {
+/// The error for a file longer than [`keep_limit`] allows when all of it is needed (the
+/// same words from decoding, which stops at the limit, and from the probe, which counts
+/// the whole file).
+pub(crate) fn too_long(path: &Path, limit: usize, rate: u32) -> Error {
     Error::limit(
         path.display().to_string(),
         format!(
-            "longer than {MAX_CLIPS_LONG} clip lengths or {MAX_FILE_SAMPLES} samples ({:.1} s at {rate} Hz); with audio.trim = \"start\" only the beginning is read",
-            frames as f64 / rate as f64
+            "longer than {MAX_CLIPS_LONG} clip lengths or {MAX_FILE_SAMPLES} samples (over {limit} frames at {rate} Hz); with audio.trim = \"start\" only the beginning is read"
         ),
     )
 }
@@ -249,7 +317,8 @@ fn wav_decode<R: Read + Seek>(
         let samples = crate::wav::WavHeader { channels: 1, ..*h };
         let (mut first, mut all) = (0, Vec::new());
         while first < frames {
-            let n = (1 << 16).min(frames - first);
+            // At most 2^16 samples at a time, whatever the channel count.
+            let n = ((1usize << 16) / ch).max(1).min(frames - first);
             all.clear();
             read_wav_frames(r, &samples, first * ch, n * ch, audio, &mut all, path)?;
             check_finite(path, &all, first, ch)?;
@@ -267,7 +336,7 @@ fn wav_decode<R: Read + Seek>(
     let limit = keep_limit(dst.len(), h.rate, audio);
     let take = match audio.trim {
         TrimPolicy::Start => frames.min(limit),
-        TrimPolicy::Center if frames > limit => return Err(too_long(path, frames, h.rate)),
+        TrimPolicy::Center if frames > limit => return Err(too_long(path, limit, h.rate)),
         TrimPolicy::Center => frames,
     };
     let mut mono = Vec::with_capacity(take);

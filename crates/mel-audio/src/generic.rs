@@ -89,6 +89,13 @@ pub(crate) fn probe(
             check_stream(path, audio, ch, s.rate.unwrap_or(0))?;
         }
         let counted = s.count_rest(path, 0)?;
+        // In decoding's order: the limit is met while decoding, the promise at the end.
+        if let Some(rate) = s.rate.filter(|_| audio.trim == TrimPolicy::Center) {
+            let limit = keep_limit(audio.clip_samples(), rate, audio);
+            if counted >= limit as u64 {
+                return Err(too_long(path, limit, rate));
+            }
+        }
         settle(path, s.promised, counted).map(|_| ())
     })
 }
@@ -300,7 +307,7 @@ fn decode_inner(
         mix_interleaved(&interleaved, ch, audio.downmix, &mut mono);
         if mono.len() >= limit {
             if audio.trim == TrimPolicy::Center {
-                return Err(too_long(path, mono.len(), r));
+                return Err(too_long(path, limit, r));
             }
             mono.truncate(limit);
             stopped = true;
