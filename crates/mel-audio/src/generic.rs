@@ -88,7 +88,7 @@ pub(crate) fn probe(
         if let Some(ch) = s.channels {
             check_stream(path, audio, ch, s.rate.unwrap_or(0))?;
         }
-        let counted = s.count_rest(path, 0)?;
+        let counted = s.count_rest(path, 0, None)?;
         // In decoding's order: the limit is met while decoding, the promise at the end.
         if let Some(rate) = s.rate.filter(|_| audio.trim == TrimPolicy::Center) {
             let limit = keep_limit(audio.clip_samples(), rate, audio);
@@ -195,11 +195,21 @@ impl<'s> Stream<'s> {
     /// are no substitute: symphonia's MP3 reader counts encoder delay and padding in them,
     /// its Ogg reader does not, Matroska often gives none). Float PCM is checked for NaN
     /// and infinity on the way, so that the verdict does not depend on the part kept.
-    fn count_rest(&mut self, path: &Path, start: u64) -> Result<u64> {
+    /// `layout` is the (rate, channels) of the packets decoded before, if any: like
+    /// decoding, the count refuses a stream whose layout changes.
+    fn count_rest(
+        &mut self,
+        path: &Path,
+        start: u64,
+        mut layout: Option<(u32, usize)>,
+    ) -> Result<u64> {
         let mut n = 0u64;
         while let Some(p) = self.next(path)? {
             let buf = self.decoder.decode(&p).map_err(|e| sym_error(path, e))?;
-            let ch = buf.spec().channels().count().max(1);
+            let spec = (buf.spec().rate(), buf.spec().channels().count());
+            check_layout(path, spec, layout)?;
+            layout = Some(spec);
+            let ch = spec.1;
             if self.float {
                 self.scratch.resize(buf.samples_interleaved(), 0.0);
                 buf.copy_to_slice_interleaved(&mut self.scratch);
@@ -209,6 +219,21 @@ impl<'s> Stream<'s> {
         }
         Ok(n)
     }
+}
+
+/// A decoded buffer's (rate, channels) must be usable and the same as the one before.
+fn check_layout(path: &Path, (rate, ch): (u32, usize), before: Option<(u32, usize)>) -> Result<()> {
+    let bad = |reason: &str| Err(Error::decode(path, reason));
+    if ch == 0 {
+        return bad("zero channels");
+    }
+    if rate == 0 {
+        return bad("zero sample rate");
+    }
+    if before.is_some_and(|b| b != (rate, ch)) {
+        return bad("the sample rate or channel count changes inside the file");
+    }
+    Ok(())
 }
 
 /// symphonia's reader for `container`, on `mss` positioned at its first byte.
@@ -283,20 +308,10 @@ fn decode_inner(
         let buf = s.decoder.decode(&packet).map_err(|e| sym_error(path, e))?;
         let spec = buf.spec();
         let (r, ch) = (spec.rate(), spec.channels().count());
-        if ch == 0 {
-            return Err(bad("zero channels".into()));
-        }
-        if r == 0 {
-            return Err(bad("zero sample rate".into()));
-        }
+        check_layout(path, (r, ch), rate.map(|x| (x, channels)))?;
         if rate.is_none() {
             check_stream(path, audio, ch, r)?;
             limit = keep_limit(clip, r, audio);
-        }
-        if rate.is_some_and(|x| x != r) || (channels != 0 && channels != ch) {
-            return Err(bad(
-                "the sample rate or channel count changes inside the file".into(),
-            ));
         }
         rate = Some(r);
         channels = ch;
@@ -314,9 +329,9 @@ fn decode_inner(
             break;
         }
     }
-    // Past the kept part, the rest of the file is counted, not decoded.
+    // Past the kept part, the rest of the file is decoded and counted, not kept.
     let rest = if stopped {
-        s.count_rest(path, counted)?
+        s.count_rest(path, counted, rate.map(|r| (r, channels)))?
     } else {
         0
     };
