@@ -211,8 +211,8 @@ fn route<R: Read + Seek>(r: &mut R, len: u64, path: &Path) -> Result<Route> {
                 format!("{what} ({detail}); melctl reads {FORMATS}"),
             ))
         }
-        Ok((Container::Wav, _)) => match crate::wav::parse(r, len).map_err(io)? {
-            Ok(h) if h.coding == Coding::Adpcm => Ok(Route::Symphonia(Container::Wav, 0)),
+        Ok((Container::Wav, base)) => match crate::wav::parse(r, base, len).map_err(io)? {
+            Ok(h) if h.coding == Coding::Adpcm => Ok(Route::Symphonia(Container::Wav, base)),
             Ok(h) => Ok(Route::Wav(h)),
             Err(e) if e.unsupported => Err(Error::unsupported(path, e.reason)),
             Err(e) => Err(Error::decode(path, e.reason)),
@@ -651,6 +651,27 @@ mod tests {
         b.extend_from_slice(&(data as u32).to_le_bytes());
         b.extend((0..samples).flat_map(|i| ((i % 200) as i16 * 100).to_le_bytes()));
         b
+    }
+
+    #[test]
+    fn an_id3v2_tag_before_a_wav_is_skipped_on_every_route() {
+        let t = tempfile::tempdir().unwrap();
+        let wav = wav_claiming(8, 6);
+        let mut tagged = b"ID3\x03\0\0\0\0\0\x06abc\0\0\0".to_vec();
+        tagged.extend_from_slice(&wav);
+        let (p, q) = (t.path().join("plain.wav"), t.path().join("tagged.wav"));
+        std::fs::write(&p, &wav).unwrap();
+        std::fs::write(&q, &tagged).unwrap();
+        for rate in [8, 16] {
+            let a = audio(rate, 12);
+            let (mut x, mut y, mut z) = (vec![0.0; 12], vec![0.0; 12], vec![0.0; 12]);
+            let want = decode_into(&p, &a, &mut x).unwrap();
+            assert_eq!(want.frames, 6);
+            assert_eq!(decode_into(&q, &a, &mut y).unwrap(), want);
+            assert_eq!(decode_bytes_into(&tagged, &q, &a, &mut z).unwrap(), want);
+            assert_eq!((&x, &x), (&y, &z));
+            probe(&q, &a).unwrap();
+        }
     }
 
     #[test]

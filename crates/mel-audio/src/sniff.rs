@@ -79,7 +79,7 @@ pub(crate) fn sniff<R: Read + Seek>(r: &mut R, len: u64) -> std::io::Result<Snif
     Ok(match identify(&head) {
         None if tagged || mpeg_sync(&head).is_some() => mp3_at(r, offset, len)?,
         Some(Ok((c, _))) => match c {
-            Container::Aiff => aifc_check(r, len)?.map(|()| (c, offset)),
+            Container::Aiff => aifc_check(r, offset, len)?.map(|()| (c, offset)),
             Container::Ogg => ogg_check(&head).map(|()| (c, offset)),
             c => Ok((c, offset)),
         },
@@ -221,8 +221,12 @@ fn mp3_at<R: Read + Seek>(r: &mut R, offset: u64, len: u64) -> std::io::Result<S
     let head = read_at(r, at, 64)?;
     let Some((frame_len, layer)) = mpeg_sync(&head) else {
         if let Some(Ok((c, _))) = identify(&head) {
-            // Audio of another kind after an ID3v2 tag (FLAC, say).
-            return Ok(Ok((c, at)));
+            // Audio of another kind after an ID3v2 tag (FLAC, WAV, say).
+            return Ok(match c {
+                Container::Aiff => aifc_check(r, at, len)?.map(|()| (c, at)),
+                Container::Ogg => ogg_check(&head).map(|()| (c, at)),
+                c => Ok((c, at)),
+            });
         }
         let what = if offset > 0 {
             "an ID3v2 tag followed by no MPEG audio frame"
@@ -278,12 +282,16 @@ fn ogg_check(head: &[u8]) -> Result<(), Refusal> {
 }
 
 /// AIFF-C: the COMM chunk's compression must be one symphonia reads.
-fn aifc_check<R: Read + Seek>(r: &mut R, len: u64) -> std::io::Result<Result<(), Refusal>> {
-    let head = read_at(r, 0, 12)?;
+fn aifc_check<R: Read + Seek>(
+    r: &mut R,
+    base: u64,
+    len: u64,
+) -> std::io::Result<Result<(), Refusal>> {
+    let head = read_at(r, base, 12)?;
     if &head[8..12] != b"AIFC" {
         return Ok(Ok(()));
     }
-    let mut pos = 12u64;
+    let mut pos = base + 12;
     for _ in 0..64 {
         let ck = read_at(r, pos, 8)?;
         if ck.len() < 8 {

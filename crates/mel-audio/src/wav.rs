@@ -112,14 +112,16 @@ fn unsupported(reason: impl Into<String>) -> Refused {
 /// At most this many chunks are walked before `data` must have been found.
 const MAX_CHUNKS: usize = 4096;
 
-/// Parses the WAVE header of `r` (`len` bytes long; sniffed as RIFF/RF64/BW64 WAVE).
+/// Parses the WAVE header of `r` (`len` bytes long; sniffed as RIFF/RF64/BW64 WAVE at
+/// `base`, after any ID3v2 tags).
 pub(crate) fn parse<R: Read + Seek>(
     r: &mut R,
+    base: u64,
     len: u64,
 ) -> std::io::Result<Result<WavHeader, Refused>> {
-    let riff = read_at(r, 0, 12)?;
+    let riff = read_at(r, base, 12)?;
     let rf64 = &riff[..4] != b"RIFF";
-    let mut pos = 12u64;
+    let mut pos = base + 12;
     let mut fmt: Option<Vec<u8>> = None;
     let mut ds64_data: Option<u64> = None;
     for _ in 0..MAX_CHUNKS {
