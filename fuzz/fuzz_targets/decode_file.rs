@@ -1,6 +1,7 @@
-//! Any bytes as a file on disk, decoded by path (the hound and symphonia paths that read
-//! from the file, not from memory): an error or a clip, never a panic or an unbounded
-//! allocation.
+//! Any bytes as a file on disk, decoded by path (the WAV and symphonia routes that read
+//! from the file, not from memory) and probed as a dry run does: an error or a clip, never
+//! a panic or an unbounded allocation, and the probe refuses whatever decoding refuses
+//! for any reason but the samples' values (corrupt, non-finite) and the resampler's own limits.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -18,6 +19,16 @@ fuzz_target!(|data: &[u8]| {
             ..AudioConfig::default()
         };
         let mut dst = vec![0.0f32; audio.clip_samples()];
-        let _ = mel_audio::decode_into(&path, &audio, &mut dst);
+        let decoded = mel_audio::decode_into(&path, &audio, &mut dst);
+        let probed = mel_audio::probe(&path, &audio);
+        if let (Err(d), Ok(())) = (&decoded, &probed) {
+            let d = d.to_string();
+            assert!(
+                ["non-finite", "corrupt", "decoder failed", "resampling"]
+                    .iter()
+                    .any(|w| d.contains(w)),
+                "probe passed what decoding refused: {d}"
+            );
+        }
     }
 });

@@ -1,144 +1,144 @@
-//! Decoding any supported file straight into a fixed-length mono row.
+//! Decoding any supported file straight into a fixed-length mono row, under one contract
+//! whatever the format or the target rate:
 //!
-//! Plain PCM/float WAV at the target rate goes through hound (16-bit PCM converted
-//! straight from the bytes); downmix, pad and trim happen while reading, and no more
-//! than the kept frames are read. Everything else (FLAC, Ogg Vorbis, MP3, AIFF, WAV
-//! variants hound does not take, a file at another rate, a `.wav` that is really FLAC)
-//! goes through symphonia, whose probe looks at the content, and rubato when the rate
-//! differs (see `generic`).
+//! 1. **One route per file, chosen from its content** ([`crate::sniff`]): RIFF/RF64 WAVE
+//!    goes to melctl's own parser ([`crate::wav`]; PCM, float and G.711 are converted
+//!    here, ADPCM by symphonia), every other supported container to its symphonia reader
+//!    ([`crate::generic`]); a known foreign format is refused by name. The target rate
+//!    plays no part in the choice: a file at another rate is read the same way, then
+//!    resampled.
+//! 2. **Frame counts come from the data** and one check, [`settle`], compares them with
+//!    what the header promised: fewer frames than promised is "truncated", none at all is
+//!    "no audio", on every route. [`DecodeInfo::frames`] (stored as `source_frames`) is the
+//!    count the file really holds, so a short file is counted as padded.
+//! 3. Downmix ([`crate::mix`]), resampling and pad/trim are the same code for every route.
 
+use std::io::{Read, Seek};
 use std::path::Path;
 
-use hound::{SampleFormat, WavReader};
-use mel_core::config::{AudioConfig, Downmix, PadPolicy, TrimPolicy};
+use mel_core::config::{AudioConfig, PadPolicy, TrimPolicy};
 use mel_core::{Error, Result};
 
-use crate::mix::{check_channel, mono, takes};
+use crate::mix::check_channel;
+use crate::resample::{MAX_FILE_SAMPLES, MAX_RATE};
+use crate::sniff::{Container, Refusal, sniff};
+use crate::wav::{Coding, WavHeader};
+
+/// The formats melctl decodes, as the refusal of an unrecognised file lists them.
+pub const FORMATS: &str = "WAV (PCM, float, A-law, µ-law, MS/IMA ADPCM; RIFF and RF64), FLAC, MP3, Ogg Vorbis, Ogg FLAC, AIFF/AIFF-C, CAF, MP4/M4A (AAC, ALAC), ADTS AAC and Matroska/WebM";
 
 /// What a decoded file was like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DecodeInfo {
     /// The file's sample rate, Hz.
     pub rate: u32,
-    /// Frames in the file (as its header says; decoded frames when it says nothing).
+    /// Frames the file holds, counted from its data (never only from its header).
     pub frames: usize,
     /// Channels in the file.
     pub channels: u16,
-    /// Bits per sample.
+    /// Bits per sample (0 for codecs without one).
     pub bits: u16,
 }
 
-/// Decodes the WAV file at `path` into `dst` (exactly `audio.clip_samples()` long):
-/// PCM 8/16/24/32-bit or float 32, any channel count, at `audio.sample_rate`.
-/// Short files are padded with zeros, long ones trimmed, per `audio`.
-pub fn decode_into(path: &Path, audio: &AudioConfig, dst: &mut [f32]) -> Result<DecodeInfo> {
-    let io = |e: std::io::Error| Error::read(path, e);
-    let file = crate::open::open_input(path, false).map_err(io)?;
-    let len = file.metadata().map_err(io)?.len();
-    if len == 0 {
-        return Err(Error::decode(path, "empty file (0 bytes)"));
-    }
-    match WavReader::new(std::io::BufReader::new(file)) {
-        Ok(reader) if hound_takes(reader.spec(), audio) => {
-            // Where the data starts, to check the header's length against the file's.
-            let (spec, frames) = (reader.spec(), reader.duration() as usize);
-            let mut inner = reader.into_inner();
-            use std::io::Seek;
-            let start = inner.stream_position().map_err(io)?;
-            check_claimed(frames, spec, start, len, path)?;
-            inner.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
-            let reader = WavReader::new(inner).map_err(|e| hound_error(path, e))?;
-            decode_wav(reader, path, audio, dst)
-        }
-        Ok(_) => generic_file(path, None, audio, dst),
-        Err(e) if falls_back(&e) => generic_file(path, Some(describe(e)), audio, dst),
-        Err(e) => Err(hound_error(path, e)),
-    }
-}
-
-/// Checks, from its header alone, that the file at `path` would decode under `audio`:
-/// a WAV header hound takes whose promised data the file holds, or a container, audio
-/// track and codec symphonia can open. No audio is decoded; a file that passes can still
-/// fail later on corrupt data, but empty, truncated, foreign and unsupported files are
-/// found. This is what `melctl build --dry-run` runs on every file.
-pub fn probe(path: &Path, audio: &AudioConfig) -> Result<()> {
-    let io = |e: std::io::Error| Error::read(path, e);
-    let file = crate::open::open_input(path, false).map_err(io)?;
-    let len = file.metadata().map_err(io)?.len();
-    if len == 0 {
-        return Err(Error::decode(path, "empty file (0 bytes)"));
-    }
-    match WavReader::new(std::io::BufReader::new(file)) {
-        Ok(reader) if hound_takes(reader.spec(), audio) => {
-            let (spec, frames) = (reader.spec(), reader.duration() as usize);
-            check_channel(audio.downmix, spec.channels as usize, path)?;
-            let mut inner = reader.into_inner();
-            use std::io::Seek;
-            let start = inner.stream_position().map_err(io)?;
-            check_claimed(frames, spec, start, len, path)
-        }
-        Ok(_) => generic_probe(path, None, audio),
-        Err(e) if falls_back(&e) => generic_probe(path, Some(describe(e)), audio),
-        Err(e) => Err(hound_error(path, e)),
-    }
-}
-
-fn generic_probe(path: &Path, hound_said: Option<String>, audio: &AudioConfig) -> Result<()> {
-    let file = crate::open::open_input(path, false).map_err(|e| Error::read(path, e))?;
-    crate::generic::probe(Box::new(file), path, hound_said, audio)
-}
-
-/// A header that promises more sample data than the file holds is an error, even when
-/// the clip would only need the part that is there: such a file is a cut-short copy.
-fn check_claimed(
-    frames: usize,
-    spec: hound::WavSpec,
-    data_start: u64,
-    file_len: u64,
-    path: &Path,
-) -> Result<()> {
-    let frame_bytes = spec.channels as u64 * spec.bits_per_sample.div_ceil(8) as u64;
-    let held = file_len.saturating_sub(data_start) / frame_bytes.max(1);
-    if (frames as u64) > held {
+/// The one check every route makes once it knows how many frames the file holds (`held`,
+/// counted from the data) and how many its header promised (`promised`, `None` when the
+/// format makes no promise): fewer than promised is a truncated file, none is no audio.
+/// Returns the frame count to report.
+pub(crate) fn settle(path: &Path, promised: Option<u64>, held: u64) -> Result<usize> {
+    if let Some(p) = promised.filter(|&p| p > held) {
         return Err(Error::decode(
             path,
-            format!("truncated data: the header promises {frames} frames, the file holds {held}"),
+            format!("truncated data: the header promises {p} frames, the file holds {held}"),
         ));
     }
-    Ok(())
+    if held == 0 {
+        return Err(Error::decode(path, "no audio: the file holds no frames"));
+    }
+    usize::try_from(held)
+        .map_err(|_| Error::decode(path, "more frames than this machine can count"))
 }
 
-/// Whether hound's reader handles this stream (otherwise symphonia does).
-fn hound_takes(spec: hound::WavSpec, audio: &AudioConfig) -> bool {
-    let format_ok = matches!(
-        (spec.sample_format, spec.bits_per_sample),
-        (SampleFormat::Float, 32) | (SampleFormat::Int, 8 | 16 | 24 | 32)
-    );
-    format_ok && spec.channels > 0 && spec.sample_rate == audio.sample_rate && spec.sample_rate > 0
+/// An input file read as a `Cursor` over its bytes reads, so that a file and its bytes
+/// give the same result on any seek: a seek past the end is allowed and reads nothing
+/// (`lseek` would refuse offsets beyond `i64::MAX` with EINVAL), a seek before the start
+/// is an error.
+pub(crate) struct FileSource {
+    file: std::fs::File,
+    len: u64,
+    pos: u64,
 }
 
-/// Whether hound's error means "not something hound reads" (symphonia may), rather than
-/// a broken file.
-fn falls_back(e: &hound::Error) -> bool {
-    matches!(
-        e,
-        hound::Error::FormatError(_)
-            | hound::Error::Unsupported
-            | hound::Error::InvalidSampleFormat
-    )
+impl FileSource {
+    fn new(file: std::fs::File, len: u64) -> Self {
+        FileSource { file, len, pos: 0 }
+    }
 }
 
-fn generic_file(
-    path: &Path,
-    hound_said: Option<String>,
-    audio: &AudioConfig,
-    dst: &mut [f32],
-) -> Result<DecodeInfo> {
-    let file = crate::open::open_input(path, false).map_err(|e| Error::read(path, e))?;
-    crate::generic::decode(Box::new(file), path, hound_said, audio, dst)
+impl Read for FileSource {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.pos >= self.len {
+            return Ok(0);
+        }
+        let n = self.file.read(buf)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
 }
 
-/// Decodes a WAV file already read into memory (`bytes`, the whole file at `path`) into
+impl Seek for FileSource {
+    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+        let (base, delta) = match to {
+            std::io::SeekFrom::Start(n) => (n, 0),
+            std::io::SeekFrom::End(d) => (self.len, d),
+            std::io::SeekFrom::Current(d) => (self.pos, d),
+        };
+        let pos = base.checked_add_signed(delta).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "invalid seek to a negative or overflowing position",
+            )
+        })?;
+        if pos < self.len {
+            self.file.seek(std::io::SeekFrom::Start(pos))?;
+        }
+        self.pos = pos;
+        Ok(pos)
+    }
+}
+
+impl symphonia::core::io::MediaSource for FileSource {
+    fn is_seekable(&self) -> bool {
+        true
+    }
+
+    fn byte_len(&self) -> Option<u64> {
+        Some(self.len)
+    }
+}
+
+/// Opens `path` for decoding: the file and its length.
+fn open_source(path: &Path) -> Result<(FileSource, u64)> {
+    let io = |e: std::io::Error| Error::read(path, e);
+    let file = crate::open::open_input(path, false).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    Ok((FileSource::new(file, len), len))
+}
+
+/// Decodes the audio file at `path` into `dst` (exactly `audio.clip_samples()` long), in
+/// any supported format, at any rate (resampled to `audio.sample_rate`), any channel count
+/// (downmixed per `audio.downmix`). Short files are padded with zeros, long ones trimmed,
+/// per `audio`.
+pub fn decode_into(path: &Path, audio: &AudioConfig, dst: &mut [f32]) -> Result<DecodeInfo> {
+    let (mut file, len) = open_source(path)?;
+    match route(&mut file, len, path)? {
+        Route::Wav(h) => wav_decode(&mut file, &h, path, audio, dst),
+        Route::Symphonia(c, offset) => {
+            crate::generic::decode(Box::new(file), c, offset, path, audio, dst)
+        }
+    }
+}
+
+/// Decodes a file already read into memory (`bytes`, the whole file at `path`) into
 /// `dst`, exactly as [`decode_into`] would decode the file.
 pub fn decode_bytes_into(
     bytes: &[u8],
@@ -146,41 +146,251 @@ pub fn decode_bytes_into(
     audio: &AudioConfig,
     dst: &mut [f32],
 ) -> Result<DecodeInfo> {
-    if bytes.is_empty() {
+    let mut cursor = std::io::Cursor::new(bytes);
+    match route(&mut cursor, bytes.len() as u64, path)? {
+        Route::Wav(h) => wav_decode(&mut cursor, &h, path, audio, dst),
+        Route::Symphonia(c, offset) => {
+            crate::generic::decode(Box::new(cursor), c, offset, path, audio, dst)
+        }
+    }
+}
+
+/// Checks that the file at `path` would decode under `audio`, without resampling or
+/// keeping any audio: the same route and the same frame-count check as [`decode_into`]
+/// (PCM WAV from its sizes, other codecs by decoding and counting every packet), the
+/// channel pick and the rate limit. A PCM WAV that passes can still fail later on a NaN
+/// in its samples; empty, truncated, foreign and unsupported files are found. This is what
+/// `melctl build --dry-run` runs on every file.
+pub fn probe(path: &Path, audio: &AudioConfig) -> Result<()> {
+    let (mut file, len) = open_source(path)?;
+    match route(&mut file, len, path)? {
+        Route::Wav(h) => {
+            check_stream(path, audio, h.channels as usize, h.rate)?;
+            let frames = settle(path, h.promised, h.held)?;
+            let limit = keep_limit(audio.clip_samples(), h.rate, audio);
+            if h.rate != audio.sample_rate && audio.trim == TrimPolicy::Center && frames > limit {
+                return Err(too_long(path, limit, h.rate));
+            }
+            Ok(())
+        }
+        Route::Symphonia(c, offset) => {
+            crate::generic::probe(Box::new(file), c, offset, path, audio)
+        }
+    }
+}
+
+/// Where a file goes: melctl's WAV reader with its parsed header, or a symphonia reader
+/// for the container found at an offset.
+enum Route {
+    Wav(WavHeader),
+    Symphonia(Container, u64),
+}
+
+/// The one routing decision, from the content alone.
+fn route<R: Read + Seek>(r: &mut R, len: u64, path: &Path) -> Result<Route> {
+    let io = |e: std::io::Error| Error::read(path, e);
+    if len == 0 {
         return Err(Error::decode(path, "empty file (0 bytes)"));
     }
-    let reader = match WavReader::new(std::io::Cursor::new(bytes)) {
-        Ok(r) => r,
-        Err(e) if falls_back(&e) => {
-            let source = Box::new(std::io::Cursor::new(bytes.to_vec()));
-            return crate::generic::decode(source, path, Some(describe(e)), audio, dst);
+    match sniff(r, len).map_err(io)? {
+        Err(Refusal::Unsupported(m)) => Err(Error::unsupported(path, m)),
+        Err(Refusal::Truncated(m)) => Err(Error::decode(path, m)),
+        Err(Refusal::Unrecognised(detail)) => {
+            // The name shapes the words, never the route.
+            let wav = path
+                .extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| e.eq_ignore_ascii_case("wav") || e.eq_ignore_ascii_case("wave"));
+            let what = if wav {
+                "not a valid WAV file, nor another audio format melctl reads"
+            } else {
+                "not a recognised audio format"
+            };
+            Err(Error::decode(
+                path,
+                format!("{what} ({detail}); melctl reads {FORMATS}"),
+            ))
         }
-        Err(e) => return Err(hound_error(path, e)),
+        Ok((Container::Wav, base)) => match crate::wav::parse(r, base, len).map_err(io)? {
+            Ok(h) if h.coding == Coding::Adpcm => Ok(Route::Symphonia(Container::Wav, base)),
+            Ok(h) => Ok(Route::Wav(h)),
+            Err(e) if e.unsupported => Err(Error::unsupported(path, e.reason)),
+            Err(e) => Err(Error::decode(path, e.reason)),
+        },
+        Ok((c, offset)) => Ok(Route::Symphonia(c, offset)),
+    }
+}
+
+/// The checks every route makes on a stream's layout before decoding it: the picked
+/// channel exists, and the rate is within what melctl resamples.
+pub(crate) fn check_stream(
+    path: &Path,
+    audio: &AudioConfig,
+    channels: usize,
+    rate: u32,
+) -> Result<()> {
+    check_channel(audio.downmix, channels, path)?;
+    if rate > MAX_RATE {
+        return Err(Error::limit(
+            path.display().to_string(),
+            format!("the sample rate {rate} Hz is above the limit of {MAX_RATE} Hz"),
+        ));
+    }
+    Ok(())
+}
+
+/// Source frames read beyond the kept part when trimming from the start, so that the
+/// resampler's filter sees real audio around the cut.
+pub(crate) const RESAMPLE_MARGIN: usize = 16_384;
+
+/// A file may hold at most this many clip lengths of audio when all of it is needed.
+pub const MAX_CLIPS_LONG: usize = 64;
+
+/// How many source frames at `rate` decoding keeps for a `clip`-sample row: beyond this,
+/// decoding stops (trim from the start) or the file is refused (trim from the centre
+/// needs all of it when it must be resampled). Never more than [`MAX_FILE_SAMPLES`].
+pub(crate) fn keep_limit(clip: usize, rate: u32, audio: &AudioConfig) -> usize {
+    let needed = (clip as u128 * rate as u128).div_ceil(audio.sample_rate.max(1) as u128);
+    let needed = usize::try_from(needed).unwrap_or(usize::MAX);
+    match audio.trim {
+        // The resampler's filter must see real audio around the cut: its reach grows
+        // with the filter the ratio and quality need.
+        TrimPolicy::Start => needed.saturating_add(RESAMPLE_MARGIN.max(crate::resample::reach(
+            rate,
+            audio.sample_rate,
+            audio.resample_quality,
+        ))),
+        TrimPolicy::Center => needed.saturating_mul(MAX_CLIPS_LONG).max(1 << 20),
+    }
+    .min(MAX_FILE_SAMPLES)
+}
+
+/// The error for a file longer than [`keep_limit`] allows when all of it is needed (the
+/// same words from decoding, which stops at the limit, and from the probe, which counts
+/// the whole file).
+pub(crate) fn too_long(path: &Path, limit: usize, rate: u32) -> Error {
+    Error::limit(
+        path.display().to_string(),
+        format!(
+            "longer than {MAX_CLIPS_LONG} clip lengths or {MAX_FILE_SAMPLES} samples (over {limit} frames at {rate} Hz); with audio.trim = \"start\" only the beginning is read"
+        ),
+    )
+}
+
+/// A decoded sample that is NaN or infinite, by frame, is an error.
+/// `samples` are `channels` interleaved, from frame `first_frame` of the file.
+pub(crate) fn check_finite(
+    path: &Path,
+    samples: &[f32],
+    first_frame: usize,
+    channels: usize,
+) -> Result<()> {
+    match samples.iter().position(|x| !x.is_finite()) {
+        Some(i) => Err(Error::decode(
+            path,
+            format!(
+                "non-finite sample (NaN or infinity) at frame {}",
+                first_frame + i / channels.max(1)
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// PCM, float or G.711 WAV: the frame count from the data chunk's size checked against
+/// the file's length ([`settle`]), then only the frames needed are read. At the target
+/// rate those are the kept frames; at another rate the beginning (trim from the start) or
+/// the whole file (from the centre, bounded), resampled by [`fit_clip`].
+fn wav_decode<R: Read + Seek>(
+    r: &mut R,
+    h: &WavHeader,
+    path: &Path,
+    audio: &AudioConfig,
+    dst: &mut [f32],
+) -> Result<DecodeInfo> {
+    check_stream(path, audio, h.channels as usize, h.rate)?;
+    let frames = settle(path, h.promised, h.held)?;
+    let info = DecodeInfo {
+        rate: h.rate,
+        frames,
+        channels: h.channels,
+        bits: h.bits,
     };
-    let spec = reader.spec();
-    if !hound_takes(spec, audio) {
-        let source = Box::new(std::io::Cursor::new(bytes.to_vec()));
-        return crate::generic::decode(source, path, None, audio, dst);
+    if let Coding::Float { .. } = h.coding {
+        // Every sample of every channel, whatever part the clip keeps: the verdict must
+        // not depend on the trim, the clip length or the rate.
+        let ch = h.channels as usize;
+        let samples = crate::wav::WavHeader { channels: 1, ..*h };
+        let (mut first, mut all) = (0, Vec::new());
+        while first < frames {
+            // At most 2^16 samples at a time, whatever the channel count.
+            let n = ((1usize << 16) / ch).max(1).min(frames - first);
+            all.clear();
+            read_wav_frames(r, &samples, first * ch, n * ch, audio, &mut all, path)?;
+            check_finite(path, &all, first, ch)?;
+            first += n;
+        }
     }
-    if spec.sample_format == SampleFormat::Int
-        && spec.bits_per_sample == 16
-        && spec.channels > 0
-        && spec.sample_rate == audio.sample_rate
-    {
-        // Fast path for the common case: hound parsed the header and left the reader at
-        // the first sample; convert the little-endian samples straight from the bytes.
-        let frames = reader.duration() as usize;
-        let start = (reader.into_inner().position() as usize).min(bytes.len());
-        check_claimed(frames, spec, start as u64, bytes.len() as u64, path)?;
-        return decode_pcm16(&bytes[start..], frames, spec.channels, path, audio, dst);
+    if h.rate == audio.sample_rate {
+        let (kept, skip, pad_before) = placement(frames, dst.len(), audio);
+        let mut mono = Vec::with_capacity(kept);
+        read_wav_frames(r, h, skip, kept, audio, &mut mono, path)?;
+        dst.fill(0.0);
+        dst[pad_before..pad_before + kept].copy_from_slice(&mono);
+        return Ok(info);
     }
-    let frames = reader.duration() as usize;
-    let mut inner = reader.into_inner();
-    let start = inner.position();
-    check_claimed(frames, spec, start, bytes.len() as u64, path)?;
-    inner.set_position(0);
-    let reader = WavReader::new(inner).map_err(|e| hound_error(path, e))?;
-    decode_wav(reader, path, audio, dst)
+    let limit = keep_limit(dst.len(), h.rate, audio);
+    let take = match audio.trim {
+        TrimPolicy::Start => frames.min(limit),
+        TrimPolicy::Center if frames > limit => return Err(too_long(path, limit, h.rate)),
+        TrimPolicy::Center => frames,
+    };
+    let mut mono = Vec::with_capacity(take);
+    read_wav_frames(r, h, 0, take, audio, &mut mono, path)?;
+    fit_clip(&mono, h.rate, audio, dst)
+        .map_err(|e| Error::limit(path.display().to_string(), e.to_string()))?;
+    Ok(info)
+}
+
+/// Reads `count` frames from frame `first` of the WAV data into `mono`, in bounded
+/// chunks (whatever the channel count), downmixed.
+fn read_wav_frames<R: Read + Seek>(
+    r: &mut R,
+    h: &WavHeader,
+    first: usize,
+    count: usize,
+    audio: &AudioConfig,
+    mono: &mut Vec<f32>,
+    path: &Path,
+) -> Result<()> {
+    let frame = h.frame_bytes() as usize;
+    let per_chunk = ((1usize << 16) / frame).max(1);
+    r.seek(std::io::SeekFrom::Start(
+        h.data_start + first as u64 * frame as u64,
+    ))
+    .map_err(|e| Error::read(path, e))?;
+    let mut buf = vec![0u8; per_chunk.min(count.max(1)) * frame];
+    let mut left = count;
+    while left > 0 {
+        let n = per_chunk.min(left);
+        let bytes = &mut buf[..n * frame];
+        if let Err(e) = r.read_exact(bytes) {
+            return Err(match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => Error::decode(
+                    path,
+                    format!(
+                        "truncated: the file ended while being read, after frame {} of {}",
+                        first + count - left,
+                        h.held
+                    ),
+                ),
+                _ => Error::read(path, e),
+            });
+        }
+        crate::wav::convert(bytes, h.coding, h.channels as usize, mono, audio.downmix);
+        left -= n;
+    }
+    Ok(())
 }
 
 /// Where the kept frames of a `frames`-long file go in a `clip`-long row:
@@ -199,7 +409,7 @@ pub(crate) fn placement(frames: usize, clip: usize, audio: &AudioConfig) -> (usi
 }
 
 /// Brings mono samples at `rate` Hz into a clip row exactly as decoding a file does:
-/// resampled to `audio.sample_rate` (rubato, `audio.resample_quality`), then padded or
+/// resampled to `audio.sample_rate` (`resample`, `audio.resample_quality`), then padded or
 /// trimmed per `audio.pad` / `audio.trim`. `dst` is the row, `audio.clip_samples()` long.
 /// This is how live audio gets the same treatment as the files a dataset was built from.
 pub fn fit_clip(
@@ -215,216 +425,11 @@ pub fn fit_clip(
     Ok(())
 }
 
-/// 16-bit PCM samples from `data` (the data chunk onwards) into `dst`.
-fn decode_pcm16(
-    data: &[u8],
-    frames: usize,
-    channels: u16,
-    path: &Path,
-    audio: &AudioConfig,
-    dst: &mut [f32],
-) -> Result<DecodeInfo> {
-    let (kept, skip, pad_before) = placement(frames, dst.len(), audio);
-    let ch = channels as usize;
-    check_channel(audio.downmix, ch, path)?;
-    let data = data.get(skip * ch * 2..).unwrap_or(&[]);
-    dst.fill(0.0);
-    let out = &mut dst[pad_before..pad_before + kept];
-    let done = if ch == 1 {
-        let n = (data.len() / 2).min(kept);
-        for (o, b) in out[..n].iter_mut().zip(data.chunks_exact(2)) {
-            *o = i16::from_le_bytes([b[0], b[1]]) as f32 * (1.0 / 32768.0);
-        }
-        n
-    } else {
-        let samples = data
-            .chunks_exact(2)
-            .map(|b| Ok::<i16, hound::Error>(i16::from_le_bytes([b[0], b[1]])));
-        read_frames(samples, ch, audio.downmix, 1.0 / 32768.0, out)
-            .map_err(|e| hound_error(path, e))?
-    };
-    if done < kept {
-        return Err(Error::decode(
-            path,
-            format!(
-                "truncated data: the header promises {frames} frames, the file ends after {}",
-                skip + done
-            ),
-        ));
-    }
-    Ok(DecodeInfo {
-        rate: audio.sample_rate,
-        frames,
-        channels,
-        bits: 16,
-    })
-}
-
-fn decode_wav<R: std::io::Read + std::io::Seek>(
-    mut reader: WavReader<R>,
-    path: &Path,
-    audio: &AudioConfig,
-    dst: &mut [f32],
-) -> Result<DecodeInfo> {
-    let bad = |reason: String| Error::decode(path, reason);
-    let spec = reader.spec();
-    if spec.channels == 0 {
-        return Err(bad("the header says 0 channels".into()));
-    }
-    check_channel(audio.downmix, spec.channels as usize, path)?;
-    if spec.sample_rate != audio.sample_rate {
-        return Err(Error::unsupported(
-            path,
-            format!(
-                "sample rate is {} Hz, the configuration wants {} Hz (audio.sample_rate)",
-                spec.sample_rate, audio.sample_rate
-            ),
-        ));
-    }
-    let frames = reader.duration() as usize;
-    let (kept, skip, pad_before) = placement(frames, dst.len(), audio);
-    if skip > 0 {
-        reader
-            .seek(skip as u32)
-            .map_err(|e| hound_error(path, hound::Error::IoError(e)))?;
-    }
-    dst.fill(0.0);
-    let out = &mut dst[pad_before..pad_before + kept];
-    let channels = spec.channels as usize;
-    let read = match (spec.sample_format, spec.bits_per_sample) {
-        (SampleFormat::Float, 32) => {
-            read_frames(reader.samples::<f32>(), channels, audio.downmix, 1.0, out)
-        }
-        (SampleFormat::Int, 16) => read_frames(
-            reader.samples::<i16>(),
-            channels,
-            audio.downmix,
-            1.0 / 32768.0,
-            out,
-        ),
-        (SampleFormat::Int, b @ (8 | 24 | 32)) => {
-            let scale = 1.0 / (1u64 << (b - 1)) as f32;
-            read_frames(reader.samples::<i32>(), channels, audio.downmix, scale, out)
-        }
-        (f, b) => {
-            return Err(Error::unsupported(
-                path,
-                format!("unsupported sample format: {f:?} {b}-bit"),
-            ));
-        }
-    };
-    let done = read.map_err(|e| hound_error(path, e))?;
-    if done < kept {
-        return Err(bad(format!(
-            "truncated data: the header promises {frames} frames, the file ends after {}",
-            skip + done
-        )));
-    }
-    if let Some(i) = out.iter().position(|s| !s.is_finite()) {
-        return Err(bad(format!(
-            "non-finite sample (NaN or infinity) at frame {}",
-            skip + i
-        )));
-    }
-    Ok(DecodeInfo {
-        rate: spec.sample_rate,
-        frames,
-        channels: spec.channels,
-        bits: spec.bits_per_sample,
-    })
-}
-
-/// Reads frames into `out`, downmixing; returns how many whole frames were read.
-fn read_frames<S, I>(
-    mut samples: I,
-    channels: usize,
-    downmix: Downmix,
-    scale: f32,
-    out: &mut [f32],
-) -> hound::Result<usize>
-where
-    S: Into<Widened>,
-    I: Iterator<Item = hound::Result<S>>,
-{
-    for (i, slot) in out.iter_mut().enumerate() {
-        let mut acc = 0.0f32;
-        for c in 0..channels {
-            let v = match samples.next() {
-                None => return Ok(i),
-                // The data ends early (inside a sample or frame): report it as truncated
-                // data with the frames that were whole, like running out at a boundary.
-                Some(Err(e)) if is_eof(&e) => return Ok(i),
-                Some(s) => s?.into().0,
-            };
-            if takes(downmix, c) {
-                acc += v;
-            }
-        }
-        *slot = mono(acc * scale, downmix, channels);
-    }
-    Ok(out.len())
-}
-
-/// A sample widened to f32 (exact for i16; i24/i32 round to f32 precision).
-struct Widened(f32);
-
-impl From<f32> for Widened {
-    fn from(v: f32) -> Self {
-        Widened(v)
-    }
-}
-
-impl From<i16> for Widened {
-    fn from(v: i16) -> Self {
-        Widened(v as f32)
-    }
-}
-
-impl From<i32> for Widened {
-    fn from(v: i32) -> Self {
-        Widened(v as f32)
-    }
-}
-
-/// hound's ways of saying the input ended early: an `UnexpectedEof` I/O error, or the
-/// `ErrorKind::Other` error hound 3.5 builds for a short read (`read.rs`, "Failed to read
-/// enough bytes."), which carries no other mark than its text.
-fn is_eof(e: &hound::Error) -> bool {
-    matches!(e, hound::Error::IoError(io)
-        if io.kind() == std::io::ErrorKind::UnexpectedEof
-            || (io.kind() == std::io::ErrorKind::Other
-                && io.to_string() == "Failed to read enough bytes."))
-}
-
-/// hound's error as the kind it is: a read failure, a truncated or malformed file, or an
-/// unsupported variant.
-fn hound_error(path: &Path, e: hound::Error) -> Error {
-    match e {
-        e if is_eof(&e) => Error::decode(path, describe(e)),
-        hound::Error::IoError(io) => Error::read(path, io),
-        e @ (hound::Error::TooWide | hound::Error::Unsupported) => {
-            Error::unsupported(path, describe(e))
-        }
-        e => Error::decode(path, describe(e)),
-    }
-}
-
-pub(crate) fn describe(e: hound::Error) -> String {
-    match e {
-        e if is_eof(&e) => "truncated: the file ends inside its header or data".into(),
-        hound::Error::IoError(io) => format!("read error: {io}"),
-        hound::Error::FormatError(m) => format!("not a valid WAV file: {m}"),
-        hound::Error::TooWide => "samples wider than 32 bits".into(),
-        hound::Error::UnfinishedSample => "truncated data: the file ends inside a sample".into(),
-        hound::Error::Unsupported => "unsupported WAV variant".into(),
-        hound::Error::InvalidSampleFormat => "invalid sample format in header".into(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hound::{WavSpec, WavWriter};
+    use hound::{SampleFormat, WavSpec, WavWriter};
+    use mel_core::config::Downmix;
 
     fn write(path: &Path, spec: WavSpec, frames: &[Vec<f64>]) {
         let mut w = WavWriter::create(path, spec).unwrap();
@@ -562,7 +567,7 @@ mod tests {
         let e = decode_into(&cut, &a, &mut dst).unwrap_err().to_string();
         assert!(e.contains("cut.wav") && e.contains("truncated"), "{e}");
 
-        // Another rate is resampled (rubato), not refused: 4 frames at 8 Hz are 8 at 16 Hz.
+        // Another rate is resampled, not refused: 4 frames at 8 Hz are 8 at 16 Hz.
         let mut up = vec![0.0; 8];
         let info = decode_into(&good, &audio(16, 8), &mut up).unwrap();
         assert_eq!(info.frames, 4);
@@ -652,6 +657,27 @@ mod tests {
         b.extend_from_slice(&(data as u32).to_le_bytes());
         b.extend((0..samples).flat_map(|i| ((i % 200) as i16 * 100).to_le_bytes()));
         b
+    }
+
+    #[test]
+    fn an_id3v2_tag_before_a_wav_is_skipped_on_every_route() {
+        let t = tempfile::tempdir().unwrap();
+        let wav = wav_claiming(8, 6);
+        let mut tagged = b"ID3\x03\0\0\0\0\0\x06abc\0\0\0".to_vec();
+        tagged.extend_from_slice(&wav);
+        let (p, q) = (t.path().join("plain.wav"), t.path().join("tagged.wav"));
+        std::fs::write(&p, &wav).unwrap();
+        std::fs::write(&q, &tagged).unwrap();
+        for rate in [8, 16] {
+            let a = audio(rate, 12);
+            let (mut x, mut y, mut z) = (vec![0.0; 12], vec![0.0; 12], vec![0.0; 12]);
+            let want = decode_into(&p, &a, &mut x).unwrap();
+            assert_eq!(want.frames, 6);
+            assert_eq!(decode_into(&q, &a, &mut y).unwrap(), want);
+            assert_eq!(decode_bytes_into(&tagged, &q, &a, &mut z).unwrap(), want);
+            assert_eq!((&x, &x), (&y, &z));
+            probe(&q, &a).unwrap();
+        }
     }
 
     #[test]

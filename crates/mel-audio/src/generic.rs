@@ -1,31 +1,31 @@
-//! Every format symphonia reads (FLAC, Ogg Vorbis, MP3, AIFF, WAV variants hound does
-//! not take: WAVE_FORMAT_EXTENSIBLE, float 64, A-law/µ-law, ADPCM), detected from the
-//! content, downmixed, resampled with rubato when the rate differs, then padded or
-//! trimmed into the row. Memory stays bounded: with `trim = "start"` decoding stops once
-//! enough audio is in hand; otherwise a file longer than `MAX_CLIPS_LONG` clip lengths is
-//! refused instead of being held whole.
+//! Every container melctl reads through symphonia (FLAC, MP3, Ogg Vorbis/FLAC, AIFF/AIFF-C,
+//! CAF, MP4/M4A with AAC or ALAC, ADTS AAC, Matroska/WebM, and ADPCM WAV), each opened with
+//! its own reader at the offset [`crate::sniff`] found: symphonia's probe, which scans up
+//! to 1 MiB for any marker, is not used. The frame count is what decoding every packet
+//! gives: past the kept part (trim from the start) and in the dry run's probe the packets
+//! are decoded and counted, not kept, so that [`crate::decode::settle`] holds the file to
+//! its header's promise as for WAV, and the count does not depend on the clip, the trim
+//! or the rate. Memory stays bounded: only the kept frames are held, and a file
+//! needed whole (trim from the centre) is refused beyond
+//! [`MAX_CLIPS_LONG`](crate::decode::MAX_CLIPS_LONG) clip lengths.
 
+use std::io::{Seek, SeekFrom};
 use std::path::Path;
 
 use mel_core::config::{AudioConfig, TrimPolicy};
 use mel_core::{Error, Result};
-use symphonia::core::codecs::audio::AudioDecoderOptions;
+use symphonia::core::codecs::audio::{AudioCodecId, AudioDecoderOptions, well_known as ids};
 use symphonia::core::errors::Error as SymError;
-use symphonia::core::formats::probe::Hint;
-use symphonia::core::formats::{FormatOptions, TrackType};
+use symphonia::core::formats::{FormatOptions, FormatReader, TrackType};
 use symphonia::core::io::{MediaSource, MediaSourceStream};
-use symphonia::core::meta::MetadataOptions;
 
-use crate::decode::{DecodeInfo, fit_clip};
-use crate::mix::{check_channel, mix_interleaved};
-use crate::resample::{MAX_FILE_SAMPLES, MAX_RATE};
+use crate::decode::{
+    DecodeInfo, check_finite, check_stream, fit_clip, keep_limit, settle, too_long,
+};
+use crate::mix::mix_interleaved;
+use crate::sniff::Container;
 
-/// A file may hold at most this many clip lengths of audio when all of it is needed.
-pub const MAX_CLIPS_LONG: usize = 64;
-
-/// Source frames read beyond the kept part when trimming from the start, so that the
-/// resampler's filter sees real audio around the cut.
-const RESAMPLE_MARGIN: usize = 16_384;
+pub use crate::decode::MAX_CLIPS_LONG;
 
 /// symphonia's error as the kind it is.
 fn sym_error(path: &Path, e: SymError) -> Error {
@@ -35,9 +35,7 @@ fn sym_error(path: &Path, e: SymError) -> Error {
         }
         SymError::IoError(io) => Error::read(path, io),
         SymError::DecodeError(m) => Error::decode(path, format!("corrupt audio data: {m}")),
-        SymError::Unsupported(m) => {
-            Error::unsupported(path, format!("unsupported format or codec: {m}"))
-        }
+        SymError::Unsupported(m) => Error::unsupported(path, format!("unsupported: {m}")),
         SymError::LimitError(m) => Error::limit(
             path.display().to_string(),
             format!("beyond a decoder limit: {m}"),
@@ -46,18 +44,10 @@ fn sym_error(path: &Path, e: SymError) -> Error {
     }
 }
 
-/// Decodes `source` (the file at `path`) into `dst`. `hound_said` is hound's reason for
-/// not reading it, kept for the message if symphonia cannot either. A panic inside a
-/// third-party decoder on a hostile file becomes this file's error, not the run's end.
-pub fn decode(
-    source: Box<dyn MediaSource>,
-    path: &Path,
-    hound_said: Option<String>,
-    audio: &AudioConfig,
-    dst: &mut [f32],
-) -> Result<DecodeInfo> {
-    let run = std::panic::AssertUnwindSafe(|| decode_inner(source, path, hound_said, audio, dst));
-    std::panic::catch_unwind(run).unwrap_or_else(|panic| {
+/// Runs `f`, turning a panic inside a third-party decoder on a hostile file into this
+/// file's error, not the run's end.
+fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
         let what = panic
             .downcast_ref::<String>()
             .map(String::as_str)
@@ -70,17 +60,73 @@ pub fn decode(
     })
 }
 
-/// Opens `source` as symphonia would for [`decode`] and checks its first audio track
-/// (codec, channels, rate) without decoding any audio.
-pub fn probe(
-    source: Box<dyn MediaSource>,
+/// Decodes `source` (the file at `path`, holding `container` at `offset`) into `dst`.
+pub(crate) fn decode(
+    source: Box<dyn MediaSource + '_>,
+    container: Container,
+    offset: u64,
     path: &Path,
-    hound_said: Option<String>,
+    audio: &AudioConfig,
+    dst: &mut [f32],
+) -> Result<DecodeInfo> {
+    guarded(path, || {
+        decode_inner(source, container, offset, path, audio, dst)
+    })
+}
+
+/// Opens `source` as [`decode`] would and checks the first audio track (codec, channels,
+/// rate) and its frame count, decoding every packet without keeping the samples.
+pub(crate) fn probe(
+    source: Box<dyn MediaSource + '_>,
+    container: Container,
+    offset: u64,
+    path: &Path,
     audio: &AudioConfig,
 ) -> Result<()> {
-    let run = std::panic::AssertUnwindSafe(|| -> Result<()> {
+    guarded(path, || {
+        let mut s = Stream::open(source, container, offset, path)?;
+        if let Some(ch) = s.channels {
+            check_stream(path, audio, ch, s.rate.unwrap_or(0))?;
+        }
+        let counted = s.count_rest(path, 0, None)?;
+        // In decoding's order: the limit is met while decoding, the promise at the end.
+        if let Some(rate) = s.rate.filter(|_| audio.trim == TrimPolicy::Center) {
+            let limit = keep_limit(audio.clip_samples(), rate, audio);
+            if counted >= limit as u64 {
+                return Err(too_long(path, limit, rate));
+            }
+        }
+        settle(path, s.promised, counted).map(|_| ())
+    })
+}
+
+/// An opened container: its reader, the audio track, a decoder, and what the header says.
+struct Stream<'s> {
+    format: Box<dyn FormatReader + 's>,
+    decoder: Box<dyn symphonia::core::codecs::audio::AudioDecoder>,
+    track_id: u32,
+    /// Frames the header promises, where the container's count is one (not an estimate).
+    promised: Option<u64>,
+    channels: Option<usize>,
+    rate: Option<u32>,
+    bits: u16,
+    /// Whether the codec is float PCM (the one whose samples can be NaN or infinite).
+    float: bool,
+    scratch: Vec<f32>,
+}
+
+impl<'s> Stream<'s> {
+    fn open(
+        source: Box<dyn MediaSource + 's>,
+        container: Container,
+        offset: u64,
+        path: &Path,
+    ) -> Result<Self> {
         let bad = |reason: &str| Error::decode(path, reason);
-        let format = open_format(source, path, hound_said)?;
+        let mut mss = MediaSourceStream::new(source, Default::default());
+        mss.seek(SeekFrom::Start(offset))
+            .map_err(|e| Error::read(path, e))?;
+        let format = open_reader(mss, container).map_err(|e| sym_error(path, e))?;
         let track = format
             .default_track(TrackType::Audio)
             .ok_or_else(|| bad("no audio track"))?;
@@ -88,161 +134,215 @@ pub fn probe(
             .codec_params
             .as_ref()
             .and_then(|p| p.audio())
-            .ok_or_else(|| bad("no audio codec parameters"))?;
-        if let Some(channels) = &params.channels {
-            check_channel(audio.downmix, channels.count(), path)?;
+            .ok_or_else(|| bad("no audio codec parameters"))?
+            .clone();
+        // MP3 without a Xing/Info/VBRI tag, ADTS and Matroska only estimate their length.
+        let promises = !matches!(
+            container,
+            Container::Mp3 { tagged: false } | Container::Adts | Container::Mkv
+        );
+        let promised = track.num_frames.filter(|_| promises);
+        let track_id = track.id;
+        let decoder = symphonia::default::get_codecs()
+            .make_audio_decoder(&params, &AudioDecoderOptions::default())
+            .map_err(|e| match e {
+                SymError::Unsupported(_) => Error::unsupported(
+                    path,
+                    format!("unsupported codec: {}", codec_name(params.codec)),
+                ),
+                e => sym_error(path, e),
+            })?;
+        Ok(Stream {
+            format,
+            decoder,
+            track_id,
+            promised,
+            channels: params.channels.as_ref().map(|c| c.count()),
+            rate: params.sample_rate,
+            bits: params.bits_per_sample.unwrap_or(0) as u16,
+            float: [
+                ids::CODEC_ID_PCM_F32LE,
+                ids::CODEC_ID_PCM_F32BE,
+                ids::CODEC_ID_PCM_F64LE,
+                ids::CODEC_ID_PCM_F64BE,
+                ids::CODEC_ID_PCM_F32LE_PLANAR,
+                ids::CODEC_ID_PCM_F32BE_PLANAR,
+                ids::CODEC_ID_PCM_F64LE_PLANAR,
+                ids::CODEC_ID_PCM_F64BE_PLANAR,
+            ]
+            .contains(&params.codec),
+            scratch: Vec::new(),
+        })
+    }
+
+    /// The next packet of the audio track; `None` at the end (a file cut inside a packet
+    /// ends there too, and the frame count says whether that is short).
+    fn next(&mut self, path: &Path) -> Result<Option<symphonia::core::packet::Packet>> {
+        loop {
+            match self.format.next_packet() {
+                Ok(Some(p)) if p.track_id == self.track_id => return Ok(Some(p)),
+                Ok(Some(_)) => continue,
+                Ok(None) => return Ok(None),
+                Err(SymError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    return Ok(None);
+                }
+                Err(e) => return Err(sym_error(path, e)),
+            }
         }
-        if let Some(r) = params.sample_rate.filter(|&r| r > MAX_RATE) {
-            return Err(Error::limit(
-                path.display().to_string(),
-                format!("the sample rate {r} Hz is above the limit of {MAX_RATE} Hz"),
-            ));
+    }
+
+    /// Frames in the packets left, decoded and counted but not kept (packet durations
+    /// are no substitute: symphonia's MP3 reader counts encoder delay and padding in them,
+    /// its Ogg reader does not, Matroska often gives none). Float PCM is checked for NaN
+    /// and infinity on the way, so that the verdict does not depend on the part kept.
+    /// `layout` is the (rate, channels) of the packets decoded before, if any: like
+    /// decoding, the count refuses a stream whose layout changes.
+    fn count_rest(
+        &mut self,
+        path: &Path,
+        start: u64,
+        mut layout: Option<(u32, usize)>,
+    ) -> Result<u64> {
+        let mut n = 0u64;
+        while let Some(p) = self.next(path)? {
+            let buf = self.decoder.decode(&p).map_err(|e| sym_error(path, e))?;
+            let spec = (buf.spec().rate(), buf.spec().channels().count());
+            check_layout(path, spec, layout)?;
+            layout = Some(spec);
+            let ch = spec.1;
+            if self.float {
+                self.scratch.resize(buf.samples_interleaved(), 0.0);
+                buf.copy_to_slice_interleaved(&mut self.scratch);
+                check_finite(path, &self.scratch, (start + n) as usize, ch)?;
+            }
+            n = n.saturating_add((buf.samples_interleaved() / ch) as u64);
         }
-        symphonia::default::get_codecs()
-            .make_audio_decoder(params, &AudioDecoderOptions::default())
-            .map_err(|e| sym_error(path, e))?;
-        Ok(())
-    });
-    std::panic::catch_unwind(run)
-        .unwrap_or_else(|_| Err(Error::decode(path, "the decoder failed on this file")))
+        Ok(n)
+    }
 }
 
-/// symphonia's format reader for `source`, detected from the content (the extension a
-/// hint); `hound_said` is why hound refused it, for the message if symphonia does too.
-fn open_format(
-    source: Box<dyn MediaSource>,
-    path: &Path,
-    hound_said: Option<String>,
-) -> Result<Box<dyn symphonia::core::formats::FormatReader>> {
-    let bad = |reason: String| Error::decode(path, reason);
-    let mss = MediaSourceStream::new(source, Default::default());
-    let mut hint = Hint::new();
-    if let Some(ext) = path.extension().and_then(|e| e.to_str()) {
-        hint.with_extension(ext);
+/// A decoded buffer's (rate, channels) must be usable and the same as the one before.
+fn check_layout(path: &Path, (rate, ch): (u32, usize), before: Option<(u32, usize)>) -> Result<()> {
+    let bad = |reason: &str| Err(Error::decode(path, reason));
+    if ch == 0 {
+        return bad("zero channels");
     }
-    symphonia::default::get_probe()
-        .probe(
-            &hint,
-            mss,
-            FormatOptions::default(),
-            MetadataOptions::default(),
-        )
-        .map_err(|e| match (&e, &hound_said) {
-            (SymError::Unsupported(_), Some(h)) => bad(format!(
-                "{h}, and not another supported audio format either"
-            )),
-            _ => sym_error(path, e),
-        })
+    if rate == 0 {
+        return bad("zero sample rate");
+    }
+    if before.is_some_and(|b| b != (rate, ch)) {
+        return bad("the sample rate or channel count changes inside the file");
+    }
+    Ok(())
+}
+
+/// symphonia's reader for `container`, on `mss` positioned at its first byte.
+fn open_reader<'s>(
+    mss: MediaSourceStream<'s>,
+    container: Container,
+) -> symphonia::core::errors::Result<Box<dyn FormatReader + 's>> {
+    use symphonia::default::formats as f;
+    let o = FormatOptions::default();
+    Ok(match container {
+        Container::Wav => Box::new(f::WavReader::try_new(mss, o)?),
+        Container::Flac => Box::new(f::FlacReader::try_new(mss, o)?),
+        Container::Mp3 { .. } => Box::new(f::MpaReader::try_new(mss, o)?),
+        Container::Ogg => Box::new(f::OggReader::try_new(mss, o)?),
+        Container::Aiff => Box::new(f::AiffReader::try_new(mss, o)?),
+        Container::Caf => Box::new(f::CafReader::try_new(mss, o)?),
+        Container::Mp4 => Box::new(f::IsoMp4Reader::try_new(mss, o)?),
+        Container::Adts => Box::new(f::AdtsReader::try_new(mss, o)?),
+        Container::Mkv => Box::new(f::MkvReader::try_new(mss, o)?),
+    })
+}
+
+/// A codec's name for the "unsupported codec" message.
+fn codec_name(id: AudioCodecId) -> String {
+    let known = [
+        (ids::CODEC_ID_OPUS, "Opus"),
+        (ids::CODEC_ID_SPEEX, "Speex"),
+        (ids::CODEC_ID_AC3, "AC-3"),
+        (ids::CODEC_ID_EAC3, "E-AC-3"),
+        (ids::CODEC_ID_AC4, "AC-4"),
+        (ids::CODEC_ID_DCA, "DTS"),
+        (ids::CODEC_ID_WMA, "Windows Media Audio"),
+        (ids::CODEC_ID_MP1, "MPEG audio layer I"),
+        (ids::CODEC_ID_MP2, "MPEG audio layer II"),
+        (ids::CODEC_ID_MUSEPACK, "Musepack"),
+        (ids::CODEC_ID_ADPCM_G722, "G.722 ADPCM"),
+        (ids::CODEC_ID_ADPCM_G726, "G.726 ADPCM"),
+        (ids::CODEC_ID_ADPCM_G726LE, "G.726 ADPCM"),
+        (ids::CODEC_ID_ADPCM_IMA_QT, "QuickTime IMA ADPCM"),
+        (ids::CODEC_ID_ATRAC3, "ATRAC3"),
+        (ids::CODEC_ID_ATRAC3PLUS, "ATRAC3plus"),
+        (ids::CODEC_ID_COOK, "RealAudio Cook"),
+        (ids::CODEC_ID_SBC, "SBC"),
+        (ids::CODEC_ID_APTX, "aptX"),
+    ];
+    known
+        .iter()
+        .find(|(k, _)| *k == id)
+        .map(|(_, n)| n.to_string())
+        .unwrap_or_else(|| format!("codec id {id}"))
 }
 
 fn decode_inner(
-    source: Box<dyn MediaSource>,
+    source: Box<dyn MediaSource + '_>,
+    container: Container,
+    offset: u64,
     path: &Path,
-    hound_said: Option<String>,
     audio: &AudioConfig,
     dst: &mut [f32],
 ) -> Result<DecodeInfo> {
     let bad = |reason: String| Error::decode(path, reason);
-    let mut format = open_format(source, path, hound_said)?;
-    let track = format
-        .default_track(TrackType::Audio)
-        .ok_or_else(|| bad("no audio track".into()))?;
-    let track_id = track.id;
-    let header_frames = track.num_frames;
-    let params = track
-        .codec_params
-        .as_ref()
-        .and_then(|p| p.audio())
-        .ok_or_else(|| bad("no audio codec parameters".into()))?
-        .clone();
-    let bits = params.bits_per_sample.unwrap_or(0) as u16;
-    let mut decoder = symphonia::default::get_codecs()
-        .make_audio_decoder(&params, &AudioDecoderOptions::default())
-        .map_err(|e| sym_error(path, e))?;
-
+    let mut s = Stream::open(source, container, offset, path)?;
     let clip = dst.len();
     let mut rate: Option<u32> = None;
     let mut channels = 0usize;
     let mut mono: Vec<f32> = Vec::new();
     let mut interleaved: Vec<f32> = Vec::new();
     let mut limit = usize::MAX;
-    loop {
-        let packet = match format.next_packet() {
-            Ok(Some(p)) => p,
-            Ok(None) => break,
-            Err(SymError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-            Err(e) => return Err(sym_error(path, e)),
-        };
-        if packet.track_id != track_id {
-            continue;
-        }
-        let buf = decoder.decode(&packet).map_err(|e| sym_error(path, e))?;
+    let mut counted = 0u64;
+    let mut stopped = false;
+    while let Some(packet) = s.next(path)? {
+        let buf = s.decoder.decode(&packet).map_err(|e| sym_error(path, e))?;
         let spec = buf.spec();
         let (r, ch) = (spec.rate(), spec.channels().count());
-        if ch == 0 {
-            return Err(bad("zero channels".into()));
-        }
-        if r == 0 {
-            return Err(bad("zero sample rate".into()));
-        }
+        check_layout(path, (r, ch), rate.map(|x| (x, channels)))?;
         if rate.is_none() {
-            check_channel(audio.downmix, ch, path)?;
-            if r > MAX_RATE {
-                return Err(Error::limit(
-                    path.display().to_string(),
-                    format!("the sample rate {r} Hz is above the limit of {MAX_RATE} Hz"),
-                ));
-            }
-            // Source frames needed for the clip; beyond the limit decoding stops
-            // (trim from the start) or the file is refused (anything else). Never more
-            // than MAX_FILE_SAMPLES, whatever the header says.
-            let needed =
-                (clip as u128 * r as u128).div_ceil(audio.sample_rate.max(1) as u128) as usize;
-            limit = match audio.trim {
-                TrimPolicy::Start => needed.saturating_add(RESAMPLE_MARGIN.max(
-                    crate::resample::reach(r, audio.sample_rate, audio.resample_quality),
-                )),
-                TrimPolicy::Center => needed.saturating_mul(MAX_CLIPS_LONG).max(1 << 20),
-            }
-            .min(MAX_FILE_SAMPLES);
-        }
-        if rate.is_some_and(|x| x != r) || (channels != 0 && channels != ch) {
-            return Err(bad(
-                "the sample rate or channel count changes inside the file".into(),
-            ));
+            check_stream(path, audio, ch, r)?;
+            limit = keep_limit(clip, r, audio);
         }
         rate = Some(r);
         channels = ch;
         interleaved.resize(buf.samples_interleaved(), 0.0);
         buf.copy_to_slice_interleaved(&mut interleaved);
+        check_finite(path, &interleaved, counted as usize, ch)?;
+        counted += (interleaved.len() / ch) as u64;
         mix_interleaved(&interleaved, ch, audio.downmix, &mut mono);
         if mono.len() >= limit {
-            if audio.trim == TrimPolicy::Start {
-                mono.truncate(limit);
-                break;
+            if audio.trim == TrimPolicy::Center {
+                return Err(too_long(path, limit, r));
             }
-            return Err(Error::limit(
-                path.display().to_string(),
-                format!(
-                    "longer than {MAX_CLIPS_LONG} clip lengths or {MAX_FILE_SAMPLES} samples ({:.1} s at {r} Hz so far); with audio.trim = \"start\" only the beginning is read",
-                    mono.len() as f64 / r as f64
-                ),
-            ));
+            mono.truncate(limit);
+            stopped = true;
+            break;
         }
     }
+    // Past the kept part, the rest of the file is decoded and counted, not kept.
+    let rest = if stopped {
+        s.count_rest(path, counted, rate.map(|r| (r, channels)))?
+    } else {
+        0
+    };
+    let frames = settle(path, s.promised, counted.saturating_add(rest))?;
     let rate = rate.ok_or_else(|| bad("no audio samples".into()))?;
-    if let Some(i) = mono.iter().position(|x| !x.is_finite()) {
-        return Err(bad(format!(
-            "non-finite sample (NaN or infinity) at frame {i}"
-        )));
-    }
-    let source_frames = mono.len();
     fit_clip(&mono, rate, audio, dst)
         .map_err(|e| Error::limit(path.display().to_string(), e.to_string()))?;
     Ok(DecodeInfo {
         rate,
-        frames: header_frames.map_or(source_frames, |n| n as usize),
+        frames,
         channels: channels as u16,
-        bits,
+        bits: s.bits,
     })
 }

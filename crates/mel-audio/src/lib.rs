@@ -10,6 +10,8 @@ mod mix;
 pub mod open;
 pub mod resample;
 pub mod scan;
+mod sniff;
+mod wav;
 
 pub use decode::{DecodeInfo, decode_bytes_into, decode_into, fit_clip, probe};
 pub use fingerprint::files_fingerprint;
