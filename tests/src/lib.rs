@@ -31,7 +31,12 @@ pub fn run_suite(
         for dtype in DTYPES {
             let mut config: Config = g.config.clone();
             config.output.dtype = dtype;
-            let plan = MelPlan::from_config(&config).expect("golden configurations are valid");
+            let plan = match MelPlan::from_config(&config) {
+                Ok(plan) => plan,
+                // Mel energies without a log overflow f16 for full-scale input: refused.
+                Err(e) if e.to_string().contains("output.dtype = f16 cannot hold") => continue,
+                Err(e) => panic!("golden configuration {} {}: {e}", g.name, dtype.name()),
+            };
             let Some(mut backend) = backend_for(plan.clone()) else {
                 failures.push(format!(
                     "{} {}: backend refused the configuration",

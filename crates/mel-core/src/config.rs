@@ -485,6 +485,15 @@ impl Dtype {
         }
     }
 
+    /// The largest finite value the type holds (f16: 65504).
+    pub fn max_value(self) -> f64 {
+        match self {
+            Dtype::F32 => f32::MAX as f64,
+            Dtype::F16 => half::f16::MAX.to_f64(),
+            Dtype::Bf16 => half::bf16::MAX.to_f64(),
+        }
+    }
+
     /// The lowercase name used in configs and files.
     pub fn name(self) -> &'static str {
         match self {

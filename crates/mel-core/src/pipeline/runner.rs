@@ -6,16 +6,22 @@
 //! before `run` returns; the sink commits only after an explicit end-of-input message,
 //! so an error or a cancellation anywhere drops the sink uncommitted (its temporary
 //! file is removed and nothing appears at the final path).
+//!
+//! Between the backend and the sink, every clip goes through [`super::finite`]: one whose
+//! samples or spectrogram are not finite is taken out of its batch (the rows after it
+//! move up), named among the run's failures like a file that did not decode, and never
+//! reaches the sink or its statistics.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use super::finite;
 use super::metrics::{QueueMetrics, StageMetrics};
 use super::queue::bounded;
 use crate::buffer::OutputBuf;
-use crate::error::{Error, Result};
+use crate::error::{Error, FailureKind, Result};
 use crate::traits::{
     ClipBatch, ClipFailure, ClipMeta, Finished, Loader, LoaderStats, MelBackend, Sink,
 };
@@ -209,6 +215,10 @@ pub fn run(
 
         // The mel stage, on this thread (the backend's device context lives here).
         let mut m = StageMetrics::new("mel", &backend_name);
+        // Clips the check took out (their rows are given to the clips after them), and a
+        // buffer left unsent because every clip of its batch was taken out.
+        let mut screened: Vec<ClipFailure> = Vec::new();
+        let mut spare: Option<OutputBuf> = None;
         let mel_result = (|| -> Result<()> {
             loop {
                 let (msg, waited) = load_rx.recv();
@@ -221,7 +231,11 @@ pub fn run(
                         let n = batch.indices.len();
                         let (out, waited) = {
                             let t = Instant::now();
-                            (free_rx.recv().map_err(|_| Error::Cancelled)?, t.elapsed())
+                            let out = match spare.take() {
+                                Some(b) => b,
+                                None => free_rx.recv().map_err(|_| Error::Cancelled)?,
+                            };
+                            (out, t.elapsed())
                         };
                         m.wait_output(waited);
                         let mut out = out;
@@ -232,22 +246,55 @@ pub fn run(
                         m.items += n as u64;
                         m.batches += 1;
                         m.bytes += (batch.samples.samples().len() * 4) as u64;
-                        let metas = batch
+                        let row = row - screened.len();
+                        let mut metas: Vec<ClipMeta> = batch
                             .indices
                             .iter()
                             .zip(&batch.sources)
                             .map(|(&i, &source)| ClipMeta { source, ..meta(i) })
                             .collect();
+                        // (k in the batch, its index in the run, why)
+                        let bad: Vec<(usize, usize, String)> = (0..n)
+                            .filter_map(|k| {
+                                finite::check_clip(&plan, batch.samples.samples(), &out, k)
+                                    .map(|reason| (k, batch.indices[k], reason))
+                            })
+                            .collect();
                         drop(batch);
+                        if !bad.is_empty() {
+                            for (k, index, reason) in &bad {
+                                let failure = ClipFailure {
+                                    index: *index,
+                                    path: metas[*k].path.clone().into(),
+                                    kind: FailureKind::NonFinite,
+                                    reason: reason.clone(),
+                                };
+                                if opts.stop_on_failure {
+                                    return Err(failure.to_error());
+                                }
+                                screened.push(failure);
+                            }
+                            let keep: Vec<bool> = (0..n)
+                                .map(|k| bad.binary_search_by_key(&k, |b| b.0).is_err())
+                                .collect();
+                            out.retain_clips(plan.values_per_clip(), &keep);
+                            let mut flags = keep.iter();
+                            metas.retain(|_| *flags.next().expect("one flag per clip"));
+                        }
+                        if metas.is_empty() {
+                            spare = Some(out);
+                            continue;
+                        }
+                        let written = metas.len();
                         match mel_tx.send(Computed::Batch(row, metas, out)) {
                             Ok(w) => m.wait_output(w),
                             Err(()) => return Err(Error::Cancelled),
                         }
-                        progress(n);
+                        progress(written);
                     }
                     Some(Loaded::End(rows)) => {
                         return mel_tx
-                            .send(Computed::End(rows))
+                            .send(Computed::End(rows - screened.len()))
                             .map(|_| ())
                             .map_err(|()| Error::Cancelled);
                     }
@@ -258,6 +305,7 @@ pub fn run(
         if mel_result.is_err() {
             stop.store(true, Ordering::Relaxed);
         }
+        opts.buffers.give(spare.take());
         let load_probe = load_rx.probe();
         drop(load_rx);
         drop(mel_tx);
@@ -267,7 +315,13 @@ pub fn run(
         opts.buffers.give(free_rx.try_iter());
         let load_q = load_probe.metrics();
         match (loaded, mel_result, written) {
-            (Ok((failures, loader_stats, load_m)), Ok(()), Ok((output, rows, write_m, mel_q))) => {
+            (
+                Ok((mut failures, loader_stats, load_m)),
+                Ok(()),
+                Ok((output, rows, write_m, mel_q)),
+            ) => {
+                failures.append(&mut screened);
+                failures.sort_by_key(|f| f.index);
                 Ok(RunResult {
                     output,
                     rows,
