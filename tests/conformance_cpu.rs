@@ -84,7 +84,10 @@ fn every_golden_variant_is_loaded() {
         .collect();
     assert_eq!(stress_ffts, [512, 400]);
     for v in &g {
-        let plan = MelPlan::from_config(&v.config).unwrap();
+        // (f32: the no-log variant's energies do not fit the preset's f16, which is refused)
+        let mut config = v.config.clone();
+        config.output.dtype = Dtype::F32;
+        let plan = MelPlan::from_config(&config).unwrap();
         let mut shape = vec![v.clips];
         shape.extend(plan.clip_shape());
         assert_eq!(

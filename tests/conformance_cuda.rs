@@ -214,7 +214,9 @@ fn both_kernels_compile_to_ptx_for_every_golden_and_odd_configuration() {
             for dtype in DTYPES {
                 let mut c = config.clone();
                 c.output.dtype = dtype;
-                let plan = MelPlan::from_config(&c).unwrap();
+                let Some(plan) = mel_tests::plan_in_dtype(&c) else {
+                    continue;
+                };
                 let shape = Shape::choose(&plan, kernel, &DeviceLimits::H100, 64).unwrap();
                 let ptx = compile_ptx(&plan, kernel, shape, "compute_90").unwrap_or_else(|e| {
                     panic!("{} {dtype:?} n_fft {}: {e}", kernel.name(), plan.n_fft())
@@ -290,7 +292,7 @@ fn prebuild(configs: &[Config], kernels: &[CudaKernel], device: &DeviceLimits) {
             for &k in kernels {
                 let mut c = c.clone();
                 c.output.dtype = dtype;
-                jobs.push((MelPlan::from_config(&c).unwrap(), k));
+                jobs.extend(mel_tests::plan_in_dtype(&c).map(|plan| (plan, k)));
             }
         }
     }

@@ -68,6 +68,26 @@ impl OutputBuf {
         }
     }
 
+    /// Keeps the clips of `per` values whose flag in `keep` is true, in order, moved
+    /// to the front; the buffer shrinks to them.
+    pub fn retain_clips(&mut self, per: usize, keep: &[bool]) {
+        fn retain<T: Copy>(v: &mut Vec<T>, per: usize, keep: &[bool]) {
+            let mut kept = 0;
+            for (k, _) in keep.iter().enumerate().filter(|(_, keep)| **keep) {
+                if k != kept {
+                    v.copy_within(k * per..(k + 1) * per, kept * per);
+                }
+                kept += 1;
+            }
+            v.truncate(kept * per);
+        }
+        match self {
+            OutputBuf::F32(v) => retain(v, per, keep),
+            OutputBuf::F16(v) => retain(v, per, keep),
+            OutputBuf::Bf16(v) => retain(v, per, keep),
+        }
+    }
+
     /// The values as little-endian bytes (native layout).
     pub fn as_bytes(&self) -> &[u8] {
         match self {

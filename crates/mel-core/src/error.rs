@@ -60,8 +60,8 @@ pub enum Error {
         /// What is unsupported, in words.
         what: String,
     },
-    /// A bound that keeps memory and time finite: what would exceed it, with the figure
-    /// and the limit in `message`.
+    /// A bound that keeps memory, time or values finite: what would exceed it, with the
+    /// figure and the limit in `message`.
     #[error("{what}: {message}")]
     Limit {
         /// The file or configuration field concerned.
@@ -207,6 +207,11 @@ pub enum FailureKind {
     Unsupported,
     /// Beyond a size or rate limit.
     Limit,
+    /// Decoded, but its samples or its spectrogram are not finite numbers (NaN, an
+    /// infinity, samples beyond what the f32 arithmetic takes, or values beyond the
+    /// output dtype): never stored.
+    #[serde(rename = "non-finite")]
+    NonFinite,
     /// Not there (a dangling link, a manifest row naming a missing file).
     Missing,
     /// The run stopped before the file was read.

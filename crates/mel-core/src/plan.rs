@@ -5,6 +5,8 @@ use crate::config::{Config, Dtype, LogScale, MelScale, MelSpec, PadMode};
 use crate::dsp::{SparseFilterbank, frame_count, melscale_fbanks, window};
 use crate::error::{Error, Result};
 
+mod range;
+
 /// Longest clip melctl accepts, in samples (2^28, about 4.6 hours at 16 kHz):
 /// a bound that keeps every allocation finite.
 pub const MAX_CLIP_SAMPLES: usize = 1 << 28;
@@ -70,6 +72,10 @@ pub struct MelPlan {
     log: LogScale,
     /// Output element type.
     dtype: Dtype,
+    /// The largest mel value (before the log) input with samples in [-1, 1] can give.
+    full_scale_peak: f64,
+    /// The largest sample magnitude the plan's f32 arithmetic takes without overflow.
+    sample_limit: f32,
 }
 
 impl MelPlan {
@@ -278,11 +284,7 @@ impl MelPlan {
             m.mel_scale,
         );
         let sparse_filterbank = SparseFilterbank::from_dense(&filterbank, n_freqs, n_mels);
-        if let Some(empty) = sparse_filterbank
-            .filters
-            .iter()
-            .position(|f| f.weights.is_empty())
-        {
+        if let Some(empty) = range::empty_filter(&sparse_filterbank) {
             let (lo, hi) = filter_edges(m.f_min, f_max, n_mels, m.mel_scale, empty);
             return Err(Error::config(
                 "mel.n_mels",
@@ -319,6 +321,17 @@ impl MelPlan {
             }
             LogScale::None => {}
         }
+        range::check_log(&spec.log)?;
+        let window = window(m.window, win_length, n_fft);
+        let range = range::derive(&range::Shape {
+            window: &window,
+            win_length,
+            filterbank: &filterbank,
+            n_mels,
+            power,
+            log: spec.log,
+            dtype: spec.dtype,
+        })?;
         Ok(MelPlan {
             spec: spec.resolved(),
             sample_rate: a.sample_rate,
@@ -336,11 +349,13 @@ impl MelPlan {
             center: m.center,
             pad_mode: m.pad_mode,
             power,
-            window: window(m.window, win_length, n_fft),
+            window,
             filterbank,
             sparse_filterbank,
             log: spec.log,
             dtype: spec.dtype,
+            full_scale_peak: range.full_scale_peak,
+            sample_limit: range.sample_limit,
         })
     }
 
@@ -449,12 +464,26 @@ impl MelPlan {
         self.dtype
     }
 
-    /// The plan for the same spec with another output dtype (nothing else changes).
-    pub fn with_dtype(&self, dtype: Dtype) -> MelPlan {
-        let mut p = self.clone();
-        p.dtype = dtype;
-        p.spec.dtype = dtype;
-        p
+    /// The plan for the same spec with another output dtype, validated again (the
+    /// dtype must hold the values full-scale input gives).
+    pub fn with_dtype(&self, dtype: Dtype) -> Result<MelPlan> {
+        let mut spec = self.spec.clone();
+        spec.dtype = dtype;
+        MelPlan::new(&spec)
+    }
+
+    /// The largest mel value (before the log) that input with samples in [-1, 1] can
+    /// give: a bound from the window and the filter weights. The output dtype holds the
+    /// stored values of every such input.
+    pub fn full_scale_peak(&self) -> f64 {
+        self.full_scale_peak
+    }
+
+    /// The largest sample magnitude the plan's f32 arithmetic takes without overflowing
+    /// (about 1.5e16 for leak-4k; full scale is 1). Larger samples, or ones that are not
+    /// finite, make a clip a named failure in the pipeline.
+    pub fn sample_limit(&self) -> f32 {
+        self.sample_limit
     }
 
     /// Output dimensions of one clip: `[long?, short?, n_mels, frames]`.
@@ -687,6 +716,151 @@ mod tests {
         let mut c = Config::default();
         c.audio.sample_rate = u32::MAX;
         assert!(err(&c).contains("audio.sample_rate"));
+    }
+
+    #[test]
+    fn log_settings_are_checked_in_f32_the_type_the_kernels_use() {
+        // Positive in f64, but 0 or subnormal in f32: silence would give -inf.
+        for (amin, word) in [(1e-50, "is 0 in f32"), (1e-40, "is subnormal in f32")] {
+            let c = Config {
+                log: LogScale::Db { amin, top_db: None },
+                ..Config::default()
+            };
+            let e = err(&c);
+            assert!(
+                e.contains("log.amin") && e.contains(word) && e.contains("1.1754944e-38"),
+                "{e}"
+            );
+        }
+        let c = Config {
+            log: LogScale::Db {
+                amin: 1e39,
+                top_db: None,
+            },
+            ..Config::default()
+        };
+        assert!(err(&c).contains("log.amin") && err(&c).contains("overflows f32"));
+        let c = Config {
+            log: LogScale::Db {
+                amin: 1e-10,
+                top_db: Some(1e39),
+            },
+            ..Config::default()
+        };
+        assert!(err(&c).contains("log.top_db"), "{}", err(&c));
+        let c = Config {
+            log: LogScale::Ln { offset: 1e-50 },
+            ..Config::default()
+        };
+        assert!(err(&c).contains("log.offset") && err(&c).contains("is 0 in f32"));
+        // The smallest normal f32 is allowed.
+        let c = Config {
+            log: LogScale::Db {
+                amin: f32::MIN_POSITIVE as f64,
+                top_db: None,
+            },
+            ..Config::default()
+        };
+        MelPlan::from_config(&c).unwrap();
+    }
+
+    #[test]
+    fn a_dtype_that_cannot_hold_full_scale_values_is_refused_with_the_figures() {
+        // Mel energies without a log: a full-scale n_fft 1024 sine alone reaches
+        // (1024 / 4)² = 65536 in one bin, over f16's 65504.
+        let mut c = Config {
+            log: LogScale::None,
+            ..Config::default()
+        };
+        c.mel.n_fft = 1024;
+        c.mel.win_length = None;
+        c.mel.pad_mode = PadMode::Constant;
+        let e = err(&c);
+        assert!(
+            e.contains("output.dtype = f16")
+                && e.contains("65504")
+                && e.contains("n_fft 1024")
+                && e.contains("window sum 512")
+                && e.contains("power 2"),
+            "{e}"
+        );
+        for dtype in [Dtype::F32, Dtype::Bf16] {
+            c.output.dtype = dtype;
+            let p = MelPlan::from_config(&c).unwrap();
+            assert!(p.full_scale_peak() >= 65536.0, "{}", p.full_scale_peak());
+            // The same refusal through with_dtype.
+            assert!(p.with_dtype(Dtype::F16).is_err());
+        }
+        // Decibels always fit f16: the floor is -379 dB at the smallest amin.
+        let c = Config {
+            log: LogScale::Db {
+                amin: f32::MIN_POSITIVE as f64,
+                top_db: None,
+            },
+            ..Config::default()
+        };
+        MelPlan::from_config(&c).unwrap();
+    }
+
+    #[test]
+    fn the_full_scale_peak_bounds_every_full_scale_signal() {
+        // DC, sines at and between bins, a square wave, a ±1 random sequence: the f64
+        // reference's largest mel value stays under the bound, and not far under (the
+        // bound is what the dtype check refuses on).
+        for (preset, power) in [(Preset::Leak4k, 2.0), (Preset::Speech16k, 1.0)] {
+            let mut c = preset.config();
+            c.mel.power = power;
+            c.log = LogScale::None;
+            c.output.dtype = Dtype::F32;
+            let p = MelPlan::from_config(&c).unwrap();
+            let n = p.segment_len();
+            let rate = p.sample_rate() as f64;
+            let tone = |f: f64| -> Vec<f64> {
+                (0..n)
+                    .map(|i| (2.0 * std::f64::consts::PI * f * i as f64 / rate).sin())
+                    .collect()
+            };
+            let mut state = 12345u64;
+            let signals: Vec<Vec<f64>> = vec![
+                vec![1.0; n],
+                tone(0.37 * rate),
+                tone(0.45 * rate),
+                tone(rate / 8.0),
+                (0..n)
+                    .map(|i| if (i / 3) % 2 == 0 { 1.0 } else { -1.0 })
+                    .collect(),
+                (0..n)
+                    .map(|_| {
+                        state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
+                        if state >> 63 == 0 { 1.0 } else { -1.0 }
+                    })
+                    .collect(),
+            ];
+            let mut loudest = 0f64;
+            for x in &signals {
+                let v = crate::dsp::reference::segment_mel(&p, x);
+                loudest = v.iter().fold(loudest, |a, &b| a.max(b));
+            }
+            assert!(
+                loudest <= p.full_scale_peak() && loudest > p.full_scale_peak() / 32.0,
+                "{preset:?}: loudest {loudest}, bound {}",
+                p.full_scale_peak()
+            );
+            // Within the sample limit, the bound's headroom keeps f32 finite.
+            let a = p.sample_limit() as f64;
+            assert!(a > 1e6 && a.powf(power) * p.full_scale_peak() < f32::MAX as f64 / 8.0);
+        }
+    }
+
+    #[test]
+    fn a_window_that_is_zero_everywhere_is_refused() {
+        let mut c = Config::default();
+        c.mel.win_length = Some(1);
+        let e = err(&c);
+        assert!(
+            e.contains("mel.win_length") && e.contains("zero everywhere"),
+            "{e}"
+        );
     }
 
     #[test]

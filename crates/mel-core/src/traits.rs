@@ -90,7 +90,9 @@ impl ClipFailure {
                 Error::io(path, std::io::Error::other(self.reason.clone()))
             }
             FailureKind::Unsupported => Error::unsupported(path, self.reason.clone()),
-            FailureKind::Limit => Error::limit(path.display().to_string(), self.reason.clone()),
+            FailureKind::Limit | FailureKind::NonFinite => {
+                Error::limit(path.display().to_string(), self.reason.clone())
+            }
             FailureKind::Cancelled => Error::Cancelled,
             FailureKind::Decode | FailureKind::Other => Error::decode(path, self.reason.clone()),
         }

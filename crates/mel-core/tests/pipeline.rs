@@ -13,12 +13,14 @@ fn plan() -> MelPlan {
     MelPlan::from_config(&Config::default()).unwrap()
 }
 
-/// Yields `batches` batches of 3 clips; file 4 fails.
+/// Yields `batches` batches of 3 clips; file 4 fails. Clip i's samples are all `i`, or
+/// the value `poison` gives file i.
 struct FakeLoader {
     next: usize,
     batches: usize,
     clip: usize,
     failures: Vec<ClipFailure>,
+    poison: Vec<(usize, f32)>,
 }
 
 impl Loader for FakeLoader {
@@ -43,7 +45,10 @@ impl Loader for FakeLoader {
         }
         let samples = indices
             .iter()
-            .flat_map(|&i| std::iter::repeat_n(i as f32, self.clip))
+            .flat_map(|&i| {
+                let p = self.poison.iter().find(|p| p.0 == i);
+                std::iter::repeat_n(p.map_or(i as f32, |p| p.1), self.clip)
+            })
             .collect();
         let sources = indices
             .iter()
@@ -109,6 +114,9 @@ impl MelBackend for FakeBackend {
 #[derive(Default)]
 struct Seen {
     rows: Vec<(usize, usize, f32, String)>,
+    /// Whether every value of every batch written was finite.
+    all_finite: bool,
+    writes: usize,
     sources: Vec<(usize, u32)>,
     committed: Option<usize>,
 }
@@ -131,6 +139,9 @@ impl Sink for FakeSink {
         }
         let per = data.len() / meta.len();
         let mut s = self.seen.lock().unwrap();
+        let finite = (0..data.len()).all(|i| data.get_f64(i).is_finite());
+        s.all_finite = (s.writes == 0 || s.all_finite) && finite;
+        s.writes += 1;
         for (k, m) in meta.iter().enumerate() {
             s.rows.push((
                 first_row + k,
@@ -174,6 +185,26 @@ fn go_with(
     stop_on_failure: bool,
     cancel: bool,
 ) -> (Result<mel_core::pipeline::RunResult>, Seen) {
+    go_poisoned(
+        pool,
+        batches,
+        fail_backend,
+        fail_sink,
+        stop_on_failure,
+        cancel,
+        vec![],
+    )
+}
+
+fn go_poisoned(
+    pool: &OutputPool,
+    batches: usize,
+    fail_backend: Option<usize>,
+    fail_sink: bool,
+    stop_on_failure: bool,
+    cancel: bool,
+    poison: Vec<(usize, f32)>,
+) -> (Result<mel_core::pipeline::RunResult>, Seen) {
     let plan = plan();
     let seen = Arc::new(Mutex::new(Seen::default()));
     let loader = FakeLoader {
@@ -181,6 +212,7 @@ fn go_with(
         batches,
         clip: plan.clip_samples(),
         failures: vec![],
+        poison,
     };
     let mut backend = FakeBackend {
         plan,
@@ -317,4 +349,94 @@ fn runs_sharing_a_pool_reuse_its_buffers_and_write_only_their_own_rows() {
         rows
     };
     assert_eq!(sorted(seen_second.rows), sorted(seen_fresh.rows));
+}
+
+/// Files 1 (a NaN sample), 7 (1e6: finite, but +inf in f16), 9, 10 and 11 (a whole
+/// batch: 1e30, beyond what the f32 arithmetic takes) and 13 (-inf).
+fn poison() -> Vec<(usize, f32)> {
+    vec![
+        (1, f32::NAN),
+        (7, 1e6),
+        (9, 1e30),
+        (10, 1e30),
+        (11, 1e30),
+        (13, f32::NEG_INFINITY),
+    ]
+}
+
+#[test]
+fn clips_that_are_not_finite_are_named_failures_and_later_rows_move_up() {
+    let (r, seen) = go_poisoned(
+        &OutputPool::default(),
+        20,
+        None,
+        false,
+        false,
+        false,
+        poison(),
+    );
+    let r = r.unwrap();
+    let failed: Vec<usize> = r.failures.iter().map(|f| f.index).collect();
+    assert_eq!(failed, [1, 4, 7, 9, 10, 11, 13], "{:?}", r.failures);
+    for f in r.failures.iter().filter(|f| f.index != 4) {
+        assert_eq!(f.kind, mel_core::FailureKind::NonFinite, "{f:?}");
+        assert_eq!(
+            f.path,
+            std::path::PathBuf::from(format!("f{}.wav", f.index))
+        );
+        assert!(f.reason.starts_with("non-finite spectrogram"), "{f:?}");
+    }
+    let reason = |i: usize| &r.failures.iter().find(|f| f.index == i).unwrap().reason;
+    assert!(reason(1).contains("NaN"), "{}", reason(1));
+    assert!(
+        reason(7).contains("inf") && reason(7).contains("f16"),
+        "{}",
+        reason(7)
+    );
+    assert!(
+        reason(9).contains("1e30") && reason(9).contains("overflow"),
+        "{}",
+        reason(9)
+    );
+    assert!(reason(13).contains("-inf"), "{}", reason(13));
+    assert_eq!(r.rows, 60 - 7);
+    assert_eq!(seen.committed, Some(53));
+    assert!(
+        seen.all_finite,
+        "a value that is not finite reached the sink"
+    );
+    // Rows 0..53 hold the remaining files in order, each once.
+    let mut rows = seen.rows;
+    rows.sort_by_key(|x| x.0);
+    let files: Vec<usize> = (0..60).filter(|i| !failed.contains(i)).collect();
+    assert_eq!(rows.len(), files.len());
+    for (row, (r_, _, value, path)) in rows.iter().enumerate() {
+        assert_eq!(
+            (*r_, *value, path.as_str()),
+            (
+                row,
+                files[row] as f32,
+                format!("f{}.wav", files[row]).as_str()
+            )
+        );
+    }
+    // The batch whose every clip failed was not written.
+    assert_eq!(seen.writes, 19);
+}
+
+#[test]
+fn stop_on_failure_stops_at_a_clip_that_is_not_finite() {
+    // One batch (files 0-2): file 4, which the loader fails, is never reached.
+    let (r, seen) = go_poisoned(
+        &OutputPool::default(),
+        1,
+        None,
+        false,
+        true,
+        false,
+        vec![(2, 1e6)],
+    );
+    let e = r.unwrap_err().to_string();
+    assert!(e.contains("f2.wav") && e.contains("non-finite"), "{e}");
+    assert_eq!(seen.committed, None);
 }

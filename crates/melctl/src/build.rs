@@ -351,6 +351,7 @@ fn build_inner(
             .iter()
             .map(|f| ClipFailure {
                 index: todo[f.index],
+                path: split.files[todo[f.index]].path.clone(),
                 ..f.clone()
             })
             .collect();

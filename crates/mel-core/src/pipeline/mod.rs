@@ -1,6 +1,8 @@
 //! The pipeline runner: loader → mel backend → sink as concurrent stages joined by
-//! bounded queues, with per-stage metrics and a bottleneck verdict.
+//! bounded queues, with per-stage metrics and a bottleneck verdict, and the one check
+//! that keeps every value stored finite.
 
+pub mod finite;
 mod metrics;
 mod queue;
 mod runner;

@@ -6,12 +6,19 @@
 //! before `run` returns; the sink commits only after an explicit end-of-input message,
 //! so an error or a cancellation anywhere drops the sink uncommitted (its temporary
 //! file is removed and nothing appears at the final path).
+//!
+//! Every clip goes through [`super::finite`]: its samples on the load thread, its stored
+//! values on the write thread (off the mel stage, which a fast device makes short). A
+//! clip that fails is taken out of its batch before the sink (the rows after it move
+//! up), named among the run's failures like a file that did not decode, and never
+//! reaches the output or its statistics.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use super::finite::{self, Rejected, Screen};
 use super::metrics::{QueueMetrics, StageMetrics};
 use super::queue::bounded;
 use crate::buffer::OutputBuf;
@@ -81,15 +88,27 @@ pub struct RunResult {
     pub wall: Duration,
 }
 
+/// A batch, its first row, and the clips whose samples cannot be computed.
 enum Loaded {
-    Batch(usize, ClipBatch),
+    Batch(usize, ClipBatch, Rejected),
     End(usize),
 }
 
+/// A computed batch: its first row, the run's indices of its clips, their metadata,
+/// their values, and the clips whose samples could not be computed.
 enum Computed {
-    Batch(usize, Vec<ClipMeta>, OutputBuf),
+    Batch(usize, Vec<usize>, Vec<ClipMeta>, OutputBuf, Rejected),
     End(usize),
 }
+
+/// What the write stage gives back: the output, its rows, the clips taken out, metrics.
+type WriteOutcome = (
+    Finished,
+    usize,
+    Vec<ClipFailure>,
+    StageMetrics,
+    QueueMetrics,
+);
 
 type LoadOutcome = (Vec<ClipFailure>, LoaderStats, StageMetrics);
 
@@ -119,6 +138,7 @@ pub fn run(
     let stop = &stop_flag;
     let stopped = move || stop.load(Ordering::Relaxed) || opts.cancel.load(Ordering::Relaxed);
     let plan = backend.plan().clone();
+    let plan = &plan;
     let backend_name = backend.name().to_string();
 
     std::thread::scope(|scope| {
@@ -144,10 +164,13 @@ pub fn run(
                         let Some(batch) = next else { break };
                         let batch = batch?;
                         let n = batch.indices.len();
+                        let t = Instant::now();
+                        let rejected = finite::reject_samples(plan, batch.samples.samples());
+                        m.busy(t.elapsed());
                         m.items += n as u64;
                         m.batches += 1;
                         m.bytes += (batch.samples.samples().len() * 4) as u64;
-                        match load_tx.send(Loaded::Batch(row, batch)) {
+                        match load_tx.send(Loaded::Batch(row, batch, rejected)) {
                             Ok(w) => m.wait_output(w),
                             Err(()) => return Err(Error::Cancelled),
                         }
@@ -167,44 +190,52 @@ pub fn run(
 
         let sink_thread = std::thread::Builder::new()
             .name("melctl-write".into())
-            .spawn_scoped(
-                scope,
-                move || -> Result<(Finished, usize, StageMetrics, QueueMetrics)> {
-                    let mut sink = sink;
-                    let mut m = StageMetrics::new("write", sink.name());
-                    let r = loop {
-                        let (msg, waited) = mel_rx.recv();
-                        m.wait_input(waited);
-                        match msg {
-                            Some(Computed::Batch(row, metas, data)) => {
-                                let t = Instant::now();
-                                if let Err(e) = sink.write(row, &metas, &data) {
-                                    break Err(e);
-                                }
-                                m.busy(t.elapsed());
-                                m.items += metas.len() as u64;
-                                m.batches += 1;
-                                m.bytes += data.as_bytes().len() as u64;
-                                let _ = free_tx.send(data);
+            .spawn_scoped(scope, move || -> Result<WriteOutcome> {
+                let mut sink = sink;
+                let mut m = StageMetrics::new("write", sink.name());
+                let mut screen = Screen::new(plan, opts.stop_on_failure);
+                let r = loop {
+                    let (msg, waited) = mel_rx.recv();
+                    m.wait_input(waited);
+                    match msg {
+                        Some(Computed::Batch(row, indices, mut metas, mut data, rejected)) => {
+                            let t = Instant::now();
+                            let row = match screen
+                                .apply(row, &indices, &mut metas, &mut data, rejected)
+                            {
+                                Ok(row) => row,
+                                Err(e) => break Err(e),
+                            };
+                            if !metas.is_empty()
+                                && let Err(e) = sink.write(row, &metas, &data)
+                            {
+                                break Err(e);
                             }
-                            Some(Computed::End(rows)) => {
-                                let t = Instant::now();
-                                let out = sink.finish(rows);
-                                m.busy(t.elapsed());
-                                m.finish_seconds = t.elapsed().as_secs_f64();
-                                break out.map(|p| (p, rows));
-                            }
-                            // Upstream stopped without an end: never commit.
-                            None => break Err(Error::Cancelled),
+                            m.busy(t.elapsed());
+                            m.items += metas.len() as u64;
+                            m.batches += 1;
+                            m.bytes += data.as_bytes().len() as u64;
+                            let _ = free_tx.send(data);
+                            progress(metas.len());
                         }
-                    };
-                    if r.is_err() {
-                        stop.store(true, Ordering::Relaxed);
+                        Some(Computed::End(rows)) => {
+                            let t = Instant::now();
+                            let rows = screen.rows(rows);
+                            let out = sink.finish(rows);
+                            m.busy(t.elapsed());
+                            m.finish_seconds = t.elapsed().as_secs_f64();
+                            break out.map(|p| (p, rows));
+                        }
+                        // Upstream stopped without an end: never commit.
+                        None => break Err(Error::Cancelled),
                     }
-                    let q = mel_rx.metrics();
-                    r.map(|(p, rows)| (p, rows, m, q))
-                },
-            )
+                };
+                if r.is_err() {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                let q = mel_rx.metrics();
+                r.map(|(p, rows)| (p, rows, screen.failures, m, q))
+            })
             .map_err(|e| Error::io("write thread", e))?;
 
         // The mel stage, on this thread (the backend's device context lives here).
@@ -217,7 +248,7 @@ pub fn run(
                     return Err(Error::Cancelled);
                 }
                 match msg {
-                    Some(Loaded::Batch(row, batch)) => {
+                    Some(Loaded::Batch(row, batch, rejected)) => {
                         let n = batch.indices.len();
                         let (out, waited) = {
                             let t = Instant::now();
@@ -238,12 +269,12 @@ pub fn run(
                             .zip(&batch.sources)
                             .map(|(&i, &source)| ClipMeta { source, ..meta(i) })
                             .collect();
-                        drop(batch);
-                        match mel_tx.send(Computed::Batch(row, metas, out)) {
+                        let indices = batch.indices;
+                        drop(batch.samples);
+                        match mel_tx.send(Computed::Batch(row, indices, metas, out, rejected)) {
                             Ok(w) => m.wait_output(w),
                             Err(()) => return Err(Error::Cancelled),
                         }
-                        progress(n);
                     }
                     Some(Loaded::End(rows)) => {
                         return mel_tx
@@ -267,7 +298,13 @@ pub fn run(
         opts.buffers.give(free_rx.try_iter());
         let load_q = load_probe.metrics();
         match (loaded, mel_result, written) {
-            (Ok((failures, loader_stats, load_m)), Ok(()), Ok((output, rows, write_m, mel_q))) => {
+            (
+                Ok((mut failures, loader_stats, load_m)),
+                Ok(()),
+                Ok((output, rows, mut screened, write_m, mel_q)),
+            ) => {
+                failures.append(&mut screened);
+                failures.sort_by_key(|f| f.index);
                 Ok(RunResult {
                     output,
                     rows,
