@@ -2,6 +2,7 @@
 #![warn(missing_docs)]
 
 mod chunks;
+mod errors;
 pub mod hdf5_sink;
 pub mod journal;
 pub mod npy_sink;
