@@ -193,7 +193,7 @@ impl Guard {
         }
         crate::atomic::Staged::file(&o.path)
             .map(drop)
-            .map_err(|e| Error::output(&o.path, format!("{}: cannot be written: {e}", o.what)))
+            .map_err(|e| Error::output(&o.path, format!("cannot write {} there: {e}", o.what)))
     }
 }
 
@@ -300,7 +300,7 @@ mod tests {
             &g,
             &[Output::new(p("no/r.json"), "the report", Written::Stream)],
         );
-        assert!(e.contains("cannot be written"), "{e}");
+        assert!(e.contains("cannot write the report there"), "{e}");
         // What is fine is fine.
         g.check(&[
             Output::new(p("o/a.h5"), "split a", Written::File),

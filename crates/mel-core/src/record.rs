@@ -88,12 +88,22 @@ pub fn read(out: &Path) -> Result<Option<Record>> {
     Ok(Some(r))
 }
 
-/// Writes `record` as the record of `out` (temporary file, rename; flushed if `durable`).
+/// Writes `record` as the record of `out` (temporary file, rename; flushed if `durable`;
+/// never into anything but a regular file), removing what killed runs left of earlier
+/// writes.
 pub fn write(out: &Path, record: &Record, durable: bool) -> Result<()> {
+    use std::io::Write;
     let mut r = record.clone();
     r.format = FORMAT;
     let text = serde_json::to_string_pretty(&r).expect("a record serialises") + "\n";
-    crate::atomic::write_file(&path(out), text.as_bytes(), durable)
+    let p = path(out);
+    crate::atomic::remove_stale_partials(&p);
+    let (staged, mut f) = crate::atomic::Staged::file(&p)?;
+    f.write_all(text.as_bytes())
+        .map_err(|e| crate::atomic::write_failed(&p, "writing", &e))?;
+    drop(f);
+    staged.commit(durable)?;
+    Ok(())
 }
 
 /// The split an output path holds and its folder: `OUT/training.h5` → (`OUT`,
@@ -217,5 +227,14 @@ mod tests {
         std::fs::write(path(out), b"{").unwrap();
         let e = check(&h5, Some(&a)).unwrap_err().to_string();
         assert!(e.contains(FILE_NAME) && e.contains("does not parse"), "{e}");
+        // A FIFO in its place is neither read (no blocking) nor written into.
+        std::fs::remove_file(path(out)).unwrap();
+        let c = std::ffi::CString::new(path(out).to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let e = check(&h5, Some(&a)).unwrap_err().to_string();
+        assert!(e.contains("not a regular file (a FIFO)"), "{e}");
+        let e = write(out, &r, false).unwrap_err().to_string();
+        assert!(e.contains("a FIFO is there"), "{e}");
     }
 }

@@ -153,9 +153,13 @@ fn a_fifo_or_a_device_is_written_directly_and_stays_what_it_was() {
         std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
     };
     build(&dir, &["--report", "report.fifo"]).stdout();
+    // Checked before waiting for the reader, which a replaced FIFO leaves blocked.
+    assert!(
+        std::fs::metadata(&fifo).unwrap().file_type().is_fifo(),
+        "the FIFO was replaced by a regular file"
+    );
     let text = reader.join().unwrap();
     assert!(text.contains("\"published\": true"), "{text}");
-    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
     // `show -o` into a FIFO too.
     let reader = {
         let fifo = fifo.clone();
@@ -164,8 +168,8 @@ fn a_fifo_or_a_device_is_written_directly_and_stays_what_it_was() {
     dir.melctl()
         .args(["show", "out/training.h5", "-o", "report.fifo"])
         .stdout();
-    assert!(reader.join().unwrap().starts_with(b"\x89PNG"));
     assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    assert!(reader.join().unwrap().starts_with(b"\x89PNG"));
     // A character device (as /dev/null is): written to, never replaced. Making one
     // needs root (CI runs as root).
     let null = dir.join("null");
