@@ -211,9 +211,25 @@ fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
 /// rename would replace the node with a regular file), anywhere else through a
 /// temporary file renamed into place ([`Staged`]). Anything else at the path (a folder, a
 /// socket, a block device) is refused.
+///
+/// A path that names one of this process's own descriptors (`/dev/stdout`, `/dev/fd/2`,
+/// `/proc/self/fd/N`, through any links) is written to that descriptor as it is, at its
+/// offset: renaming over `/dev/stdout` would replace the system's link with a file.
 pub fn write_file(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
     use std::io::Write;
     use std::os::unix::fs::FileTypeExt;
+    if let Some(fd) = own_descriptor(path) {
+        // SAFETY: dup of a descriptor number; the copy is owned by the File below.
+        let copy = unsafe { libc::dup(fd) };
+        if copy < 0 {
+            return Err(Error::io(path, std::io::Error::last_os_error()));
+        }
+        // SAFETY: `copy` is a fresh descriptor nothing else owns.
+        let mut f = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(copy) };
+        return f
+            .write_all(bytes)
+            .map_err(|e| write_failed(path, "writing", &e));
+    }
     if let Ok(m) = std::fs::metadata(path) {
         let kind = m.file_type();
         if kind.is_fifo() || kind.is_char_device() {
@@ -248,6 +264,30 @@ pub fn os_cause(e: &std::io::Error) -> String {
         Some(libc::EDQUOT) => format!("the disk quota is exhausted ({e})"),
         _ => e.to_string(),
     }
+}
+
+/// The descriptor number `path` names when it is one of this process's own
+/// (`/dev/stdout`, `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`, `/proc/PID/fd/N` of this
+/// process), following links (at most 8); `None` for any other path.
+pub fn own_descriptor(path: &Path) -> Option<i32> {
+    let own = format!("/proc/{}/fd/", std::process::id());
+    let mut p = path.to_path_buf();
+    for _ in 0..8 {
+        let text = p.to_str()?;
+        let n = ["/proc/self/fd/", "/dev/fd/", own.as_str()]
+            .iter()
+            .find_map(|prefix| text.strip_prefix(prefix));
+        if let Some(n) = n {
+            return n.parse().ok();
+        }
+        let target = std::fs::read_link(&p).ok()?;
+        p = if target.is_absolute() {
+            target
+        } else {
+            parent(&p).join(target)
+        };
+    }
+    None
 }
 
 /// Characters `tempfile` adds after the prefix of a temporary name.
@@ -486,6 +526,13 @@ mod tests {
         std::fs::write(&file, b"x").unwrap();
         let e = Staged::dir(&file).unwrap().commit(false).unwrap_err();
         assert!(e.to_string().contains("a regular file is there"), "{e}");
+        // This process's own descriptors are named, through links too.
+        assert_eq!(own_descriptor(Path::new("/dev/stdout")), Some(1));
+        assert_eq!(own_descriptor(Path::new("/proc/self/fd/2")), Some(2));
+        let link = t.path().join("err");
+        std::os::unix::fs::symlink("/dev/stderr", &link).unwrap();
+        assert_eq!(own_descriptor(&link), Some(2));
+        assert_eq!(own_descriptor(&fifo), None);
         // A regular file is replaced as before.
         let plain = t.path().join("plain.json");
         write_file(&plain, b"one", false).unwrap();

@@ -86,12 +86,25 @@ impl Guard {
     pub fn check(&self, outputs: &[Output]) -> Result<()> {
         let mut seen: HashMap<PathBuf, &Output> = HashMap::new();
         let mut seen_ids: HashMap<FileId, &Output> = HashMap::new();
+        let folders: Vec<(PathBuf, &Output)> = outputs
+            .iter()
+            .filter(|o| o.written == Written::Folder)
+            .map(|o| (normalise(&o.path), o))
+            .collect();
         for o in outputs {
             let refuse = |why: String| Error::output(&o.path, format!("{}: {why}", o.what));
-            if let Some(first) = seen.insert(normalise(&o.path), o) {
+            let at = normalise(&o.path);
+            if let Some(first) = seen.insert(at.clone(), o) {
                 return Err(refuse(format!(
                     "the same path is also {} of this run; give each output its own path",
                     first.what
+                )));
+            }
+            if let Some((_, folder)) = folders.iter().find(|(f, _)| at != *f && at.starts_with(f)) {
+                return Err(refuse(format!(
+                    "the path is inside {} ({}), which is replaced whole; write it elsewhere",
+                    folder.what,
+                    folder.path.display()
                 )));
             }
             let meta = match std::fs::metadata(&o.path) {
@@ -120,6 +133,9 @@ impl Guard {
                     first.what,
                     first.path.display()
                 )));
+            }
+            if o.written == Written::Stream && crate::atomic::own_descriptor(&o.path).is_some() {
+                continue; // one of this process's descriptors, written as it is
             }
             let kind = meta.file_type();
             use std::os::unix::fs::FileTypeExt;
@@ -295,6 +311,15 @@ mod tests {
         std::fs::hard_link(p("in.wav"), p("x.npy.d/deep/in.wav")).unwrap();
         let e = err(&g, &[Output::new(p("x.npy.d"), "split x", Written::Folder)]);
         assert!(e.contains("replaced whole") && e.contains("in.wav"), "{e}");
+        // Nothing goes inside a folder that is replaced whole.
+        let e = err(
+            &g,
+            &[
+                Output::new(p("o/x.npy.d"), "split x", Written::Folder),
+                Output::new(p("o/x.npy.d/r.json"), "the report", Written::Stream),
+            ],
+        );
+        assert!(e.contains("inside split x"), "{e}");
         // A report whose folder does not exist is found now.
         let e = err(
             &g,

@@ -221,3 +221,26 @@ fn an_output_path_holding_something_else_is_refused_before_any_work() {
         "{err}"
     );
 }
+
+#[test]
+fn a_report_to_this_process_stdout_is_written_to_it_not_renamed_over_the_link() {
+    // `--report /dev/stdout` with stdout redirected to a file: a rename would replace the
+    // system's /dev/stdout link with a regular file (as root). The same link, made in the
+    // test's folder, must stay a link, and the report reach the redirected stdout.
+    let dir = scenario(4);
+    let link = dir.join("stdout-link");
+    std::os::unix::fs::symlink("/proc/self/fd/1", &link).unwrap();
+    let captured = std::fs::File::create(dir.join("captured.txt")).unwrap();
+    let mut c = build(&dir, &["--report", "stdout-link"]);
+    let o = c.command().stdout(captured).output().unwrap();
+    c.check(&o, o.status.success(), "the build succeeds");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link was replaced"
+    );
+    let text = std::fs::read_to_string(dir.join("captured.txt")).unwrap();
+    assert!(text.contains("\"published\": true"), "{text}");
+}
