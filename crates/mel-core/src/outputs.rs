@@ -56,7 +56,7 @@ const MAX_FOLDER_ENTRIES: usize = 100_000;
 #[derive(Debug, Default)]
 pub struct Guard {
     /// Inputs by identity, with what each is ("an input", "the manifest").
-    inputs: HashMap<FileId, (PathBuf, String)>,
+    inputs: HashMap<FileId, (PathBuf, &'static str)>,
 }
 
 fn file_id(m: &std::fs::Metadata) -> FileId {
@@ -72,11 +72,11 @@ impl Guard {
 
     /// Protects the input file at `path`, described as `what` ("an input of this build",
     /// "the manifest"); a path that does not exist is skipped (nothing to overwrite).
-    pub fn input(&mut self, path: &Path, what: &str) {
+    pub fn input(&mut self, path: &Path, what: &'static str) {
         if let Ok(m) = std::fs::metadata(path) {
             self.inputs
                 .entry(file_id(&m))
-                .or_insert_with(|| (path.to_path_buf(), what.to_string()));
+                .or_insert_with(|| (path.to_path_buf(), what));
         }
     }
 

@@ -134,7 +134,7 @@ pub fn check(output: &Path, stored: Option<&str>) -> Result<()> {
         return Ok(());
     };
     let rec = path(&dir);
-    let interrupted = "a build was interrupted while publishing its splits, so this folder holds splits of different builds; run the build again to publish a complete set";
+    let interrupted = "a build was interrupted while publishing its splits, so this folder holds splits of different builds; run the build again to publish a complete set (or, if a build is publishing right now, try again when it has finished)";
     let why = match (record.splits.get(&split), stored) {
         (Some(e), Some(id)) if e.build == id && e.output == file => return Ok(()),
         (None, None) => return Ok(()),
