@@ -98,9 +98,30 @@ impl Staged {
     /// Moves the finished output to its final path (replacing what was there), flushing
     /// it and the folder first and after when `durable`. The caller must have closed
     /// every handle that could still write to it.
+    ///
+    /// Only a regular file (or a link) is ever replaced by a file, and only a folder (or a
+    /// link) by a folder: a device, a FIFO or a socket at the final path is an error, so
+    /// a rename never turns `/dev/null` into a regular file.
     pub fn commit(self, durable: bool) -> Result<PathBuf> {
         let final_path = self.final_path.clone();
-        let io = |p: &Path, e| Error::io(p, e);
+        let io = |_: &Path, e: std::io::Error| write_failed(&final_path, "publishing", &e);
+        if let Ok(m) = std::fs::symlink_metadata(&final_path) {
+            let kind = m.file_type();
+            let fits = kind.is_symlink()
+                || match self.temp {
+                    Temp::File(_) => kind.is_file(),
+                    Temp::Dir(_) => kind.is_dir(),
+                };
+            if !fits {
+                return Err(Error::output(
+                    &final_path,
+                    format!(
+                        "{} is there; melctl replaces only what it writes (a regular file or a folder), so nothing was replaced",
+                        crate::input::describe(kind)
+                    ),
+                ));
+            }
+        }
         match self.temp {
             Temp::File(temp) => {
                 if durable {
@@ -186,7 +207,104 @@ fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
     std::fs::rename(&aside, a)
 }
 
-/// Removes what killed runs left beside `final_path`: `.NAME.partial-PID-…` files or
+/// Writes `bytes` to `path`: into an existing FIFO or character device directly (a
+/// rename would replace the node with a regular file), anywhere else through a
+/// temporary file renamed into place ([`Staged`]). Anything else at the path (a folder, a
+/// socket, a block device) is refused.
+///
+/// A path that names one of this process's own descriptors (`/dev/stdout`, `/dev/fd/2`,
+/// `/proc/self/fd/N`, through any links) is written to that descriptor as it is, at its
+/// offset: renaming over `/dev/stdout` would replace the system's link with a file.
+pub fn write_file(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::FileTypeExt;
+    if let Some(fd) = own_descriptor(path) {
+        // SAFETY: dup of a descriptor number; the copy is owned by the File below.
+        let copy = unsafe { libc::dup(fd) };
+        if copy < 0 {
+            return Err(Error::io(path, std::io::Error::last_os_error()));
+        }
+        // SAFETY: `copy` is a fresh descriptor nothing else owns.
+        let mut f = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(copy) };
+        return f
+            .write_all(bytes)
+            .map_err(|e| write_failed(path, "writing", &e));
+    }
+    if let Ok(m) = std::fs::metadata(path) {
+        let kind = m.file_type();
+        if kind.is_fifo() || kind.is_char_device() {
+            // Opened for writing only, never created or truncated.
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| Error::io(path, e))?;
+            return f
+                .write_all(bytes)
+                .map_err(|e| write_failed(path, "writing", &e));
+        }
+    }
+    let (staged, mut f) = Staged::file(path)?;
+    f.write_all(bytes)
+        .map_err(|e| write_failed(path, "writing", &e))?;
+    drop(f);
+    staged.commit(durable)?;
+    Ok(())
+}
+
+/// The error of a write of `what` into the output `path` that failed with `e`: the
+/// output named, the operating system's cause kept, a full disk called one.
+pub fn write_failed(path: &Path, what: &str, e: &std::io::Error) -> Error {
+    Error::output(path, format!("{what}: {}", os_cause(e)))
+}
+
+/// `e` in words, a full disk or an exhausted quota named as such first.
+pub fn os_cause(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) => format!("the disk is full ({e})"),
+        Some(libc::EDQUOT) => format!("the disk quota is exhausted ({e})"),
+        _ => e.to_string(),
+    }
+}
+
+/// The descriptor number `path` names when it is one of this process's own
+/// (`/dev/stdout`, `/dev/stderr`, `/dev/fd/N`, `/proc/self/fd/N`, `/proc/PID/fd/N` of this
+/// process), following links (at most 8); `None` for any other path.
+pub fn own_descriptor(path: &Path) -> Option<i32> {
+    let own = format!("/proc/{}/fd/", std::process::id());
+    let mut p = path.to_path_buf();
+    for _ in 0..8 {
+        let text = p.to_str()?;
+        let n = ["/proc/self/fd/", "/dev/fd/", own.as_str()]
+            .iter()
+            .find_map(|prefix| text.strip_prefix(prefix));
+        if let Some(n) = n {
+            return n.parse().ok();
+        }
+        let target = std::fs::read_link(&p).ok()?;
+        p = if target.is_absolute() {
+            target
+        } else {
+            parent(&p).join(target)
+        };
+    }
+    None
+}
+
+/// Characters `tempfile` adds after the prefix of a temporary name.
+const TEMP_SUFFIX_LEN: usize = 6;
+
+/// The process id in the name of a temporary of `final_path`'s output, or `None` when
+/// `name` is not exactly `.NAME.partial-PID-XXXXXX` (so an output whose name merely
+/// starts like one, a split called `.x.h5.partial-9-a`, is never taken for one).
+fn temp_pid(stem: &str, name: &str) -> Option<u32> {
+    let (pid, suffix) = name.strip_prefix(stem)?.split_once('-')?;
+    let digits = !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit());
+    let random =
+        suffix.len() == TEMP_SUFFIX_LEN && suffix.bytes().all(|b| b.is_ascii_alphanumeric());
+    (digits && random).then(|| pid.parse().ok()).flatten()
+}
+
+/// Removes what killed runs left beside `final_path`: `.NAME.partial-PID-XXXXXX` files or
 /// folders whose process no longer exists. Returns how many were removed.
 pub fn remove_stale_partials(final_path: &Path) -> usize {
     let Some(name) = final_path
@@ -202,10 +320,7 @@ pub fn remove_stale_partials(final_path: &Path) -> usize {
     let mut removed = 0;
     for e in entries.flatten() {
         let file = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = file.strip_prefix(&stem).and_then(|rest| {
-            let digits = rest.split('-').next().unwrap_or("");
-            digits.parse::<u32>().ok()
-        }) else {
+        let Some(pid) = temp_pid(&stem, &file) else {
             continue;
         };
         if !process_alive(pid) {
@@ -350,10 +465,78 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let fin = t.path().join("a.h5");
         // PIDs above the kernel's maximum (2^22) never exist.
-        std::fs::write(t.path().join(".a.h5.partial-99999999-abc"), b"x").unwrap();
-        std::fs::create_dir(t.path().join(".a.h5.partial-99999998")).unwrap();
+        std::fs::write(t.path().join(".a.h5.partial-99999999-abc123"), b"x").unwrap();
+        std::fs::create_dir(t.path().join(".a.h5.partial-99999998-XyZ0a9")).unwrap();
+        // Outputs whose names only start like a temporary are never removed.
+        for name in [
+            ".a.h5.partial-99999999-a.h5",
+            ".a.h5.partial-99999999-abc123.h5",
+            ".a.h5.partial-99999999",
+            ".a.h5.partial--abc123",
+        ] {
+            std::fs::write(t.path().join(name), b"x").unwrap();
+        }
         let (live, _f) = Staged::file(&fin).unwrap();
         assert_eq!(remove_stale_partials(&fin), 2);
         assert!(live.path().exists());
+        assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 5);
+    }
+
+    #[test]
+    fn a_full_disk_is_named_and_the_os_cause_kept() {
+        let p = Path::new("out/training.h5");
+        let e = write_failed(
+            p,
+            "writing rows 0..",
+            &std::io::Error::from_raw_os_error(28),
+        );
+        let s = e.to_string();
+        assert!(
+            s.contains("out/training.h5")
+                && s.contains("the disk is full")
+                && s.contains("No space left on device"),
+            "{s}"
+        );
+        let q = os_cause(&std::io::Error::from_raw_os_error(libc::EDQUOT));
+        assert!(q.contains("quota"), "{q}");
+    }
+
+    #[test]
+    fn a_device_or_fifo_is_written_directly_and_never_renamed_over() {
+        let t = tempfile::tempdir().unwrap();
+        let fifo = t.path().join("r.json");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        write_file(&fifo, b"report", false).unwrap();
+        assert_eq!(reader.join().unwrap(), b"report");
+        write_file(Path::new("/dev/null"), b"x", true).unwrap();
+        use std::os::unix::fs::FileTypeExt;
+        assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+        // A staged file is never renamed over a FIFO, nor a folder over a file.
+        let (staged, _f) = Staged::file(&fifo).unwrap();
+        let e = staged.commit(false).unwrap_err().to_string();
+        assert!(e.contains("a FIFO is there"), "{e}");
+        assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+        let file = t.path().join("x.npy.d");
+        std::fs::write(&file, b"x").unwrap();
+        let e = Staged::dir(&file).unwrap().commit(false).unwrap_err();
+        assert!(e.to_string().contains("a regular file is there"), "{e}");
+        // This process's own descriptors are named, through links too.
+        assert_eq!(own_descriptor(Path::new("/dev/stdout")), Some(1));
+        assert_eq!(own_descriptor(Path::new("/proc/self/fd/2")), Some(2));
+        let link = t.path().join("err");
+        std::os::unix::fs::symlink("/dev/stderr", &link).unwrap();
+        assert_eq!(own_descriptor(&link), Some(2));
+        assert_eq!(own_descriptor(&fifo), None);
+        // A regular file is replaced as before.
+        let plain = t.path().join("plain.json");
+        write_file(&plain, b"one", false).unwrap();
+        write_file(&plain, b"two", false).unwrap();
+        assert_eq!(std::fs::read(&plain).unwrap(), b"two");
     }
 }

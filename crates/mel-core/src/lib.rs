@@ -9,8 +9,10 @@ pub mod container;
 pub mod dsp;
 pub mod error;
 pub mod input;
+pub mod outputs;
 pub mod pipeline;
 pub mod plan;
+pub mod record;
 pub mod stats;
 pub mod traits;
 

@@ -7,13 +7,19 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use hdf5::Dataset;
 use libdeflater::{CompressionLvl, Compressor};
+use mel_core::Result;
 use rayon::prelude::*;
+
+use crate::errors::hdf5_failed;
 
 /// Accumulates rows into chunks of a chunked dataset and writes each chunk once whole.
 pub(crate) struct ChunkWriter {
+    /// The output, for errors.
+    output: PathBuf,
     /// Clips per chunk.
     chunk_rows: usize,
     /// Bytes per clip.
@@ -36,6 +42,7 @@ impl ChunkWriter {
     /// A writer for a dataset of `total_rows` clips of `row_bytes` bytes each, chunked by
     /// `chunk_rows` clips, elements of `elem` bytes, deflate `level` (0: none).
     pub(crate) fn new(
+        output: &Path,
         chunk_rows: usize,
         row_bytes: usize,
         total_rows: usize,
@@ -44,6 +51,7 @@ impl ChunkWriter {
         ndim: usize,
     ) -> Self {
         ChunkWriter {
+            output: output.to_path_buf(),
             chunk_rows,
             row_bytes,
             total_rows,
@@ -73,7 +81,7 @@ impl ChunkWriter {
         first_row: usize,
         bytes: &[u8],
         pool: &rayon::ThreadPool,
-    ) -> Result<(), String> {
+    ) -> Result<()> {
         let rows = bytes.len() / self.row_bytes;
         let chunk_bytes = self.chunk_rows * self.row_bytes;
         let mut ready: Vec<(usize, Cow<[u8]>)> = Vec::new();
@@ -107,7 +115,7 @@ impl ChunkWriter {
 
     /// Writes the chunks still incomplete (rows never sent read as zeros; the caller
     /// shrinks the dataset to the rows it has).
-    pub(crate) fn flush(&mut self, mel: &Dataset, pool: &rayon::ThreadPool) -> Result<(), String> {
+    pub(crate) fn flush(&mut self, mel: &Dataset, pool: &rayon::ThreadPool) -> Result<()> {
         let ready = self
             .partial
             .drain()
@@ -122,7 +130,7 @@ impl ChunkWriter {
         mel: &Dataset,
         chunks: Vec<(usize, Cow<[u8]>)>,
         pool: &rayon::ThreadPool,
-    ) -> Result<(), String> {
+    ) -> Result<()> {
         if chunks.is_empty() {
             return Ok(());
         }
@@ -143,10 +151,11 @@ impl ChunkWriter {
         for (c, data) in encoded {
             let mut offset = vec![0u64; self.ndim];
             offset[0] = (c * self.chunk_rows) as u64;
-            let status = hdf5::sync::sync(|| {
+            // The library's error stack is read under the same lock as the failed call.
+            let failed = hdf5::sync::sync(|| {
                 // SAFETY: a valid dataset id, an offset of the dataset's rank on a chunk
                 // boundary, and `data` alive for the call.
-                unsafe {
+                let status = unsafe {
                     hdf5_sys::h5d::H5Dwrite_chunk(
                         mel.id(),
                         hdf5_sys::h5p::H5P_DEFAULT,
@@ -155,10 +164,12 @@ impl ChunkWriter {
                         data.len(),
                         data.as_ptr().cast(),
                     )
-                }
+                };
+                (status < 0).then(|| hdf5::Error::query().unwrap_or_else(|e| e))
             });
-            if status < 0 {
-                return Err(format!("HDF5 refused chunk {c} ({} bytes)", data.len()));
+            if let Some(e) = failed {
+                let what = format!("writing chunk {c} ({} bytes)", data.len());
+                return Err(hdf5_failed(&self.output, &what, &e));
             }
             self.stored_bytes += data.len() as u64;
         }

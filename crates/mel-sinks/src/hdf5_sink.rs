@@ -12,6 +12,7 @@ use mel_core::atomic::{self, Staged};
 use mel_core::{Finished, Provenance};
 
 use crate::chunks::ChunkWriter;
+use crate::errors::{hdf5_failed, write_failed};
 use crate::rows::RowLedger;
 use mel_core::stats::StatsAccumulator;
 
@@ -64,6 +65,8 @@ pub struct Hdf5Sink {
     stats: StatsAccumulator,
     opts: Hdf5Options,
     pool: rayon::ThreadPool,
+    /// The build this output belongs to (the root attribute `build_id`).
+    build_id: Option<String>,
 }
 
 /// Creates `mel` in `file` for `rows` clips of `spec`'s plan, chunked by `chunk_clips`
@@ -126,9 +129,9 @@ impl Hdf5Sink {
             spec.rows as u64 * spec.plan.bytes_per_clip() as u64
         };
         reserve(&handle, data + metadata_bound(spec.rows))
-            .map_err(|e| Error::output(&final_path, format!("reserving disk space: {e}")))?;
+            .map_err(|e| write_failed(&final_path, "reserving disk space", &e))?;
         drop(handle);
-        let err = |e: hdf5::Error| Error::output(&final_path, e);
+        let err = |e: hdf5::Error| hdf5_failed(&final_path, "creating the file", &e);
         let file = File::create(staged.path()).map_err(err)?;
         let chunk_clips = opts.chunk_clips.min(spec.rows.max(1));
         let chunked = chunk_clips > 0 && spec.rows > 0;
@@ -139,6 +142,7 @@ impl Hdf5Sink {
         };
         let chunks = chunked.then(|| {
             ChunkWriter::new(
+                &final_path,
                 chunk_clips,
                 spec.plan.bytes_per_clip(),
                 spec.rows,
@@ -170,13 +174,29 @@ impl Hdf5Sink {
             h5: Handles {
                 file: Some(file),
                 mel: Some(mel),
+                columns: Vec::new(),
             },
             spec,
             ledger: RowLedger::new(rows),
             stats,
             opts,
             pool,
+            build_id: None,
         })
+    }
+
+    /// The same sink, writing `build_id` into the output (the root attribute `build_id`)
+    /// so that readers can tell which build of the folder it comes from
+    /// ([`mel_core::record`]).
+    pub fn with_build(mut self, build_id: &str) -> Self {
+        self.build_id = Some(build_id.to_string());
+        self
+    }
+
+    /// An HDF5 failure doing `what` to this output, its OS cause kept.
+    fn h5err(&self, what: &str) -> impl Fn(hdf5::Error) -> Error + '_ {
+        let what = what.to_string();
+        move |e| hdf5_failed(self.staged.final_path(), &what, &e)
     }
 
     fn err(&self, message: impl std::fmt::Display) -> Error {
@@ -195,21 +215,31 @@ impl Hdf5Sink {
         let mut shape = vec![rows];
         shape.extend(self.spec.plan.clip_shape());
         if self.mel().is_chunked() {
-            return self.mel().resize(shape).map_err(|e| self.err(e));
+            return self
+                .mel()
+                .resize(shape)
+                .map_err(self.h5err("shrinking mel"));
         }
         let bytes = (rows * self.spec.plan.bytes_per_clip()) as u64;
         let (staged, handle) = Staged::file(self.staged.final_path())?;
         drop(handle);
-        let e = |e: hdf5::Error| self.err(e);
-        let file = File::create(staged.path()).map_err(e)?;
-        let mel = create_mel(&file, &self.spec, rows, 0, 0).map_err(e)?;
+        let (file, mel) = {
+            let e = self.h5err("creating the exact-size file");
+            let file = File::create(staged.path()).map_err(&e)?;
+            let mel = create_mel(&file, &self.spec, rows, 0, 0).map_err(&e)?;
+            (file, mel)
+        };
         // An empty dataset (every file of the split skipped) has no storage to copy.
         if rows > 0 {
             let no_offset = || self.err("contiguous mel has no offset");
             let from = self.mel().offset().ok_or_else(no_offset)?;
             let to = mel.offset().ok_or_else(no_offset)?;
             copy_range(self.staged.path(), from, staged.path(), to, bytes).map_err(|e| {
-                self.err(format!("copying {rows} rows into an exact-size file: {e}"))
+                write_failed(
+                    self.staged.final_path(),
+                    &format!("copying {rows} rows into an exact-size file"),
+                    &e,
+                )
             })?;
         }
         // The new file takes the old one's place; the old one is deleted (its Staged
@@ -221,8 +251,12 @@ impl Hdf5Sink {
         Ok(())
     }
 
-    fn write_metadata(&self, rows: usize) -> Result<()> {
-        let file = self.h5.file.as_ref().expect("file is open until finish");
+    /// Writes labels, paths, sources, statistics and attributes. Every dataset created
+    /// is kept open in `self.h5.columns` until [`close`](Self::close) has flushed the
+    /// file: the library writes their data at the flush, where a failure (a full disk)
+    /// is reported, whereas closing a dataset whose write then fails leaves the library
+    /// a dangling dataset that crashes the next flush.
+    fn write_metadata(&mut self, rows: usize) -> Result<()> {
         let labels = self.ledger.labels(rows);
         let paths = self
             .ledger
@@ -230,15 +264,20 @@ impl Hdf5Sink {
             .into_iter()
             .map(varlen)
             .collect::<Result<Vec<_>>>()?;
-        let e = |e: hdf5::Error| self.err(e);
-        file.new_dataset_builder()
-            .with_data(&labels)
-            .create("label")
-            .map_err(e)?;
-        file.new_dataset_builder()
-            .with_data(&paths)
-            .create("path")
-            .map_err(e)?;
+        self.column("label", &labels)?;
+        self.column("path", &paths)?;
+        let sources = self.ledger.sources(rows);
+        let rates: Vec<u32> = sources.iter().map(|s| s.rate).collect();
+        let channels: Vec<u16> = sources.iter().map(|s| s.channels).collect();
+        let frames: Vec<u64> = sources.iter().map(|s| s.frames).collect();
+        self.column("source_rate", &rates)?;
+        self.column("source_channels", &channels)?;
+        self.column("source_frames", &frames)?;
+        let stats = self.stats.finish();
+        self.column("mel_mean", &stats.mean)?;
+        self.column("mel_std", &stats.std)?;
+        let file = self.h5.file.as_ref().expect("file is open until finish");
+        let e = self.h5err("writing attributes");
         let names = self
             .spec
             .label_names
@@ -248,54 +287,22 @@ impl Hdf5Sink {
         file.new_attr_builder()
             .with_data(&names)
             .create("label_names")
-            .map_err(e)?;
+            .map_err(&e)?;
         let text_attr = |name: &str, value: &str| -> Result<()> {
             file.new_attr::<VarLenUnicode>()
                 .create(name)
-                .map_err(e)?
+                .map_err(&e)?
                 .write_scalar(&varlen(value)?)
-                .map_err(e)
+                .map_err(&e)
         };
-        let sources = self.ledger.sources(rows);
-        let column = |name: &str, r: hdf5::Result<Dataset>| {
-            r.map(|_| ()).map_err(|e| self.err(format!("{name}: {e}")))
-        };
-        column(
-            "source_rate",
-            file.new_dataset_builder()
-                .with_data(&sources.iter().map(|s| s.rate).collect::<Vec<u32>>())
-                .create("source_rate"),
-        )?;
-        column(
-            "source_channels",
-            file.new_dataset_builder()
-                .with_data(&sources.iter().map(|s| s.channels).collect::<Vec<u16>>())
-                .create("source_channels"),
-        )?;
-        column(
-            "source_frames",
-            file.new_dataset_builder()
-                .with_data(&sources.iter().map(|s| s.frames).collect::<Vec<u64>>())
-                .create("source_frames"),
-        )?;
-        let stats = self.stats.finish();
-        column(
-            "mel_mean",
-            file.new_dataset_builder()
-                .with_data(&stats.mean)
-                .create("mel_mean"),
-        )?;
-        column(
-            "mel_std",
-            file.new_dataset_builder()
-                .with_data(&stats.std)
-                .create("mel_std"),
-        )?;
         file.new_attr::<u64>()
             .create("stats_count")
             .and_then(|a| a.write_scalar(&self.stats.count()))
-            .map_err(e)?;
+            .map_err(&e)?;
         text_attr("config", &self.spec.provenance)?;
+        if let Some(id) = &self.build_id {
+            text_attr("build_id", id)?;
+        }
         text_attr("melctl_version", env!("CARGO_PKG_VERSION"))?;
         text_attr("split", &self.spec.split)?;
         text_attr("mel_dims", &self.spec.plan.dim_names().join(","))?;
@@ -308,10 +315,25 @@ impl Hdf5Sink {
         self.mel()
             .new_attr::<VarLenUnicode>()
             .create("dtype")
-            .map_err(e)?
+            .map_err(&e)?
             .write_scalar(&varlen(dtype_note)?)
-            .map_err(e)?;
+            .map_err(&e)?;
         Ok(())
+    }
+
+    /// Creates the one-dimensional dataset `name` holding `data`, kept open until the
+    /// file is flushed (see [`write_metadata`](Self::write_metadata)).
+    fn column<T: hdf5::H5Type>(&mut self, name: &str, data: &[T]) -> Result<()> {
+        let file = self.h5.file.as_ref().expect("file is open until finish");
+        let what = format!("writing {name}");
+        let ds = file
+            .new_dataset::<T>()
+            .shape(data.len())
+            .create(name)
+            .map_err(self.h5err(&what))?;
+        let written = ds.write_raw(data);
+        self.h5.columns.push(ds);
+        written.map_err(self.h5err(&what))
     }
 
     /// Closes every HDF5 object and then the file, so that the library has written all
@@ -326,7 +348,8 @@ impl Hdf5Sink {
             .as_ref()
             .expect("file is open until finish")
             .flush();
-        flushed.map_err(|e| self.err(e))?;
+        flushed.map_err(self.h5err("flushing the file"))?;
+        self.h5.columns.clear();
         self.h5.mel = None;
         let file = self.h5.file.take().expect("file is open until finish");
         let open = hdf5::sync::sync(|| {
@@ -345,19 +368,19 @@ impl Hdf5Sink {
                 open - 1
             )));
         }
-        file.close().map_err(|e| self.err(e))
+        file.close().map_err(self.h5err("closing the file"))
     }
 
     /// Reopens the closed file read-only and checks it holds `rows` clips of the plan's
     /// shape with their labels and paths: what will be published opens complete.
     fn verify(&self, rows: usize) -> Result<()> {
-        let e = |e: hdf5::Error| self.err(format!("the finished file does not read back: {e}"));
-        let file = File::open(self.staged.path()).map_err(e)?;
+        let e = self.h5err("the finished file does not read back");
+        let file = File::open(self.staged.path()).map_err(&e)?;
         let mut shape = vec![rows];
         shape.extend(self.spec.plan.clip_shape());
-        let mel = file.dataset("mel").map_err(e)?.shape();
-        let labels = file.dataset("label").map_err(e)?.shape();
-        let paths = file.dataset("path").map_err(e)?.shape();
+        let mel = file.dataset("mel").map_err(&e)?.shape();
+        let labels = file.dataset("label").map_err(&e)?.shape();
+        let paths = file.dataset("path").map_err(&e)?.shape();
         if mel != shape || labels != [rows] || paths != [rows] {
             return Err(self.err(format!(
                 "the finished file reads back as mel {mel:?}, label {labels:?}, path {paths:?}; {shape:?} was written"
@@ -435,23 +458,16 @@ impl Sink for Hdf5Sink {
             return Err(self.err(m));
         }
         self.stats.add_output(data);
-        let failed = |e: &dyn std::fmt::Display| {
-            Error::output(
-                self.staged.final_path(),
-                format!("writing rows {first_row}..: {e}"),
-            )
-        };
+        let what = format!("writing rows {first_row}..");
         if let Some(raw) = &self.raw {
             let offset = (first_row * self.spec.plan.bytes_per_clip()) as u64;
             return raw
                 .write_at(offset, data.as_bytes(), &self.pool)
-                .map_err(|e| failed(&e));
+                .map_err(|e| write_failed(self.staged.final_path(), &what, &e));
         }
         if let Some(chunks) = &mut self.chunks {
             let mel = self.h5.mel.as_ref().expect("mel is open until finish");
-            chunks
-                .write(mel, first_row, data.as_bytes(), &self.pool)
-                .map_err(|e| failed(&e))?;
+            chunks.write(mel, first_row, data.as_bytes(), &self.pool)?;
             if let Some(f) = &self.writeback {
                 start_writeback(f, 0, 0);
             }
@@ -473,7 +489,8 @@ impl Sink for Hdf5Sink {
                 ndarray::ArrayViewD::from_shape(shape, bits).map(|a| mel.write_slice(a, slab))
             }
         };
-        r.map_err(|e| failed(&e))?.map_err(|e| failed(&e))?;
+        r.map_err(|e| self.err(format!("{what}: {e}")))?
+            .map_err(self.h5err(&what))?;
         Ok(())
     }
 
@@ -492,9 +509,7 @@ impl Sink for Hdf5Sink {
         }
         if let Some(mut chunks) = self.chunks.take() {
             let mel = self.h5.mel.as_ref().expect("mel is open until finish");
-            if let Err(e) = chunks.flush(mel, &self.pool) {
-                return Err(self.err(format!("writing the last chunks: {e}")));
-            }
+            chunks.flush(mel, &self.pool)?;
         }
         self.writeback = None;
         self.write_metadata(rows)?;
@@ -520,10 +535,13 @@ impl Sink for Hdf5Sink {
 struct Handles {
     file: Option<File>,
     mel: Option<Dataset>,
+    /// Datasets written at finishing, open until the file is flushed.
+    columns: Vec<Dataset>,
 }
 
 impl Drop for Handles {
     fn drop(&mut self) {
+        std::mem::forget(std::mem::take(&mut self.columns));
         std::mem::forget(self.mel.take());
         std::mem::forget(self.file.take());
     }

@@ -13,14 +13,18 @@
 //! fingerprint: the caller's hash of the settings, backend, labels and files); a batch
 //! whose header, layout or checksums do not hold is deleted and its clips are done again;
 //! anything from another fingerprint starts the journal over. Assembling streams: it
-//! reads one batch at a time, so memory does not grow with the split. After the output
-//! is published, `committed` records the fingerprint so that a later resume of the same
-//! build keeps the split.
+//! reads one batch at a time, so memory does not grow with the split. After the build's
+//! outputs are published, `committed` records the fingerprint and the build id the
+//! output carries; a later resume keeps the split only if the output at the final path
+//! still carries that id and the folder's build record names it (the caller checks:
+//! [`Journal::committed_build`]). Every file of a journal is opened as a regular file
+//! only, without blocking (a FIFO named like a batch is dropped, not waited on).
 
 use std::path::{Path, PathBuf};
 
 use mel_core::atomic::Staged;
 use mel_core::container::{self, Section};
+use mel_core::input::{open_regular, read_bounded_text};
 use mel_core::{ClipMeta, Dtype, Error, Finished, MelPlan, OutputBuf, Result, Sink, SourceInfo};
 
 const MAGIC: &[u8; 8] = b"MELJRNL3";
@@ -29,6 +33,14 @@ const VERSION: u32 = 3;
 const SECTIONS: usize = 3;
 /// Bytes of one clip's source in a batch file.
 const SOURCE_BYTES: usize = 16;
+/// The most bytes the `fingerprint` and `committed` files hold.
+const MAX_NOTE_BYTES: u64 = 4096;
+
+/// The text of a small journal file, `None` when it is missing, not a regular file or
+/// not text.
+fn read_note(path: &Path) -> Option<String> {
+    read_bounded_text(path, MAX_NOTE_BYTES).ok()
+}
 
 fn encode_sources(sources: &[SourceInfo]) -> Vec<u8> {
     let mut b = Vec::with_capacity(sources.len() * SOURCE_BYTES);
@@ -121,7 +133,7 @@ impl Journal {
             batches: Vec::new(),
             state: JournalState::Started,
         };
-        let previous = std::fs::read_to_string(dir.join("fingerprint")).ok();
+        let previous = read_note(&dir.join("fingerprint"));
         if previous.as_deref() != Some(j.hex().as_str()) {
             j.state = if previous.is_some() {
                 JournalState::Restarted
@@ -165,9 +177,13 @@ impl Journal {
         &self.state
     }
 
-    /// Whether the split was published by an earlier run of the same build.
-    pub fn committed(&self) -> bool {
-        std::fs::read_to_string(self.dir.join("committed")).ok() == Some(self.hex())
+    /// The build id of the output an earlier run of the same build published for this
+    /// split, if the journal says one did. Not proof: the output at the final path may
+    /// have been replaced since; the caller compares.
+    pub fn committed_build(&self) -> Option<String> {
+        let note = read_note(&self.dir.join("committed"))?;
+        let (hex, build) = note.split_once('\n')?;
+        (hex == self.hex() && !build.is_empty()).then(|| build.to_string())
     }
 
     /// For each file of the split, whether the journal holds its clip.
@@ -201,7 +217,7 @@ impl Journal {
     /// the header and the index section are read. The error is the reason, in words.
     fn read(&self, path: &Path, with_data: bool) -> std::result::Result<BatchContents, String> {
         use std::io::{Read, Seek, SeekFrom};
-        let mut f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+        let mut f = open_regular(path, false).map_err(|e| e.to_string())?;
         let file_len = f.metadata().map_err(|e| e.to_string())?.len();
         let start = container::header_len(SECTIONS);
         let mut head = vec![0u8; start.min(file_len as usize)];
@@ -317,10 +333,12 @@ impl Journal {
         sink.finish(rows)
     }
 
-    /// Records that the split's output was published, and deletes the batches.
-    pub fn mark_committed(&mut self) -> Result<()> {
+    /// Records that the split's output, carrying `build_id`, was published, and deletes
+    /// the batches.
+    pub fn mark_committed(&mut self, build_id: &str) -> Result<()> {
         let (staged, mut f) = Staged::file(&self.dir.join("committed"))?;
-        std::io::Write::write_all(&mut f, self.hex().as_bytes())
+        let note = format!("{}\n{build_id}", self.hex());
+        std::io::Write::write_all(&mut f, note.as_bytes())
             .map_err(|e| Error::io(staged.path(), e))?;
         drop(f);
         staged.commit(true)?;
@@ -486,17 +504,59 @@ mod tests {
             .map(|(r, &i)| (r, i, (i * v) as f32))
             .collect();
         assert_eq!(got, want);
-        // Another fingerprint starts over; a committed journal says so.
-        j.mark_committed().unwrap();
-        assert!(
+        // Another fingerprint starts over; a committed journal says which build.
+        j.mark_committed("b1").unwrap();
+        assert_eq!(
             Journal::open(t.path(), "training", 7, &p, 10)
                 .unwrap()
-                .committed()
+                .committed_build()
+                .as_deref(),
+            Some("b1")
         );
         let j = Journal::open(t.path(), "training", 8, &p, 10).unwrap();
         assert_eq!(j.state(), &JournalState::Restarted);
-        assert!(!j.committed());
+        assert_eq!(j.committed_build(), None);
         assert_eq!(j.done(), [false; 10]);
+    }
+
+    #[test]
+    fn a_fifo_named_like_a_batch_is_dropped_without_blocking() {
+        let t = tempfile::tempdir().unwrap();
+        let p = plan();
+        let j = Journal::open(t.path(), "s", 1, &p, 4).unwrap();
+        let (m, d) = batch(&p, &[0]);
+        j.sink().write(0, &m, &d).unwrap();
+        let dir = journal_dir(t.path(), "s");
+        let fifo = dir.join("b-0000000002.bin");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        // A FIFO as `committed` is no commit either.
+        let note = dir.join("committed");
+        let c = std::ffi::CString::new(note.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let out = t.path().to_path_buf();
+        std::thread::spawn(move || {
+            let j = Journal::open(&out, "s", 1, &plan(), 4).unwrap();
+            tx.send((j.state().clone(), j.committed_build())).unwrap();
+        });
+        let (state, committed) = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("opening the journal blocks on a FIFO");
+        match state {
+            JournalState::Resumed { clips, dropped, .. } => {
+                assert_eq!(clips, 1);
+                assert!(
+                    dropped.len() == 1 && dropped[0].contains("not a regular file (a FIFO)"),
+                    "{dropped:?}"
+                );
+            }
+            s => panic!("{s:?}"),
+        }
+        assert_eq!(committed, None);
+        assert!(!fifo.exists());
     }
 
     #[test]

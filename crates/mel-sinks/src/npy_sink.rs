@@ -21,6 +21,7 @@ use std::path::Path;
 use mel_core::atomic::{self, Staged};
 use mel_core::{ClipMeta, Dtype, Error, Finished, OutputBuf, Provenance, Result, Sink, SinkSpec};
 
+use crate::errors::write_failed;
 use crate::rows::RowLedger;
 use mel_core::stats::StatsAccumulator;
 
@@ -42,6 +43,8 @@ pub struct NpySink {
     ledger: RowLedger,
     stats: StatsAccumulator,
     opts: NpyOptions,
+    /// The build this output belongs to (`build_id` in `meta.json`).
+    build_id: Option<String>,
 }
 
 /// The `.npy` v1.0 header for `descr` and `shape`, padded to `HEADER_LEN` bytes.
@@ -80,10 +83,11 @@ impl NpySink {
         let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
         let mut shape = vec![spec.rows];
         shape.extend(spec.plan.clip_shape());
+        let failed = |what, e| write_failed(&final_dir, what, &e);
         file.write_all_at(&npy_header(descr(spec.plan.dtype()), &shape), 0)
-            .map_err(|e| Error::io(&path, e))?;
+            .map_err(|e| failed("writing the header of mel.npy", e))?;
         file.set_len((HEADER_LEN + spec.rows * spec.plan.bytes_per_clip()) as u64)
-            .map_err(|e| Error::io(&path, e))?;
+            .map_err(|e| failed("sizing mel.npy", e))?;
         let rows = spec.rows;
         let stats = StatsAccumulator::new(spec.plan.n_mels(), spec.plan.n_frames());
         Ok(NpySink {
@@ -93,7 +97,15 @@ impl NpySink {
             ledger: RowLedger::new(rows),
             stats,
             opts,
+            build_id: None,
         })
+    }
+
+    /// The same sink, writing `build_id` into `meta.json` so that readers can tell which
+    /// build of the folder the output comes from ([`mel_core::record`]).
+    pub fn with_build(mut self, build_id: &str) -> Self {
+        self.build_id = Some(build_id.to_string());
+        self
     }
 
     fn err(&self, message: impl std::fmt::Display) -> Error {
@@ -102,7 +114,11 @@ impl NpySink {
 
     fn write_small_files(&self, rows: usize) -> Result<()> {
         let dir = self.staged.path();
-        let io = |p: &Path, e| Error::io(p, e);
+        let final_dir = self.staged.final_path();
+        let io = |p: &Path, e| {
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            write_failed(final_dir, &format!("writing {name}"), &e)
+        };
         let label_path = dir.join("label.npy");
         let mut bytes = npy_header("<i8", &[rows]);
         bytes.extend(
@@ -130,6 +146,7 @@ impl NpySink {
             "source_channels": self.ledger.sources(rows).iter().map(|s| s.channels).collect::<Vec<_>>(),
             "source_frames": self.ledger.sources(rows).iter().map(|s| s.frames).collect::<Vec<_>>(),
             "config": serde_json::from_str::<serde_json::Value>(&self.spec.provenance).unwrap_or_default(),
+            "build_id": self.build_id,
         });
         let meta_path = dir.join("meta.json");
         std::fs::write(
@@ -159,8 +176,13 @@ impl Sink for NpySink {
         self.stats.add_output(data);
         let offset = (HEADER_LEN + first_row * self.spec.plan.bytes_per_clip()) as u64;
         let file = self.mel.as_ref().expect("open until finish");
-        file.write_all_at(data.as_bytes(), offset)
-            .map_err(|e| self.err(format!("writing rows {first_row}..: {e}")))
+        file.write_all_at(data.as_bytes(), offset).map_err(|e| {
+            write_failed(
+                self.staged.final_path(),
+                &format!("writing rows {first_row}.."),
+                &e,
+            )
+        })
     }
 
     fn finish(mut self: Box<Self>, rows: usize) -> Result<Finished> {
@@ -171,10 +193,11 @@ impl Sink for NpySink {
         if rows < self.ledger.capacity() {
             let mut shape = vec![rows];
             shape.extend(self.spec.plan.clip_shape());
+            let failed = |what, e| write_failed(self.staged.final_path(), what, &e);
             file.write_all_at(&npy_header(descr(self.spec.plan.dtype()), &shape), 0)
-                .map_err(|e| self.err(e))?;
+                .map_err(|e| failed("rewriting the header of mel.npy", e))?;
             file.set_len((HEADER_LEN + rows * self.spec.plan.bytes_per_clip()) as u64)
-                .map_err(|e| self.err(e))?;
+                .map_err(|e| failed("shrinking mel.npy", e))?;
         }
         drop(file);
         self.write_small_files(rows)?;

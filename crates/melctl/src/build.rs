@@ -11,6 +11,7 @@ use mel_audio::scan::Skipped;
 use mel_audio::{Dataset, FileEntry, Split};
 use mel_core::atomic::DirLock;
 use mel_core::config::{LoaderKind, SinkKind};
+use mel_core::outputs::{Guard, Output, Written};
 use mel_core::pipeline::{self, QueueMetrics, RunOptions, StageMetrics, Verdict};
 use mel_core::{
     ClipFailure, ClipMeta, Config, Finished, Loader, LoaderStats, MelPlan, Provenance, Sink,
@@ -18,7 +19,8 @@ use mel_core::{
 };
 use mel_loaders::{CacheKey, CacheLoader, Lazy, PreloadLoader, StreamLoader};
 use mel_sinks::{
-    Hdf5Options, Hdf5Sink, Journal, JournalState, NpyOptions, NpySink, remove_journal,
+    Hdf5Options, Hdf5Sink, Journal, JournalState, NpyOptions, NpySink, publish_build,
+    remove_journal,
 };
 
 use crate::cli::OnError;
@@ -154,27 +156,88 @@ pub struct BuildOptions {
     pub resume: bool,
 }
 
-/// The sink `output.sink` names, for `spec`, under `out`, writing with `threads` threads.
-fn make_sink(config: &Config, out: &Path, spec: SinkSpec, threads: usize) -> Result<Box<dyn Sink>> {
+/// The sink `output.sink` names, for `spec`, under `out`, writing with `threads` threads
+/// and marking the output as build `build_id`'s.
+fn make_sink(
+    config: &Config,
+    out: &Path,
+    spec: SinkSpec,
+    threads: usize,
+    build_id: &str,
+) -> Result<Box<dyn Sink>> {
     Ok(match config.output.sink {
-        SinkKind::Hdf5 => Box::new(Hdf5Sink::create(
-            out,
-            spec,
-            Hdf5Options {
-                chunk_clips: config.hdf5.chunk_clips,
-                gzip: config.hdf5.gzip,
-                fsync: config.output.fsync,
-                writers: threads,
-            },
-        )?),
-        SinkKind::Npy => Box::new(NpySink::create(
-            out,
-            spec,
-            NpyOptions {
-                fsync: config.output.fsync,
-            },
-        )?),
+        SinkKind::Hdf5 => Box::new(
+            Hdf5Sink::create(
+                out,
+                spec,
+                Hdf5Options {
+                    chunk_clips: config.hdf5.chunk_clips,
+                    gzip: config.hdf5.gzip,
+                    fsync: config.output.fsync,
+                    writers: threads,
+                },
+            )?
+            .with_build(build_id),
+        ),
+        SinkKind::Npy => Box::new(
+            NpySink::create(
+                out,
+                spec,
+                NpyOptions {
+                    fsync: config.output.fsync,
+                },
+            )?
+            .with_build(build_id),
+        ),
     })
+}
+
+/// Every path a build of `dataset`'s chosen splits into `out` writes, with what it is:
+/// the splits' outputs, the build record and, with `--resume`, the journals.
+pub fn planned_outputs(
+    dataset: &Dataset,
+    config: &Config,
+    out: &Path,
+    options: &BuildOptions,
+) -> Vec<Output> {
+    let written = match config.output.sink {
+        SinkKind::Hdf5 => Written::File,
+        SinkKind::Npy => Written::Folder,
+    };
+    let mut outputs = Vec::new();
+    let chosen = dataset
+        .splits
+        .iter()
+        .filter(|s| options.only.is_empty() || options.only.contains(&s.name));
+    for split in chosen {
+        let what = format!("the output of split {}", split.name);
+        outputs.push(Output::new(
+            final_path(config, out, &split.name),
+            what,
+            written,
+        ));
+        if options.resume {
+            outputs.push(Output::new(
+                mel_sinks::journal::journal_dir(out, &split.name),
+                format!("the resume journal of split {}", split.name),
+                Written::Folder,
+            ));
+        }
+    }
+    outputs.push(Output::new(
+        mel_core::record::path(out),
+        "the build record",
+        Written::File,
+    ));
+    outputs
+}
+
+/// Protects every audio file of `dataset` (all splits: a `--split` build still must not
+/// replace another split's input).
+pub fn protect_inputs(guard: &mut Guard, dataset: &Dataset) {
+    for f in dataset.splits.iter().flat_map(|s| &s.files) {
+        guard.input(&f.path, "an input of this build");
+    }
 }
 
 /// Where the sink `output.sink` names puts split `split` under `out`.
@@ -266,7 +329,10 @@ fn build_inner(
     let chosen = crate::backend::choose(&plan, config)?;
     report.backend = chosen.line;
     let mut backend = chosen.backend;
-    let mut finished: Vec<(Finished, Option<Journal>)> = Vec::new();
+    let mut finished: Vec<(String, Finished, Option<Journal>)> = Vec::new();
+    // Every output of this build carries its id; the build record names it once all
+    // are published.
+    let build_id = mel_core::record::new_build_id();
     // An explicit preload too large for memory is refused before any split is computed.
     check_preloads(config, chosen_splits.iter().copied())?;
     // Output buffers shared by the splits' runs (their pages are faulted in once).
@@ -288,17 +354,29 @@ fn build_inner(
                 journal_fingerprint(config, backend.name(), &dataset.label_names, split);
             let j = Journal::open(out, &split.name, fingerprint, &plan, split.files.len())?;
             eprintln!("{}: resume: {}", split.name, describe_journal(j.state()));
-            if j.committed() && final_path(config, out, &split.name).exists() {
-                eprintln!(
-                    "{}: resume: already built by the interrupted run; kept",
-                    split.name
-                );
-                report.kept.push(KeptSplit {
-                    split: split.name.clone(),
-                    skipped: missing_from_kept(&final_path(config, out, &split.name), split)?,
-                    unreadable: split.unreadable.clone(),
-                });
-                continue;
+            let published = final_path(config, out, &split.name);
+            if let Some(build) = j.committed_build() {
+                // The journal's word is checked against what is at the final path: a
+                // later build may have replaced it.
+                match melread::commit::verify_published(&published, &build) {
+                    Ok(()) => {
+                        eprintln!(
+                            "{}: resume: already built by the interrupted run; kept",
+                            split.name
+                        );
+                        report.kept.push(KeptSplit {
+                            split: split.name.clone(),
+                            skipped: missing_from_kept(&published, split)?,
+                            unreadable: split.unreadable.clone(),
+                        });
+                        continue;
+                    }
+                    Err(e) => eprintln!(
+                        "{}: resume: the interrupted run published this split, but it is no longer what is there ({}); building it again",
+                        split.name,
+                        crate::inspect::one_line(&e.to_string())
+                    ),
+                }
             }
             let done = j.done();
             todo.retain(|&i| !done[i]);
@@ -309,7 +387,7 @@ fn build_inner(
             make_loader(dataset, &split.name, &files, config, threads, &cancel)?;
         let sink = match &journal {
             Some(j) => j.sink(),
-            None => make_sink(config, out, spec.clone(), threads)?,
+            None => make_sink(config, out, spec.clone(), threads, &build_id)?,
         };
         let bar = progress.bar(files.len() as u64, &format!("build {}", split.name));
         // Clip `i` of this run is file `todo[i]` of the split.
@@ -357,7 +435,7 @@ fn build_inner(
             .collect();
         let (output, clips) = match journal.as_mut() {
             Some(j) => {
-                let sink = make_sink(config, out, spec, threads)?;
+                let sink = make_sink(config, out, spec, threads, &build_id)?;
                 let f = j.assemble(sink, &|i| clip_meta(split, i))?;
                 let clips = split.files.len() - skipped.len();
                 (f, clips)
@@ -383,14 +461,25 @@ fn build_inner(
             verdict,
             wall: t0.elapsed(),
         });
-        finished.push((output, journal));
+        finished.push((split.name.clone(), output, journal));
     }
-    // Every split succeeded: publish them all, then forget the journals.
-    for (output, journal) in finished {
-        output.publish()?;
-        if let Some(mut j) = journal {
-            j.mark_committed()?;
+    // Every split succeeded. A plain build makes any journal of the splits it replaces
+    // stale: removed first, so no journal can vouch for an output it did not write.
+    if !resume {
+        for (name, _, _) in &finished {
+            remove_journal(out, name)?;
         }
+    }
+    // Publish them all, then the build record that names them, then the journals' note.
+    let mut journals = Vec::new();
+    let mut outputs = Vec::new();
+    for (name, output, journal) in finished {
+        outputs.push((name, output));
+        journals.extend(journal);
+    }
+    publish_build(out, &build_id, outputs, config.output.fsync)?;
+    for mut j in journals {
+        j.mark_committed(&build_id)?;
     }
     report.published = true;
     if resume {

@@ -205,16 +205,12 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         config.check_memory(&plan, available)?;
     }
     let report_to_stdout = args.report.as_deref() == Some(std::path::Path::new("-"));
-    if let Some(path) = args.report.as_ref().filter(|_| !report_to_stdout) {
-        // Found now, not after all the work: the report's folder must take a new file.
-        mel_core::atomic::Staged::file(path)
-            .with_context(|| format!("cannot write the report to {}", path.display()))?;
-    }
     let (quiet, verbose) = (args.verbosity.quiet, args.verbosity.verbose);
     // Device discovery for `auto` runs while the dataset is scanned.
     let _discovery = melkit::backend::prewarm(config.run.backend);
     start_workers(config.run.threads)?;
     let (dataset, source) = load_dataset(args)?;
+    check_outputs(args, &dataset, &config, report_to_stdout)?;
     if !quiet {
         eprintln!(
             "{}: {}, {}, {}; clip {:?} {} per clip",
@@ -290,7 +286,7 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         if report_to_stdout {
             print!("{text}");
         } else {
-            write_atomically(path, text.as_bytes())
+            mel_core::atomic::write_file(path, text.as_bytes(), false)
                 .with_context(|| format!("cannot write the report to {}", path.display()))?;
         }
     }
@@ -314,13 +310,38 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     Ok(0)
 }
 
-/// Writes `bytes` to `path` under a temporary name, then renames it into place.
-fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let (staged, mut f) = mel_core::atomic::Staged::file(path)?;
-    f.write_all(bytes)?;
-    drop(f);
-    staged.commit(false)?;
+/// Checks every path the build will write before any work: no output may replace an
+/// input (audio, manifest, configuration, label map), another output, or an existing
+/// file of another kind; the report's folder must take a new file.
+fn check_outputs(
+    args: &BuildArgs,
+    dataset: &mel_audio::Dataset,
+    config: &mel_core::Config,
+    report_to_stdout: bool,
+) -> Result<()> {
+    use mel_core::outputs::{Guard, Output, Written};
+    let mut guard = Guard::new();
+    build::protect_inputs(&mut guard, dataset);
+    let named = [
+        (&args.manifest, "the manifest"),
+        (&args.flags.config, "the configuration file"),
+        (&args.labels, "the label map"),
+    ];
+    for (path, what) in named {
+        if let Some(p) = path {
+            guard.input(p, what);
+        }
+    }
+    let opts = build::BuildOptions {
+        on_error: args.on_error,
+        only: args.splits.clone(),
+        resume: args.resume,
+    };
+    let mut outputs = build::planned_outputs(dataset, config, &args.output, &opts);
+    if let Some(path) = args.report.as_ref().filter(|_| !report_to_stdout) {
+        outputs.push(Output::new(path, "the report", Written::Stream));
+    }
+    guard.check(&outputs)?;
     Ok(())
 }
 

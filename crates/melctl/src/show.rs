@@ -218,19 +218,38 @@ fn draw(png: &Path, title: &str, panels: &[(String, Vec<Vec<f32>>)], axes: &Axes
     write_png(png, &pixels, width, height)
 }
 
-/// Encodes `pixels` (RGB) as a PNG at `png`, under a temporary name first.
+/// Encodes `pixels` (RGB) as a PNG at `png` (`-`: standard output): under a temporary
+/// name first, or straight into a FIFO or device.
 fn write_png(png: &Path, pixels: &[u8], width: u32, height: u32) -> Result<()> {
     use image::ImageEncoder;
     let fail = || format!("cannot write {}", png.display());
-    let (staged, file) = mel_core::atomic::Staged::file(png).with_context(fail)?;
-    let mut out = std::io::BufWriter::new(file);
-    image::codecs::png::PngEncoder::new(&mut out)
+    let mut bytes = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut bytes)
         .write_image(pixels, width, height, image::ColorType::Rgb8)
         .with_context(fail)?;
-    out.into_inner()
-        .map_err(|e| e.into_error())
-        .with_context(fail)?;
-    staged.commit(false).with_context(fail)?;
+    if png == Path::new("-") {
+        use std::io::Write;
+        return std::io::stdout().write_all(&bytes).with_context(fail);
+    }
+    mel_core::atomic::write_file(png, &bytes, false).with_context(fail)
+}
+
+/// Refuses a picture path that is the output being read (or a file in it), or a file
+/// of a kind a picture cannot replace, before anything is drawn.
+fn check_picture_path(file: &Path, png: &Path) -> Result<()> {
+    use mel_core::outputs::{Guard, Output, Written};
+    if png == Path::new("-") {
+        return Ok(());
+    }
+    let mut guard = Guard::new();
+    let what = "the output being shown";
+    guard.input(file, what);
+    if let Ok(entries) = std::fs::read_dir(file) {
+        for e in entries.flatten() {
+            guard.input(&e.path(), what);
+        }
+    }
+    guard.check(&[Output::new(png, "the picture", Written::Stream)])?;
     Ok(())
 }
 
@@ -314,6 +333,7 @@ pub fn show(
     segment: Option<(usize, usize)>,
     class_means: bool,
 ) -> Result<()> {
+    check_picture_path(file, png)?;
     let out = open(file)?;
     let split = &out.split;
     let clips = split.clips();

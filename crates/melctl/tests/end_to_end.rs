@@ -145,7 +145,7 @@ fn build_is_read_back_by_h5py_identical_to_the_goldens() {
         );
         build.check(
             &o,
-            dir.names(&out) == ["testing.h5", "training.h5"],
+            dir.names(&out) == ["melctl-build.json", "testing.h5", "training.h5"],
             "nothing partial is left beside the outputs",
         );
 
@@ -727,7 +727,7 @@ fn sigkill_at_any_moment_leaves_the_previous_output_or_none() {
     let o = complete_build.expect_code(0);
     complete_build.check(
         &o,
-        dir.names("out") == ["training.h5"],
+        dir.names("out") == ["melctl-build.json", "training.h5"],
         "no partial files left",
     );
     let complete = read_back(&dir.join("out/training.h5"));

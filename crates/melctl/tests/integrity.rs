@@ -798,3 +798,236 @@ fn strict_counts_the_files_a_split_kept_from_an_interrupted_publish_lacks() {
         "no kill point left training published and committed"
     );
 }
+
+/// Copies the folder `from` to `to` (files and folders, recursively).
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
+/// Each split of `out` as melread opens it: its dtype, or why it was refused.
+fn open_splits(out: &Path) -> Vec<(&'static str, Result<mel_core::Dtype, String>)> {
+    SPLITS
+        .iter()
+        .map(|&s| {
+            let r = melread::Split::open_in(out, s);
+            (s, r.map(|x| x.dtype()).map_err(|e| e.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn a_kill_at_every_rename_of_a_publish_never_leaves_two_builds_readable_as_one() {
+    if !strace() {
+        return;
+    }
+    // The previous output is f16; the build killed at each rename in turn writes f32. A
+    // split of either build may be left at its final path, but whatever melread (and so
+    // inspect, show and --resume) opens must be of one build: the others are refused,
+    // saying why.
+    let dir = scenario(9);
+    for sink in ["hdf5", "npy"] {
+        let _ = std::fs::remove_dir_all(dir.join("prev"));
+        build(&dir, "prev", &["--sink", sink]).stdout();
+        let mut mixes = 0;
+        for call in ["renameat", "renameat2"] {
+            for n in 1.. {
+                let _ = std::fs::remove_dir_all(dir.join("out"));
+                copy_tree(&dir.join("prev"), &dir.join("out"));
+                let cmd = build_argv(&["--sink", sink, "--dtype", "f32", "-q"]);
+                let o = under_strace(&dir, &cmd, &format!("inject={call}:signal=KILL:when={n}"));
+                if o.status.success() {
+                    break; // fewer than n such calls: every point was tried
+                }
+                assert!(n < 100, "{call}: no end");
+                let splits = open_splits(&dir.join("out"));
+                let opened: std::collections::BTreeSet<_> = splits
+                    .iter()
+                    .filter_map(|(_, r)| r.as_ref().ok().map(|d| d.name()))
+                    .collect();
+                assert!(
+                    opened.len() <= 1,
+                    "{sink}: killed at {call} #{n}: splits of two builds open as one dataset: {splits:?}\n{}",
+                    dir.listing()
+                );
+                for (s, r) in &splits {
+                    if let Err(e) = r {
+                        assert!(
+                            e.contains("interrupted while publishing")
+                                && e.contains("run the build again"),
+                            "{sink}: killed at {call} #{n}: {s}: {e}"
+                        );
+                    }
+                }
+                mixes += usize::from(splits.iter().any(|(_, r)| r.is_err()));
+            }
+        }
+        println!("{sink}: {mixes} kill points left splits of two builds; each was refused");
+        assert!(mixes > 0, "{sink}: no kill fell between two renames");
+        // inspect says what is wrong; the next build publishes a complete set.
+        let _ = std::fs::remove_dir_all(dir.join("out"));
+        copy_tree(&dir.join("prev"), &dir.join("out"));
+        let cmd = build_argv(&["--sink", sink, "--dtype", "f32", "-q"]);
+        under_strace(&dir, &cmd, "inject=renameat:signal=KILL:when=2");
+        let name = if sink == "hdf5" {
+            "out/testing.h5"
+        } else {
+            "out/testing.npy.d"
+        };
+        if sink == "hdf5" {
+            let err = dir.melctl().args(["inspect", name]).stderr_of_failure();
+            assert!(err.contains("interrupted while publishing"), "{err}");
+        }
+        build(&dir, "out", &["--sink", sink, "--dtype", "f32"]).stdout();
+        for (s, r) in open_splits(&dir.join("out")) {
+            assert_eq!(r, Ok(mel_core::Dtype::F32), "{sink}: {s}");
+        }
+    }
+}
+
+#[test]
+fn a_journal_is_trusted_only_for_the_output_at_the_final_path() {
+    if !strace() {
+        return;
+    }
+    // Issue 22: a --resume build killed after publishing but before removing its
+    // journals, then a plain --dtype f32 build, then the original --resume: it must not
+    // keep the f32 outputs as its own.
+    let dir = scenario(9);
+    let journal = |s: &str| dir.join(format!("out/.{s}.resume"));
+    let mut killed_at = None;
+    for n in 1..200 {
+        let _ = std::fs::remove_dir_all(dir.join("out"));
+        let o = under_strace(
+            &dir,
+            &build_argv(&["--resume", "-q"]),
+            &format!("inject=unlinkat:signal=KILL:when={n}"),
+        );
+        if o.status.success() {
+            break;
+        }
+        let published = SPLITS
+            .iter()
+            .all(|s| dir.join(format!("out/{s}.h5")).exists());
+        if published && SPLITS.iter().all(|s| journal(s).join("committed").exists()) {
+            killed_at = Some(n);
+            break;
+        }
+    }
+    assert!(
+        killed_at.is_some(),
+        "no kill left the outputs published with their journals"
+    );
+    println!("killed at unlinkat #{killed_at:?}: published, journals left");
+    copy_tree(&dir.join("out"), &dir.join("saved"));
+    let resume = || {
+        let mut c = dir.melctl();
+        c.args(build_argv(&["--resume"]));
+        c
+    };
+    let dtypes = || -> Vec<_> {
+        open_splits(&dir.join("out"))
+            .into_iter()
+            .map(|(s, r)| (s, r.unwrap()))
+            .collect()
+    };
+    let all_f16: Vec<_> = SPLITS.iter().map(|&s| (s, mel_core::Dtype::F16)).collect();
+    // A plain build replaces the outputs (and makes the journals stale).
+    build(&dir, "out", &["--dtype", "f32"]).stdout();
+    let mut c = resume();
+    let o = c.output();
+    let err = text(&o.stderr);
+    c.check(&o, o.status.success(), "the resume succeeds");
+    c.check(
+        &o,
+        !err.contains("kept"),
+        "nothing of the f32 build is kept",
+    );
+    assert_eq!(dtypes(), all_f16, "{err}");
+    // Even where a journal outlived the plain build (one run by an older melctl, or a
+    // removal that failed), it is checked against the output at the final path.
+    build(&dir, "out", &["--dtype", "f32"]).stdout();
+    for s in SPLITS {
+        copy_tree(&dir.join(format!("saved/.{s}.resume")), &journal(s));
+    }
+    let mut c = resume();
+    let o = c.output();
+    let err = text(&o.stderr);
+    c.check(&o, o.status.success(), "the resume succeeds");
+    c.check(
+        &o,
+        !err.contains("kept") && err.contains("no longer what is there"),
+        "the stale journal is recognised",
+    );
+    assert_eq!(dtypes(), all_f16, "{err}");
+}
+
+#[test]
+fn a_full_disk_inside_the_hdf5_library_is_an_error_that_says_so() {
+    if !strace() {
+        return;
+    }
+    // Every write of the HDF5 sink in turn fails with ENOSPC (strace counts per thread:
+    // `when=N` fails the N-th write of every thread): the library's own writes
+    // (metadata, small datasets, compressed chunks) as well as ours. Each run must end
+    // with exit 1 naming the output and the full disk: never a crash, never the
+    // library's bare "refused".
+    let dir = scenario(9);
+    dir.create(
+        "gzip.toml",
+        format!("{SHORT_CLIPS}[hdf5]\nchunk_clips = 2\ngzip = 1\n"),
+    );
+    for (config, errno, says) in [
+        ("short.toml", "ENOSPC", "the disk is full"),
+        ("gzip.toml", "ENOSPC", "the disk is full"),
+        ("gzip.toml", "EDQUOT", "the disk quota is exhausted"),
+    ] {
+        let mut chunk_named = false;
+        for n in 1.. {
+            let _ = std::fs::remove_dir_all(dir.join("out"));
+            let cmd = [
+                "build",
+                "-i",
+                "data",
+                "-o",
+                "out",
+                "--config",
+                config,
+                "--backend",
+                "cpu",
+                "--split",
+                "training",
+            ];
+            let o = under_strace(
+                &dir,
+                &cmd,
+                &format!("inject=pwrite64:error={errno}:when={n}"),
+            );
+            if o.status.success() {
+                break; // past every thread's last write
+            }
+            assert!(n < 200, "no end");
+            let err = text(&o.stderr);
+            assert!(
+                o.status.code() == Some(1) && err.contains("out/training.h5") && err.contains(says),
+                "{config}, write #{n} failing with {errno}: {:?}\n{err}",
+                o.status
+            );
+            assert!(!err.contains("refused chunk"), "{err}");
+            chunk_named |= err.contains("writing chunk");
+            assert!(dir.names("out").iter().all(|n| !n.ends_with(".h5")));
+            assert_eq!(leftovers(&dir.join("out")), Vec::<String>::new());
+        }
+        println!("{config} {errno}: every failed write was reported");
+        if config == "gzip.toml" {
+            assert!(chunk_named, "{errno}: no failed chunk write was tried");
+        }
+    }
+}

@@ -214,6 +214,7 @@ impl Split {
     pub fn open_with(path: impl AsRef<Path>, opts: &OpenOptions) -> Result<Split> {
         let path = path.as_ref();
         let meta = std::fs::metadata(path).map_err(|e| Error::read(path, e))?;
+        crate::commit::check(path)?;
         if meta.is_dir() {
             open_npy(path, opts)
         } else {

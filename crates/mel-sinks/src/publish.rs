@@ -1,0 +1,47 @@
+//! Publishing a build: every split renamed into place, then the folder's build record
+//! ([`mel_core::record`]) rewritten to name them, so that a kill between two renames
+//! leaves splits the record does not name, which readers refuse, never a silent mix of
+//! two builds.
+
+use std::path::Path;
+
+use mel_core::record::{self, Entry, Record};
+use mel_core::{Finished, Result};
+
+/// Publishes `outputs` (split name, finished output) of build `build_id` in the folder
+/// `out`, then records them. A folder without a readable record gets an empty one
+/// first, so that a first publish cut short is detected too. `durable`: flush the record.
+pub fn publish_build(
+    out: &Path,
+    build_id: &str,
+    outputs: Vec<(String, Finished)>,
+    durable: bool,
+) -> Result<()> {
+    let mut rec = match record::read(out) {
+        Ok(Some(r)) => r,
+        // None yet, or one that cannot be trusted: a record listing nothing comes first.
+        _ => {
+            let empty = Record::default();
+            record::write(out, &empty, durable)?;
+            empty
+        }
+    };
+    let mut published = Vec::with_capacity(outputs.len());
+    for (split, output) in outputs {
+        let path = output.publish()?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        published.push((split, name));
+    }
+    rec.build = Some(build_id.to_string());
+    for (split, output) in published {
+        let entry = Entry {
+            build: build_id.to_string(),
+            output,
+        };
+        rec.splits.insert(split, entry);
+    }
+    record::write(out, &rec, durable)
+}

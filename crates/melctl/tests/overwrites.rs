@@ -1,0 +1,246 @@
+//! Issue 22, group D: a build (and `show`) never overwrites what it must not. Every
+//! output path is checked before any work: an input, the manifest, the configuration,
+//! another output of the run, or an existing device, FIFO or folder is refused by name;
+//! a FIFO or device asked for on purpose is written directly, never replaced by rename.
+
+mod util;
+
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
+use std::time::Duration;
+
+use util::{Dir, TestCommand};
+
+const SHORT_CLIPS: &str = "[audio]\nclip_seconds = 1.0\n";
+
+/// `melctl demo --clips N --no-build` into `data/` and a config for short clips.
+fn scenario(clips: usize) -> Dir {
+    let dir = Dir::new();
+    dir.melctl()
+        .args(["demo", "--clips", &clips.to_string(), "--no-build", "demo"])
+        .stdout();
+    std::fs::rename(dir.join("demo/data"), dir.join("data")).unwrap();
+    dir.create("short.toml", SHORT_CLIPS);
+    dir
+}
+
+/// `melctl build` of `data/` into `out` with the short-clip config and `extra`.
+fn build(dir: &Dir, extra: &[&str]) -> TestCommand {
+    let mut c = dir.melctl();
+    c.args(["build", "-i", "data", "-o", "out", "--config", "short.toml"])
+        .args(["--backend", "cpu"])
+        .args(extra);
+    c
+}
+
+/// The first WAV of the training split.
+fn an_input(dir: &Dir) -> String {
+    let mut names = dir.names("data/training/leak");
+    names.sort();
+    format!("data/training/leak/{}", names[0])
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+}
+
+/// Runs `cmd`, which must fail, and returns its stderr; fails the test if it took long
+/// (the refusal comes before any work).
+fn refused(cmd: &mut TestCommand) -> String {
+    let start = std::time::Instant::now();
+    let err = cmd.stderr_of_failure();
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "refused only after {:?}",
+        start.elapsed()
+    );
+    err
+}
+
+#[test]
+fn a_report_never_replaces_an_output_an_input_or_the_configuration() {
+    let dir = scenario(6);
+    build(&dir, &[]).stdout();
+    let published = std::fs::read(dir.join("out/training.h5")).unwrap();
+    let wav = an_input(&dir);
+    let wav_bytes = std::fs::read(dir.join(&wav)).unwrap();
+    for (report, says) in [
+        ("out/training.h5", "the output of split training"),
+        ("out/./../out/training.h5", "the output of split training"),
+        (wav.as_str(), "overwrite an input of this build"),
+        ("short.toml", "overwrite the configuration file"),
+        ("out/melctl-build.json", "the build record"),
+    ] {
+        let err = refused(&mut build(&dir, &["--report", report]));
+        assert!(
+            err.contains(says) && err.contains("the report"),
+            "--report {report}: {err}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(dir.join("out/training.h5")).unwrap(),
+        published
+    );
+    assert_eq!(std::fs::read(dir.join(&wav)).unwrap(), wav_bytes);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("short.toml")).unwrap(),
+        SHORT_CLIPS
+    );
+    // The manifest and the label map are inputs too.
+    let rel = wav.trim_start_matches("data/");
+    dir.create(
+        "clips.csv",
+        format!("path,label,split\ndata/{rel},leak,t\n").as_bytes(),
+    );
+    dir.create("labels.txt", "leak\nno_leak\n");
+    for (report, says) in [
+        ("clips.csv", "overwrite the manifest"),
+        ("labels.txt", "overwrite the label map"),
+    ] {
+        let mut c = dir.melctl();
+        c.args(["build", "--manifest", "clips.csv", "-o", "m"])
+            .args(["--labels", "labels.txt", "--backend", "cpu"])
+            .args(["--report", report]);
+        let err = refused(&mut c);
+        assert!(err.contains(says), "--report {report}: {err}");
+    }
+    assert!(!dir.join("m").exists(), "nothing was built");
+}
+
+#[test]
+fn show_never_replaces_the_output_it_reads() {
+    let dir = scenario(4);
+    build(&dir, &[]).stdout();
+    let before = std::fs::read(dir.join("out/training.h5")).unwrap();
+    let err = dir
+        .melctl()
+        .args(["show", "out/training.h5", "-o", "out/training.h5"])
+        .stderr_of_failure();
+    assert!(
+        err.contains("the picture") && err.contains("the output being shown"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(dir.join("out/training.h5")).unwrap(), before);
+    // An npy output's files are the output too.
+    build(&dir, &["--sink", "npy", "--split", "training"]).stdout();
+    let mel = std::fs::read(dir.join("out/training.npy.d/mel.npy")).unwrap();
+    let err = dir
+        .melctl()
+        .args([
+            "show",
+            "out/training.npy.d",
+            "-o",
+            "out/training.npy.d/mel.npy",
+        ])
+        .stderr_of_failure();
+    assert!(err.contains("the output being shown"), "{err}");
+    assert_eq!(
+        std::fs::read(dir.join("out/training.npy.d/mel.npy")).unwrap(),
+        mel
+    );
+}
+
+#[test]
+fn a_fifo_or_a_device_is_written_directly_and_stays_what_it_was() {
+    let dir = scenario(4);
+    // A FIFO with a reader: the report arrives through it, and it is still a FIFO.
+    let fifo = dir.join("report.fifo");
+    mkfifo(&fifo);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    build(&dir, &["--report", "report.fifo"]).stdout();
+    // Checked before waiting for the reader, which a replaced FIFO leaves blocked.
+    assert!(
+        std::fs::metadata(&fifo).unwrap().file_type().is_fifo(),
+        "the FIFO was replaced by a regular file"
+    );
+    let text = reader.join().unwrap();
+    assert!(text.contains("\"published\": true"), "{text}");
+    // `show -o` into a FIFO too.
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    dir.melctl()
+        .args(["show", "out/training.h5", "-o", "report.fifo"])
+        .stdout();
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    assert!(reader.join().unwrap().starts_with(b"\x89PNG"));
+    // A character device (as /dev/null is): written to, never replaced. Making one
+    // needs root (CI runs as root).
+    let null = dir.join("null");
+    let c = std::ffi::CString::new(null.to_str().unwrap()).unwrap();
+    // SAFETY: a valid path; device 1:3 is the null device.
+    let made = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) };
+    if made != 0 {
+        println!("skipped the device: mknod needs root");
+        return;
+    }
+    build(&dir, &["--report", "null"]).stdout();
+    assert!(
+        std::fs::metadata(&null)
+            .unwrap()
+            .file_type()
+            .is_char_device(),
+        "the device was replaced"
+    );
+}
+
+#[test]
+fn an_output_path_holding_something_else_is_refused_before_any_work() {
+    let dir = scenario(9);
+    std::fs::create_dir(dir.join("out")).unwrap();
+    mkfifo(&dir.join("out/training.h5"));
+    let err = refused(&mut build(&dir, &[]));
+    assert!(
+        err.contains("out/training.h5") && err.contains("a FIFO is there"),
+        "{err}"
+    );
+    assert!(
+        std::fs::metadata(dir.join("out/training.h5"))
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+    assert_eq!(dir.names("out"), ["training.h5"], "nothing was built");
+    // A folder where the report goes, a file where an npy folder goes.
+    std::fs::create_dir(dir.join("r.json")).unwrap();
+    let err = refused(&mut build(
+        &dir,
+        &["--split", "testing", "--report", "r.json"],
+    ));
+    assert!(err.contains("a folder is there"), "{err}");
+    dir.create("out/testing.npy.d", "not a folder");
+    let err = refused(&mut build(&dir, &["--split", "testing", "--sink", "npy"]));
+    assert!(
+        err.contains("testing.npy.d") && err.contains("a regular file is there"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_report_to_this_process_stdout_is_written_to_it_not_renamed_over_the_link() {
+    // `--report /dev/stdout` with stdout redirected to a file: a rename would replace the
+    // system's /dev/stdout link with a regular file (as root). The same link, made in the
+    // test's folder, must stay a link, and the report reach the redirected stdout.
+    let dir = scenario(4);
+    let link = dir.join("stdout-link");
+    std::os::unix::fs::symlink("/proc/self/fd/1", &link).unwrap();
+    let captured = std::fs::File::create(dir.join("captured.txt")).unwrap();
+    let mut c = build(&dir, &["--report", "stdout-link"]);
+    let o = c.command().stdout(captured).output().unwrap();
+    c.check(&o, o.status.success(), "the build succeeds");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link was replaced"
+    );
+    let text = std::fs::read_to_string(dir.join("captured.txt")).unwrap();
+    assert!(text.contains("\"published\": true"), "{text}");
+}
