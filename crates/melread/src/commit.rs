@@ -30,10 +30,12 @@ pub fn stored_build(path: &Path) -> Result<Option<String>> {
             .and_then(|v| v.as_str())
             .map(str::to_string));
     }
-    let file = hdf5::File::open(path).map_err(|e| bad(format!("cannot be opened: {e}")))?;
-    let Ok(attr) = file.attr("build_id") else {
+    // Opened like every other HDF5 input: a regular file without blocking, links refused.
+    let input = crate::h5file::H5Input::open(path)?;
+    let Ok(attr) = input.h5.attr("build_id") else {
         return Ok(None);
     };
+    input.check_attr(&attr, "build_id")?;
     let id: hdf5::types::VarLenUnicode = attr
         .read_scalar()
         .map_err(|e| bad(format!("its build_id attribute does not read: {e}")))?;
