@@ -26,7 +26,7 @@ pub fn choose(plan: &MelPlan, config: &Config) -> Result<Chosen> {
     let chosen = melkit::choose(plan, &request)?;
     let c = &chosen.choice;
     for (kind, e) in &c.skipped {
-        eprintln!(
+        errln!(
             "warning: backend auto: {} did not start, trying the next: {e}",
             kind.name()
         );

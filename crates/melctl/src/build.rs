@@ -353,14 +353,14 @@ fn build_inner(
             let fingerprint =
                 journal_fingerprint(config, backend.name(), &dataset.label_names, split);
             let j = Journal::open(out, &split.name, fingerprint, &plan, split.files.len())?;
-            eprintln!("{}: resume: {}", split.name, describe_journal(j.state()));
+            errln!("{}: resume: {}", split.name, describe_journal(j.state()));
             let published = final_path(config, out, &split.name);
             if let Some(build) = j.committed_build() {
                 // The journal's word is checked against what is at the final path: a
                 // later build may have replaced it.
                 match melread::commit::verify_published(&published, &build) {
                     Ok(()) => {
-                        eprintln!(
+                        errln!(
                             "{}: resume: already built by the interrupted run; kept",
                             split.name
                         );
@@ -371,7 +371,7 @@ fn build_inner(
                         });
                         continue;
                     }
-                    Err(e) => eprintln!(
+                    Err(e) => errln!(
                         "{}: resume: the interrupted run published this split, but it is no longer what is there ({}); building it again",
                         split.name,
                         crate::inspect::one_line(&e.to_string())

@@ -97,6 +97,7 @@ fn free_bytes(path: &Path) -> Option<u64> {
     }
     // SAFETY: statvfs succeeded and filled the buffer.
     let s = unsafe { s.assume_init() };
+    #[allow(clippy::unnecessary_cast)] // u32 on some targets
     Some((s.f_bavail as u64).saturating_mul(s.f_frsize as u64))
 }
 

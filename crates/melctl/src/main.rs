@@ -1,5 +1,10 @@
 //! melctl: labelled audio folders to log-mel-spectrogram datasets.
+// Everything melctl prints goes through `term` (out!, outln!, err!, errln!): print! and
+// eprint! panic on a closed or full stdout/stderr (`melctl inspect X | head -1`, `>/dev/full`).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
+#[macro_use]
+mod term;
 mod advice;
 mod backend;
 mod build;
@@ -25,6 +30,8 @@ use cli::{BuildArgs, Cli, Command, OnError};
 
 /// Exit status after an interrupt (128 + SIGINT), as shells report it.
 const EXIT_INTERRUPTED: u8 = 130;
+/// Exit status when writing to stdout or stderr failed (BSD's EX_IOERR).
+const EXIT_OUTPUT_FAILED: u8 = 74;
 /// Exit status when a memory-mapped input changed under the build (BSD's EX_IOERR).
 const EXIT_MAPPED_INPUT_CHANGED: i32 = 74;
 
@@ -40,16 +47,25 @@ fn main() -> ExitCode {
             .map(std::path::PathBuf::from),
     );
     let interrupted = Arc::new(AtomicBool::new(false));
-    match run(cli, &interrupted) {
+    let code = match run(cli, &interrupted) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {}", error_line(&e));
+            errln!("error: {}", error_line(&e));
             if interrupted.load(Ordering::SeqCst) {
                 ExitCode::from(EXIT_INTERRUPTED)
             } else {
                 ExitCode::FAILURE
             }
         }
+    };
+    // A failed write to stdout or stderr (a full disk, a broken terminal) is an error of its
+    // own, whatever the work's outcome; a closed stdout (`| head`) is not.
+    match term::failure() {
+        Some(failure) => {
+            errln!("error: {failure}");
+            ExitCode::from(EXIT_OUTPUT_FAILED)
+        }
+        None => code,
     }
 }
 
@@ -120,9 +136,9 @@ fn run(cli: Cli, interrupted: &Arc<AtomicBool>) -> Result<u8> {
         Command::Inspect(args) => {
             let summary = inspect::summarize(&args.file, args.sample)?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&summary)?);
+                outln!("{}", serde_json::to_string_pretty(&summary)?);
             } else {
-                print!("{}", inspect::text(&summary)?);
+                out!("{}", inspect::text(&summary)?);
             }
             Ok(0)
         }
@@ -134,21 +150,21 @@ fn run(cli: Cli, interrupted: &Arc<AtomicBool>) -> Result<u8> {
                 args.segment,
                 args.class_means,
             )?;
-            eprintln!("wrote {}", args.png.display());
+            errln!("wrote {}", args.png.display());
             Ok(0)
         }
         Command::Devices(args) if args.json => {
-            println!("{}", serde_json::to_string_pretty(&devices_json())?);
+            outln!("{}", serde_json::to_string_pretty(&devices_json())?);
             Ok(0)
         }
         Command::Devices(_) => {
-            print!("{}", devices_text());
+            out!("{}", devices_text());
             Ok(0)
         }
         Command::Config(args) => {
             let config = settings::resolve(&args.flags)?;
             MelPlan::from_config(&config)?;
-            print!("{}", settings::annotated_toml(&config));
+            out!("{}", settings::annotated_toml(&config));
             Ok(0)
         }
         Command::Demo(args) => {
@@ -156,7 +172,7 @@ fn run(cli: Cli, interrupted: &Arc<AtomicBool>) -> Result<u8> {
             let config = settings::resolve(&args.flags)?;
             let (rate, clip) = (config.audio.sample_rate, config.audio.clip_samples());
             if !args.verbosity.quiet {
-                eprintln!(
+                errln!(
                     "generating {} clips of {clip} samples at {rate} Hz under {}",
                     args.clips,
                     data.display()
@@ -164,7 +180,7 @@ fn run(cli: Cli, interrupted: &Arc<AtomicBool>) -> Result<u8> {
             }
             let n = demo::generate(&data, args.clips, rate, clip)?;
             if !args.verbosity.quiet {
-                eprintln!("{n} clips ready");
+                errln!("{n} clips ready");
             }
             if args.no_build {
                 return Ok(0);
@@ -212,7 +228,7 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     let (dataset, source) = load_dataset(args)?;
     check_outputs(args, &dataset, &config, report_to_stdout)?;
     if !quiet {
-        eprintln!(
+        errln!(
             "{}: {}, {}, {}; clip {:?} {} per clip",
             source.display(),
             dryrun::count(dataset.splits.len(), "split", "splits"),
@@ -230,7 +246,7 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         let dataset = build::only_splits(&dataset, &args.splits)?;
         let chosen = backend::choose(&plan, &config)?;
         let loaders = build::loader_choices(&dataset, &config)?;
-        print!(
+        out!(
             "{}",
             dryrun::text(
                 &dataset,
@@ -254,7 +270,7 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         if flag.swap(true, Ordering::SeqCst) {
             std::process::exit(130);
         }
-        eprintln!("\ninterrupted: stopping; outputs not yet committed are discarded");
+        errln!("\ninterrupted: stopping; outputs not yet committed are discarded");
     });
     let opts = build::BuildOptions {
         on_error: args.on_error,
@@ -274,9 +290,9 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     if built.is_ok() && !quiet {
         let summary = report::text(&report, verbose);
         if report_to_stdout {
-            eprint!("{summary}");
+            err!("{summary}");
         } else {
-            print!("{summary}");
+            out!("{summary}");
         }
     }
     if let Some(path) = &args.report {
@@ -284,7 +300,7 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         let json = report::json(&report, &config.resolved_json(), error.as_deref());
         let text = serde_json::to_string_pretty(&json)? + "\n";
         if report_to_stdout {
-            print!("{text}");
+            out!("{text}");
         } else {
             mel_core::atomic::write_file(path, text.as_bytes(), false)
                 .with_context(|| format!("cannot write the report to {}", path.display()))?;
@@ -296,12 +312,12 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         let kept = report.kept.iter().flat_map(|k| k.left_out_lines());
         let kept = kept.chain(report.ignored_audio_lines());
         for line in kept.chain(report.splits.iter().flat_map(|x| x.left_out_lines())) {
-            eprintln!("skipped {line}");
+            errln!("skipped {line}");
         }
     }
     let skipped = report.left_out();
     if args.strict && skipped > 0 {
-        eprintln!(
+        errln!(
             "error: --strict: {} skipped (listed above); the outputs were written",
             dryrun::count(skipped, "file was", "files were")
         );

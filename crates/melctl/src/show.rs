@@ -43,7 +43,7 @@ fn open(path: &Path) -> Result<Output> {
         .config()
         .and_then(|v| serde_json::from_value::<Config>(v.clone()).ok());
     if config.is_none() {
-        eprintln!(
+        errln!(
             "note: {}'s stored configuration is not one this melctl reads; the mel axis shows band numbers",
             path.display()
         );
@@ -352,7 +352,7 @@ pub fn show(
     let (title, panels) = if class_means {
         let names = split.label_names();
         if names.len() > MAX_PANELS {
-            eprintln!("{} classes: drawing the first {MAX_PANELS}", names.len());
+            errln!("{} classes: drawing the first {MAX_PANELS}", names.len());
         }
         let mut panels = Vec::new();
         for (class, name) in names.iter().enumerate().take(MAX_PANELS) {

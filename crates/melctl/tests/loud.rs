@@ -1,0 +1,114 @@
+//! Failing loudly and clearly: a closed stdout ends output quietly, a failed write to stdout
+//! or stderr is an error with its own exit status (never a panic), and bounds on what a
+//! typo could make melctl do.
+
+mod util;
+
+use std::process::Stdio;
+
+use util::Dir;
+
+/// A dataset of a few demo clips under `data/`.
+fn small_dataset(dir: &Dir) {
+    dir.melctl()
+        .args(["demo", "--clips", "10", "--no-build", "demo"])
+        .stdout();
+    std::fs::rename(dir.join("demo/data"), dir.join("data")).unwrap();
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn a_closed_stdout_ends_output_quietly() {
+    let dir = Dir::new();
+    small_dataset(&dir);
+    dir.melctl()
+        .args(["build", "--input", "data", "--output", "out", "-q"])
+        .expect_code(0);
+    for args in [
+        vec!["inspect", "out/training.h5"],
+        vec!["inspect", "--json", "out/training.h5"],
+        vec!["config", "--preset", "leak-4k"],
+        vec!["devices"],
+    ] {
+        let mut child = dir
+            .melctl()
+            .args(&args)
+            .command()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes away before melctl writes a byte: `| head -0`.
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        let err = text(&o.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_failed_write_to_stdout_or_stderr_is_an_error_not_a_panic() {
+    let dir = Dir::new();
+    small_dataset(&dir);
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    // The summary goes to stdout: the build publishes, then says it could not report.
+    let o = dir
+        .melctl()
+        .args(["build", "--input", "data", "--output", "out"])
+        .command()
+        .stdout(full())
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(o.status.code(), Some(74), "{err}");
+    assert!(
+        err.contains("cannot write to standard output: No space left on device"),
+        "{err}"
+    );
+    assert!(dir.join("out/training.h5").exists());
+    // stderr full: nothing can be said, but the status says it.
+    let o = dir
+        .melctl()
+        .args(["build", "--input", "data", "--output", "out2", "-v"])
+        .command()
+        .stderr(full())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(74), "{}", text(&o.stdout));
+    // inspect's table to a full stdout.
+    let o = dir
+        .melctl()
+        .args(["inspect", "out/training.h5"])
+        .command()
+        .stdout(full())
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(o.status.code(), Some(74), "{err}");
+}
+
+#[test]
+fn names_that_would_steer_the_terminal_are_printed_escaped() {
+    let dir = Dir::new();
+    small_dataset(&dir);
+    // A hidden file is listed, not built: its name reaches the summary.
+    dir.create("data/training/leak/.\u{1b}[2J.wav", "RIFF");
+    let o = dir
+        .melctl()
+        .args(["build", "--input", "data", "--output", "out"])
+        .output();
+    let all = format!("{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(!all.contains('\u{1b}'), "{all:?}");
+    assert!(all.contains("\\u{1b}[2J.wav"), "{all}");
+}
