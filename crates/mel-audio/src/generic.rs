@@ -113,6 +113,9 @@ struct Stream<'s> {
     /// Whether the codec is float PCM (the one whose samples can be NaN or infinite).
     float: bool,
     scratch: Vec<f32>,
+    /// A tagged MP3's promised end: symphonia trims every frame past it away, so data the
+    /// tag does not count (files joined with `cat`) would vanish unseen.
+    trimmed_end: Option<u64>,
 }
 
 impl<'s> Stream<'s> {
@@ -172,6 +175,7 @@ impl<'s> Stream<'s> {
             ]
             .contains(&params.codec),
             scratch: Vec::new(),
+            trimmed_end: promised.filter(|_| matches!(container, Container::Mp3 { tagged: true })),
         })
     }
 
@@ -180,7 +184,10 @@ impl<'s> Stream<'s> {
     fn next(&mut self, path: &Path) -> Result<Option<symphonia::core::packet::Packet>> {
         loop {
             match self.format.next_packet() {
-                Ok(Some(p)) if p.track_id == self.track_id => return Ok(Some(p)),
+                Ok(Some(p)) if p.track_id == self.track_id => {
+                    self.check_not_past_the_promise(path, &p)?;
+                    return Ok(Some(p));
+                }
                 Ok(Some(_)) => continue,
                 Ok(None) => return Ok(None),
                 Err(SymError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
@@ -188,6 +195,31 @@ impl<'s> Stream<'s> {
                 }
                 Err(e) => return Err(sym_error(path, e)),
             }
+        }
+    }
+
+    /// Refuses a packet that starts a whole MPEG frame (1,152 samples, the most one holds)
+    /// past a tagged MP3's promised end: its data holds more than its tag says, and
+    /// symphonia would trim the rest away (ffmpeg decodes it). An inconsistent header is
+    /// refused, never half-read.
+    fn check_not_past_the_promise(
+        &self,
+        path: &Path,
+        p: &symphonia::core::packet::Packet,
+    ) -> Result<()> {
+        const MPEG_FRAME: u64 = 1152;
+        match self.trimmed_end {
+            Some(end)
+                if p.pts.get() >= 0 && p.pts.get() as u64 >= end.saturating_add(MPEG_FRAME) =>
+            {
+                Err(Error::decode(
+                    path,
+                    format!(
+                        "inconsistent header: the MP3's Xing/Info/VBRI tag promises {end} frames, but the stream goes on past them (files joined end to end?)"
+                    ),
+                ))
+            }
+            _ => Ok(()),
         }
     }
 

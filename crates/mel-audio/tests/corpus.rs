@@ -389,6 +389,39 @@ fn a_cut_file_is_truncated_even_when_the_clip_needs_only_its_start() {
     }
 }
 
+/// Two tagged MP3s joined with `cat`: the first one's Xing/Info tag counts only its own
+/// frames, and symphonia trims everything past that count away, so the second half
+/// vanished with exit 0 (issue 22 attack round). It is refused as an inconsistent header,
+/// on every rate and trim; the file alone still decodes.
+#[test]
+fn a_tagged_mp3_with_more_data_than_its_tag_counts_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    for name in ["clip.mp3", "id3-tagged.mp3"] {
+        let one = std::fs::read(corpus().join(name)).unwrap();
+        let joined = t.path().join(format!("joined-{name}"));
+        std::fs::write(
+            &joined,
+            [one.as_slice(), one.as_slice(), one.as_slice()].concat(),
+        )
+        .unwrap();
+        for (rate, trim) in [(4096, TrimPolicy::Start), (8000, TrimPolicy::Center)] {
+            let a = AudioConfig {
+                sample_rate: rate,
+                clip_seconds: 4.0,
+                trim,
+                ..AudioConfig::default()
+            };
+            let alone = verdict(&corpus().join(name), &a);
+            assert!(alone.is_ok(), "{name} alone: {alone:?}");
+            let e = verdict(&joined, &a).unwrap_err();
+            assert!(
+                e.contains("inconsistent header") && e.contains("tag promises"),
+                "{name}: {e}"
+            );
+        }
+    }
+}
+
 /// Hostile variations of every corpus file (cut anywhere, bytes flipped, size fields set
 /// to 0, 0xFFFFFFFF or noise) end in a row or an error, never a panic, and a row is
 /// always finite with a non-zero frame count, from the file and its bytes alike.
