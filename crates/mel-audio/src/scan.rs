@@ -27,9 +27,16 @@ use std::path::{Path, PathBuf};
 
 use mel_core::{Error, Result};
 
-/// File extensions recognised as audio (lowercase).
+/// File extensions recognised as audio (lowercase): every container melctl decodes (the
+/// decoder itself goes by the content, `sniff`), and the audio formats it refuses by name,
+/// so that such a file is a named, counted skip (`--strict`) rather than ignored as "not
+/// audio": an `.m4a` class folder once vanished from the label map with exit 0.
 pub const AUDIO_EXTENSIONS: &[&str] = &[
-    "wav", "wave", "flac", "ogg", "oga", "mp3", "aif", "aiff", "aifc",
+    // Decoded.
+    "wav", "wave", "rf64", "bw64", "flac", "ogg", "oga", "mp3", "aif", "aiff", "aifc", "m4a", "m4b",
+    "mp4", "caf", "aac", "adts", "mka", "mkv", "webm", // Refused by name.
+    "opus", "wv", "au", "snd", "w64", "wma", "ape", "amr", "ac3", "mp2", "spx", "tta", "mpc",
+    "3gp", "dts", "voc",
 ];
 
 /// Offending paths named in a refusal, at most.

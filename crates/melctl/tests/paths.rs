@@ -322,3 +322,46 @@ fn manifest_config_and_labels_are_read_bounded_and_never_block() {
         "a FIFO configuration is refused at once, in one line naming it",
     );
 }
+
+/// Every container the decoder reads is picked up by the folder scan, and an audio format
+/// it refuses is a named, counted skip: `.m4a` and `.caf` class folders were ignored as
+/// "not an audio file", so the class vanished from the label map with exit 0 even under
+/// `--strict` (issue 22 attack round).
+#[test]
+fn every_format_the_decoder_reads_is_built_from_folders_and_foreign_audio_is_counted() {
+    let dir = scenario(&["data/all/a/x.wav", "data/all/c/z.wav"]);
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/corpus");
+    for (from, to) in [
+        ("alac.m4a", "data/all/b/p.m4a"),
+        ("clip.caf", "data/all/b/q.caf"),
+        ("adts.aac", "data/all/b/r.aac"),
+        ("flac.mka", "data/all/b/s.mka"),
+        ("clip.opus", "data/all/c/t.opus"),
+    ] {
+        std::fs::create_dir_all(dir.join(to).parent().unwrap()).unwrap();
+        std::fs::copy(corpus.join(from), dir.join(to)).unwrap();
+    }
+    let mut strict = melctl_build(&dir, &["-i", "data", "-o", "out", "--strict"]);
+    let o = strict.expect_code(3);
+    let err = text(&o.stderr);
+    strict.check(
+        &o,
+        err.contains("--strict: 1 file was skipped"),
+        "only the Opus file is skipped",
+    );
+    let all = format!("{}{err}", text(&o.stdout));
+    strict.check(
+        &o,
+        all.contains("t.opus") && all.contains("Opus"),
+        "the Opus file is named with its codec",
+    );
+    let names = dir.program("python3").args([
+        "-c",
+        "import h5py; f = h5py.File('out/all.h5'); print(list(f.attrs['label_names']), len(f['label']))",
+    ]).stdout();
+    strict.check(
+        &o,
+        names.trim() == "['a', 'b', 'c'] 6",
+        &format!("three classes, six clips: {names}"),
+    );
+}
