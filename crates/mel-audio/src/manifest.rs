@@ -56,8 +56,10 @@ pub const MAX_MANIFEST_BYTES: u64 = 1 << 30;
 /// output is meant to hold).
 pub const MAX_LABEL_MAP_BYTES: u64 = 16 << 20;
 
-/// One manifest row.
+/// One manifest row. An unknown column or key is refused: a misspelt `Split` column was
+/// ignored, and the rows meant for testing were re-split into training with exit 0.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Row {
     path: String,
     label: String,
@@ -134,10 +136,11 @@ fn parse(path: &Path, text: &str) -> Result<Vec<(usize, Row)>> {
         root: path.to_path_buf(),
         reason: format!("line {line}: {why}"),
     };
-    let jsonl = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("jsonl") || e.eq_ignore_ascii_case("ndjson"));
+    let jsonl = path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+        ["jsonl", "ndjson", "json"]
+            .iter()
+            .any(|j| e.eq_ignore_ascii_case(j))
+    });
     let mut rows = Vec::new();
     if jsonl {
         for (i, line) in text.lines().enumerate() {
@@ -158,6 +161,17 @@ fn parse(path: &Path, text: &str) -> Result<Vec<(usize, Row)>> {
             Ok(h) => h.clone(),
             Err(e) => return Err(bad(lines.of(&e), e.to_string())),
         };
+        if let Some(h) = headers
+            .iter()
+            .find(|h| !matches!(*h, "path" | "label" | "split"))
+        {
+            return Err(bad(
+                1,
+                format!(
+                    "unknown column {h:?}: the columns are path, label and an optional split (lowercase)"
+                ),
+            ));
+        }
         for rec in reader.records() {
             let rec = rec.map_err(|e| bad(lines.of(&e), e.to_string()))?;
             // The line the record starts on (a quoted field may span lines); csv reports where it began reading: blank lines before the record included.
@@ -522,6 +536,37 @@ mod tests {
             .to_string();
         assert!(e.contains("1 of 2 rows name a split"), "{e}");
         assert!(from_manifest(&write(t.path(), "e.csv", "path,label\n"), &o).is_err());
+    }
+
+    /// A misspelt or capitalised split column (or JSON key) was ignored, and the rows
+    /// meant for testing were re-split into training and validation with exit 0.
+    #[test]
+    fn an_unknown_column_or_key_is_refused_by_name() {
+        let t = tempfile::tempdir().unwrap();
+        let o = ManifestOptions::default();
+        let e = from_manifest(
+            &write(t.path(), "a.csv", "path,label,Split\nx.wav,a,testing\n"),
+            &o,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("line 1: unknown column \"Split\""), "{e}");
+        for name in ["b.jsonl", "b.json"] {
+            let e = from_manifest(
+                &write(
+                    t.path(),
+                    name,
+                    "{\"path\": \"x.wav\", \"label\": \"a\", \"spilt\": \"testing\"}\n",
+                ),
+                &o,
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.contains("line 1") && e.contains("unknown field `spilt`"),
+                "{e}"
+            );
+        }
     }
 
     #[test]
