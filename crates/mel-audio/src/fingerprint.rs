@@ -1,17 +1,19 @@
 //! One fingerprint of "these files with these audio settings", shared by everything that
 //! must notice a changed input: the memmap cache and the resume journal.
 
-use std::time::UNIX_EPOCH;
-
 use mel_core::config::AudioConfig;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::scan::FileEntry;
 
-/// xxh3-128 over the audio settings and every file's relative path, label, size and
-/// modification time (a file that cannot be read hashes as missing). Any added, removed,
-/// renamed, relabelled, rewritten or touched file changes it.
+/// xxh3-128 over the audio settings and every file's relative path, label, size,
+/// modification time and identity: device, inode and status-change time (a file that
+/// cannot be read hashes as missing). Any added, removed, renamed, relabelled, rewritten
+/// or touched file changes it, including a same-size file copied over another with its
+/// modification time kept (`cp -p`, `rsync -a`, `touch -r`): the kernel sets the change
+/// time to now on every write, and no user can set it back.
 pub fn files_fingerprint(files: &[FileEntry], audio: &AudioConfig) -> u128 {
+    use std::os::unix::fs::MetadataExt;
     let mut h = Xxh3::new();
     h.update(
         serde_json::to_string(audio)
@@ -20,23 +22,24 @@ pub fn files_fingerprint(files: &[FileEntry], audio: &AudioConfig) -> u128 {
     );
     h.update(&(files.len() as u64).to_le_bytes());
     for f in files {
-        let (size, mtime) = match std::fs::metadata(&f.path) {
-            Ok(m) => {
-                let t = m
-                    .modified()
-                    .ok()
-                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                    .map(|d| d.as_nanos())
-                    .unwrap_or(0);
-                (m.len(), t)
-            }
-            Err(_) => (u64::MAX, 0),
+        let identity: [u64; 7] = match std::fs::metadata(&f.path) {
+            Ok(m) => [
+                m.len(),
+                m.mtime() as u64,
+                m.mtime_nsec() as u64,
+                m.ctime() as u64,
+                m.ctime_nsec() as u64,
+                m.dev(),
+                m.ino(),
+            ],
+            Err(_) => [u64::MAX, 0, 0, 0, 0, 0, 0],
         };
         h.update(f.rel.as_bytes());
         h.update(&[0]);
         h.update(&f.label.to_le_bytes());
-        h.update(&size.to_le_bytes());
-        h.update(&mtime.to_le_bytes());
+        for v in identity {
+            h.update(&v.to_le_bytes());
+        }
     }
     h.digest128()
 }
@@ -69,5 +72,32 @@ mod tests {
             ..audio.clone()
         };
         assert_ne!(f1, files_fingerprint(&files, &other));
+    }
+
+    /// A same-size file copied over another with the old modification time put back (as
+    /// `cp -p`, `rsync -a` or `touch -r` do) served the stale cache with exit 0.
+    #[test]
+    fn changes_when_same_size_content_keeps_its_modification_time() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("a.wav");
+        std::fs::write(&p, b"abcd").unwrap();
+        let files = vec![FileEntry {
+            path: p.clone(),
+            rel: "a.wav".into(),
+            label: 0,
+        }];
+        let audio = AudioConfig::default();
+        let mtime = std::fs::metadata(&p).unwrap().modified().unwrap();
+        let f0 = files_fingerprint(&files, &audio);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&p, b"wxyz").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        assert_eq!(std::fs::metadata(&p).unwrap().modified().unwrap(), mtime);
+        assert_ne!(f0, files_fingerprint(&files, &audio));
     }
 }
