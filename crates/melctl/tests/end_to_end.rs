@@ -974,6 +974,21 @@ fn the_extract_example_writes_the_spectrogram_melctl_build_stores() {
             );
             extracted.push((example, o, backend.unwrap_or_default(), values));
         }
+        // The example never writes over its input, by name or through a link (it did,
+        // with exit 0: issue 22's attack round).
+        let wav = std::fs::read(dir.join(files[0])).unwrap();
+        std::os::unix::fs::symlink(files[0], dir.join("link.npy")).unwrap();
+        for out in [files[0], "link.npy"] {
+            let mut example = dir.program(&extract);
+            example.args(["--preset", preset, files[0], out]);
+            let o = example.output();
+            example.check(
+                &o,
+                !o.status.success() && text(&o.stderr).contains("the input"),
+                &format!("writing {out} over the input is refused"),
+            );
+            assert_eq!(std::fs::read(dir.join(files[0])).unwrap(), wav, "{out}");
+        }
 
         // melctl build on the same backend stores the same values, as f16: the example
         // writes those widened to f32, so they are equal bit for bit.

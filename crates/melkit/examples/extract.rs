@@ -22,11 +22,23 @@ struct Args {
 }
 
 fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    // The output may not replace the input (or a link to it), and is written whole by
+    // a temporary file and a rename: a failed run leaves nothing half-written.
+    let mut guard = mel_core::outputs::Guard::new();
+    guard.input(&args.input, "the input");
+    let output = mel_core::outputs::Output::new(
+        &args.output,
+        "the spectrogram",
+        mel_core::outputs::Written::File,
+    );
+    guard.check(std::slice::from_ref(&output))?;
     let spec = Preset::from_name(&args.preset)?.spec();
     let mut extractor = Extractor::new(&spec, &BackendRequest::auto())?;
     let features = extractor.file(&args.input)?;
     let clip = features.clip_f32(0);
-    ndarray_npy::write_npy(&args.output, &clip)?;
+    let mut npy = Vec::new();
+    ndarray_npy::WriteNpyExt::write_npy(&clip, &mut npy)?;
+    mel_core::atomic::write_file(&args.output, &npy, true)?;
     eprintln!(
         "{} -> {} {:?} float32 (backend {})",
         args.input.display(),
