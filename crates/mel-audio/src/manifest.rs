@@ -376,8 +376,13 @@ fn assign(
             (total * 1e6).round() / 1e6
         )));
     }
-    for (name, _) in &opts.ratios {
+    for (i, (name, _)) in opts.ratios.iter().enumerate() {
         check_name(name).map_err(|why| refuse(format!("split ratio name {why}")))?;
+        if opts.ratios[..i].iter().any(|(n, _)| n == name) {
+            return Err(refuse(format!(
+                "the split {name:?} is given two ratios; name each split once"
+            )));
+        }
     }
     for (_, mut members) in by_class {
         members.sort_by_key(|f| {
@@ -616,6 +621,13 @@ mod tests {
         };
         let e = from_manifest(&csv, &bad).unwrap_err().to_string();
         assert!(e.contains("must sum to 1") && e.contains("0.9"), "{e}");
+        // A split named twice put every clip in it (the second ratio won nothing).
+        let twice = ManifestOptions {
+            ratios: vec![("training".into(), 0.7), ("training".into(), 0.3)],
+            ..ManifestOptions::default()
+        };
+        let e = from_manifest(&csv, &twice).unwrap_err().to_string();
+        assert!(e.contains("\"training\" is given two ratios"), "{e}");
     }
 
     #[test]
