@@ -27,6 +27,7 @@ use mel_audio::FileEntry;
 use mel_core::atomic::{self, Staged};
 use mel_core::config::AudioConfig;
 use mel_core::container::{self, Section};
+use mel_core::outputs::{Guard, Output, Written};
 use mel_core::{
     ClipBatch, ClipFailure, Error, FailureKind, Loader, LoaderStats, Result, SampleBlock,
     SampleStore, SourceInfo,
@@ -176,6 +177,10 @@ impl CacheLoader {
             Err(None) => CacheOutcome::Miss,
             Err(Some(reason)) => CacheOutcome::Rebuilt(reason),
         };
+        // Something melctl did not write (a FIFO, a device) at the cache's path is refused
+        // now, before decoding, by the check every output goes through: it is never replaced.
+        let cache = Output::new(&key.path, "the decoded-audio cache", Written::File);
+        Guard::new().check(std::slice::from_ref(&cache))?;
         build(key, files, audio, on_file)?;
         let mut l = Self::map_valid(key, files, clip_samples).map_err(|why| {
             Error::output(
@@ -211,7 +216,7 @@ impl CacheLoader {
         clip_samples: usize,
     ) -> std::result::Result<Self, Option<String>> {
         // A regular file only, opened without blocking: a FIFO (or device) at the cache's
-        // path is reported and replaced by the rebuild, never waited on or mapped.
+        // path is never waited on or mapped (and the rebuild refuses to replace it).
         let file = match mel_core::input::open_regular(&key.path, false) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(None),
