@@ -9,12 +9,17 @@ use mel_core::record::{self, Entry, Record};
 use mel_core::{Finished, Result};
 
 /// Publishes `outputs` (split name, finished output) of build `build_id` in the folder
-/// `out`, then records them. A folder without a readable record gets an empty one
-/// first, so that a first publish cut short is detected too. `durable`: flush the record.
+/// `out`, then records them. Of the splits the previous record named, only those `keep`
+/// says yes to stay named (a `--split` build keeps the others; a whole build keeps only
+/// the splits it kept from an interrupted publish), so a split an earlier build left in
+/// the folder is never vouched for as part of this one. A folder without a readable
+/// record gets an empty one first, so that a first publish cut short is detected too.
+/// `durable`: flush the record.
 pub fn publish_build(
     out: &Path,
     build_id: &str,
     outputs: Vec<(String, Finished)>,
+    keep: &dyn Fn(&str) -> bool,
     durable: bool,
 ) -> Result<()> {
     let mut rec = match record::read(out) {
@@ -36,6 +41,7 @@ pub fn publish_build(
         published.push((split, name));
     }
     rec.build = Some(build_id.to_string());
+    rec.splits.retain(|name, _| keep(name));
     for (split, output) in published {
         let entry = Entry {
             build: build_id.to_string(),

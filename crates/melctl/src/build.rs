@@ -314,6 +314,11 @@ fn build_inner(
         .iter()
         .filter(|s| only.is_empty() || only.contains(&s.name))
         .collect();
+    if let Some(first) = chosen_splits.first()
+        && !only.is_empty()
+    {
+        check_kept_splits_match(out, only, &first.name, &dataset.label_names, config)?;
+    }
     if on_error == OnError::Fail
         && let Some(u) = chosen_splits.iter().flat_map(|s| &s.unreadable).next()
     {
@@ -364,9 +369,23 @@ fn build_inner(
                             "{}: resume: already built by the interrupted run; kept",
                             split.name
                         );
+                        let skipped = missing_from_kept(&published, split)?;
+                        // --on-error fail promises every file or nothing: a kept split
+                        // that lacks files breaks it as a skipped file would.
+                        if on_error == OnError::Fail
+                            && let Some(f) = skipped.first()
+                        {
+                            bail!(
+                                "{}: {} file(s) missing from split {}, which the interrupted run published without them (first: {}); --on-error fail: build again without --resume",
+                                published.display(),
+                                skipped.len(),
+                                split.name,
+                                f.path.display()
+                            );
+                        }
                         report.kept.push(KeptSplit {
                             split: split.name.clone(),
-                            skipped: missing_from_kept(&published, split)?,
+                            skipped,
                             unreadable: split.unreadable.clone(),
                         });
                         continue;
@@ -477,7 +496,28 @@ fn build_inner(
         outputs.push((name, output));
         journals.extend(journal);
     }
-    publish_build(out, &build_id, outputs, config.output.fsync)?;
+    // A whole build vouches only for what it built or kept from an interrupted publish;
+    // a `--split` build leaves the other splits as the record names them.
+    let kept: Vec<&str> = report.kept.iter().map(|k| k.split.as_str()).collect();
+    let keep =
+        |name: &str| kept.contains(&name) || !(only.is_empty() || only.iter().any(|o| o == name));
+    let built: Vec<String> = outputs.iter().map(|(n, _)| n.clone()).collect();
+    let dropped: Vec<String> = match mel_core::record::read(out) {
+        Ok(Some(r)) => r
+            .splits
+            .into_iter()
+            .filter(|(n, e)| !keep(n) && !built.contains(n) && out.join(&e.output).exists())
+            .map(|(_, e)| e.output)
+            .collect(),
+        _ => Vec::new(),
+    };
+    publish_build(out, &build_id, outputs, &keep, config.output.fsync)?;
+    for name in dropped {
+        errln!(
+            "note: {} is left from an earlier build and is not part of this one (readers refuse it); remove it",
+            out.join(name).display()
+        );
+    }
     for mut j in journals {
         j.mark_committed(&build_id)?;
     }
@@ -487,6 +527,38 @@ fn build_inner(
         for name in report.splits.iter().map(|s| &s.split).chain(kept) {
             remove_journal(out, name)?;
         }
+    }
+    Ok(())
+}
+
+/// A `--split` build leaves the folder's other splits as its build record names them: each
+/// must mean the same thing by the same numbers as the splits built now (one label map, one
+/// mel configuration), or the folder would pair, say, class 0 = `aaa` in training with
+/// class 0 = `leak` in testing. Checked before any work.
+fn check_kept_splits_match(
+    out: &Path,
+    only: &[String],
+    built: &str,
+    label_names: &[String],
+    config: &Config,
+) -> Result<()> {
+    let Some(record) = mel_core::record::read(out)? else {
+        return Ok(());
+    };
+    let resolved: serde_json::Value = serde_json::from_str(&config.resolved_json())?;
+    for (name, entry) in record.splits.iter().filter(|(n, _)| !only.contains(n)) {
+        let path = out.join(&entry.output);
+        if std::fs::symlink_metadata(&path).is_err() {
+            continue;
+        }
+        let kept = melread::Split::open(&path)
+            .with_context(|| format!("--split keeps split {name}, which does not open"))?;
+        kept.check_matches(built, label_names, &resolved).with_context(|| {
+            format!(
+                "--split {built} would leave {} beside it built another way; rebuild every split (no --split), or build with the same classes and settings",
+                path.display()
+            )
+        })?;
     }
     Ok(())
 }

@@ -769,6 +769,21 @@ fn strict_counts_the_files_a_split_kept_from_an_interrupted_publish_lacks() {
         if o.status.success() {
             break; // fewer than n renames in every thread: each point was tried
         }
+        // The same state resumed with --on-error fail: a kept split lacking a file
+        // must fail the build as a skipped file would (it exited 0).
+        let _ = std::fs::remove_dir_all(dir.join("out-fail"));
+        copy_tree(&dir.join("out"), &dir.join("out-fail"));
+        let mut fail = build(&dir, "out-fail", &["--resume", "--on-error", "fail"]);
+        let of = fail.output();
+        let ferr = text(&of.stderr);
+        if ferr.contains("training: resume: already built by the interrupted run; kept") {
+            fail.check(
+                &of,
+                !of.status.success()
+                    && ferr.contains("--on-error fail: build again without --resume"),
+                "--on-error fail refuses a kept split that lacks a file",
+            );
+        }
         let quiet = if n % 2 == 0 { "-q" } else { "-v" };
         let mut resume = build(&dir, "out", &["--resume", "--strict", quiet]);
         let o = resume.output();

@@ -31,36 +31,11 @@ impl Split {
             })
         };
         let (a, b) = (self.name(), other.name());
-        let (na, nb) = (self.label_names(), other.label_names());
-        if na != nb {
-            let what = match (0..na.len().max(nb.len())).find(|&i| na.get(i) != nb.get(i)) {
-                Some(i) => format!(
-                    "their label maps differ: class {i} is {} in {a} and {} in {b}",
-                    show(na.get(i)),
-                    show(nb.get(i))
-                ),
-                None => "their label maps differ".to_string(),
-            };
+        if let Err(what) = meaning_differs(
+            (a, self.label_names(), self.config()),
+            (b, other.label_names(), other.config()),
+        ) {
             return refuse(what);
-        }
-        match (self.config(), other.config()) {
-            (None, None) => {}
-            (Some(_), None) | (None, Some(_)) => {
-                return refuse(format!(
-                    "{} stores its mel configuration and {} does not, so they cannot be checked to match",
-                    if self.config().is_some() { a } else { b },
-                    if self.config().is_some() { b } else { a },
-                ));
-            }
-            (Some(ca), Some(cb)) => {
-                for key in MEANING {
-                    if let Some((at, va, vb)) = first_difference(key, &ca[key], &cb[key]) {
-                        return refuse(format!(
-                            "their mel configurations differ: {at} is {va} in {a} and {vb} in {b}"
-                        ));
-                    }
-                }
-            }
         }
         if self.clip_shape() != other.clip_shape() {
             return refuse(format!(
@@ -73,6 +48,66 @@ impl Split {
         }
         Ok(())
     }
+
+    /// Refuses this split for use beside a split built with `label_names` and the stored
+    /// configuration `config` (a build's `resolved_json`), named `name`: the label maps
+    /// and the audio, segmentation, mel and log configurations must be the same. A
+    /// `--split` build checks the splits it keeps against what it builds with this.
+    pub fn check_matches(&self, name: &str, label_names: &[String], config: &Value) -> Result<()> {
+        meaning_differs(
+            (self.name(), self.label_names(), self.config()),
+            (name, label_names, Some(config)),
+        )
+        .map_err(|what| Error::Dataset {
+            root: self.path().to_path_buf(),
+            reason: format!(
+                "split {:?} cannot be used with split {name:?}: {what}",
+                self.name()
+            ),
+        })
+    }
+}
+
+/// Where splits `a` and `b` (name, label names, stored configuration) differ in meaning:
+/// the first differing class, or the first differing configuration value by its path.
+fn meaning_differs(
+    (a, na, ca): (&str, &[String], Option<&Value>),
+    (b, nb, cb): (&str, &[String], Option<&Value>),
+) -> std::result::Result<(), String> {
+    let refuse = |what: String| Err(what);
+    {
+        if na != nb {
+            let what = match (0..na.len().max(nb.len())).find(|&i| na.get(i) != nb.get(i)) {
+                Some(i) => format!(
+                    "their label maps differ: class {i} is {} in {a} and {} in {b}",
+                    show(na.get(i)),
+                    show(nb.get(i))
+                ),
+                None => "their label maps differ".to_string(),
+            };
+            return refuse(what);
+        }
+        match (ca, cb) {
+            (None, None) => {}
+            (Some(_), None) | (None, Some(_)) => {
+                return refuse(format!(
+                    "{} stores its mel configuration and {} does not, so they cannot be checked to match",
+                    if ca.is_some() { a } else { b },
+                    if ca.is_some() { b } else { a },
+                ));
+            }
+            (Some(ca), Some(cb)) => {
+                for key in MEANING {
+                    if let Some((at, va, vb)) = first_difference(key, &ca[key], &cb[key]) {
+                        return refuse(format!(
+                            "their mel configurations differ: {at} is {va} in {a} and {vb} in {b}"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn show(name: Option<&String>) -> String {
