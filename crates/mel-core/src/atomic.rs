@@ -342,21 +342,48 @@ pub fn remove_stale_partials(final_path: &Path) -> usize {
 #[derive(Debug)]
 pub struct DirLock {
     _file: File,
+    /// The folder's (device, inode), in [`HELD`] while the lock is held.
+    id: (u64, u64),
+}
+
+/// The folders this process holds locks on: `flock` on a second open of the same folder
+/// would wait for this process itself (a cache folder that is the output folder hung the
+/// build for ever), so a second lock is refused at once instead.
+static HELD: std::sync::Mutex<Vec<(u64, u64)>> = std::sync::Mutex::new(Vec::new());
+
+/// Opens `dir` for locking, refusing a folder this process already holds.
+fn open_unheld(dir: &Path) -> Result<(File, (u64, u64))> {
+    use std::os::unix::fs::MetadataExt;
+    let f = File::open(dir).map_err(|e| Error::io(dir, e))?;
+    let m = f.metadata().map_err(|e| Error::io(dir, e))?;
+    let id = (m.dev(), m.ino());
+    if HELD.lock().unwrap_or_else(|p| p.into_inner()).contains(&id) {
+        return Err(Error::output(
+            dir,
+            "this run already writes to this folder (is the cache folder the output folder?); give each its own folder",
+        ));
+    }
+    Ok((f, id))
 }
 
 impl DirLock {
+    fn held(file: File, id: (u64, u64)) -> DirLock {
+        HELD.lock().unwrap_or_else(|p| p.into_inner()).push(id);
+        DirLock { _file: file, id }
+    }
+
     /// Waits until the lock on `dir` is free, then takes it.
     pub fn wait(dir: &Path) -> Result<DirLock> {
-        let f = File::open(dir).map_err(|e| Error::io(dir, e))?;
+        let (f, id) = open_unheld(dir)?;
         f.lock().map_err(|e| Error::io(dir, e))?;
-        Ok(DirLock { _file: f })
+        Ok(DirLock::held(f, id))
     }
 
     /// Takes the lock on `dir` now, or fails naming the process that holds it.
     pub fn try_now(dir: &Path) -> Result<DirLock> {
-        let f = File::open(dir).map_err(|e| Error::io(dir, e))?;
+        let (f, id) = open_unheld(dir)?;
         match f.try_lock() {
-            Ok(()) => Ok(DirLock { _file: f }),
+            Ok(()) => Ok(DirLock::held(f, id)),
             Err(std::fs::TryLockError::WouldBlock) => {
                 let holder = lock_holder(dir)
                     .map(|pid| format!("process {pid}"))
@@ -369,6 +396,15 @@ impl DirLock {
                 ))
             }
             Err(std::fs::TryLockError::Error(e)) => Err(Error::io(dir, e)),
+        }
+    }
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = held.iter().position(|&h| h == self.id) {
+            held.swap_remove(i);
         }
     }
 }
@@ -448,9 +484,22 @@ mod tests {
     }
 
     #[test]
+    fn a_folder_this_process_holds_is_refused_not_waited_on() {
+        let t = tempfile::tempdir().unwrap();
+        let lock = DirLock::try_now(t.path()).unwrap();
+        // wait() on a folder this process holds waited for itself for ever.
+        let e = DirLock::wait(t.path()).unwrap_err().to_string();
+        assert!(e.contains("this run already writes to this folder"), "{e}");
+        drop(lock);
+        drop(DirLock::wait(t.path()).unwrap());
+    }
+
+    #[test]
     fn a_second_writer_of_a_folder_is_told_who_holds_it() {
         let t = tempfile::tempdir().unwrap();
-        let first = DirLock::try_now(t.path()).unwrap();
+        // Another holder's flock (taken here, outside DirLock, as another process would).
+        let first = File::open(t.path()).unwrap();
+        first.lock().unwrap();
         let e = DirLock::try_now(t.path()).unwrap_err().to_string();
         assert!(
             e.contains(&format!("process {}", std::process::id())) && e.contains("writing"),

@@ -112,3 +112,37 @@ fn names_that_would_steer_the_terminal_are_printed_escaped() {
     assert!(!all.contains('\u{1b}'), "{all:?}");
     assert!(all.contains("\\u{1b}[2J.wav"), "{all}");
 }
+
+/// A cache folder that is the output folder: the build took the output folder's lock, then
+/// waited for the same lock for the cache, for ever (issue 22's second attack round).
+#[test]
+fn a_cache_folder_that_is_the_output_folder_is_refused_not_a_hang() {
+    let dir = Dir::new();
+    small_dataset(&dir);
+    let mut child = dir
+        .melctl()
+        .args([
+            "build", "--input", "data", "--output", "out", "--loader", "memmap",
+        ])
+        .args(["--cache-dir", "out"])
+        .command()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("the build hung for 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let o = child.wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("this run already writes to this folder"),
+        "{err}"
+    );
+}
