@@ -302,8 +302,15 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         if report_to_stdout {
             out!("{text}");
         } else {
-            mel_core::atomic::write_file(path, text.as_bytes(), false)
-                .with_context(|| format!("cannot write the report to {}", path.display()))?;
+            let written = mel_core::atomic::write_file(path, text.as_bytes(), false)
+                .with_context(|| format!("cannot write the report to {}", path.display()));
+            // The build's own failure is the one to report; a report that could not be
+            // written is said beside it, never instead of it.
+            match (&built, written) {
+                (Err(_), Err(e)) => errln!("error: {}", error_line(&e)),
+                (Ok(_), Err(e)) => return Err(e),
+                (_, Ok(())) => {}
+            }
         }
     }
     built?;

@@ -249,6 +249,17 @@ fn check_picture_path(file: &Path, png: &Path) -> Result<()> {
             guard.input(&e.path(), what);
         }
     }
+    // The folder's build record and the splits it names are the dataset too: a picture
+    // written over `melctl-build.json` or a sibling split broke every split with exit 0.
+    if let Some(folder) = file.parent() {
+        let record = mel_core::record::path(folder);
+        guard.input(&record, "the output folder's build record");
+        if let Ok(Some(r)) = mel_core::record::read(folder) {
+            for e in r.splits.values() {
+                guard.input(&folder.join(&e.output), "a split of the output folder");
+            }
+        }
+    }
     guard.check(&[Output::new(png, "the picture", Written::Stream)])?;
     Ok(())
 }

@@ -146,3 +146,29 @@ fn a_cache_folder_that_is_the_output_folder_is_refused_not_a_hang() {
         "{err}"
     );
 }
+
+/// A report that cannot be written was reported instead of the build's own failure (the
+/// file that stopped an `--on-error fail` build went unnamed).
+#[test]
+fn a_failed_build_is_named_even_when_its_report_cannot_be_written() {
+    let dir = Dir::new();
+    small_dataset(&dir);
+    dir.create("data/training/leak/zz-broken.wav", "RIFF....WAVEjunk");
+    let o = dir
+        .melctl()
+        .args([
+            "build",
+            "--input",
+            "data",
+            "--output",
+            "out",
+            "--on-error",
+            "fail",
+        ])
+        .args(["--report", "/dev/full"])
+        .output();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("zz-broken.wav"), "{err}");
+    assert!(err.contains("cannot write the report"), "{err}");
+}

@@ -123,3 +123,26 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     files.sort();
     files
 }
+
+/// `show -o` over the folder's build record or a sibling split replaced it with a picture
+/// (exit 0), and every split then failed to open.
+#[test]
+fn show_never_writes_over_the_build_record_or_another_split() {
+    let dir = scenario(30);
+    build(&dir, &["-q"]).expect_code(0);
+    for target in ["out/melctl-build.json", "out/validation.h5"] {
+        let before = std::fs::read(dir.join(target)).unwrap();
+        let mut show = dir.melctl();
+        show.args(["show", "out/training.h5", "-o", target]);
+        let o = show.output();
+        show.check(
+            &o,
+            !o.status.success(),
+            &format!("show -o {target} is refused"),
+        );
+        assert_eq!(std::fs::read(dir.join(target)).unwrap(), before, "{target}");
+    }
+    dir.melctl()
+        .args(["inspect", "out/validation.h5"])
+        .expect_code(0);
+}
