@@ -121,6 +121,14 @@ impl Extractor {
         let count = clips.len() / n;
         let mut values = OutputBuf::zeros(self.plan.dtype(), count * self.plan.values_per_clip());
         self.backend.compute(clips, values.as_mut_slice())?;
+        // The same check a build makes before it stores a clip: no train/serve skew in
+        // what counts as a valid spectrogram either.
+        for k in 0..count {
+            if let Some(why) = mel_core::pipeline::finite::check_clip(&self.plan, clips, &values, k)
+            {
+                return Err(Error::unsupported(format!("clip {k}"), why));
+            }
+        }
         let mut shape = vec![count];
         shape.extend(self.plan.clip_shape());
         Ok(Features { values, shape })

@@ -89,3 +89,19 @@ fn discovery_prewarmed_from_several_threads_gives_one_answer() {
     let (a, b) = (kind(), kind());
     assert!(a == b && a != BackendKind::Auto, "{a:?} then {b:?}");
 }
+
+/// Clips a build would refuse as not finite are refused by the extractor too (it called
+/// the backend directly and returned +inf spectrograms for samples of 1e30).
+#[test]
+fn clips_a_build_would_refuse_as_not_finite_are_errors() {
+    let g = goldens().into_iter().find(|g| g.name == "leak-4k").unwrap();
+    let n = g.input.len() / g.clips;
+    let mut ex = Extractor::new(&g.config.spec(), &BackendRequest::of(BackendKind::Cpu)).unwrap();
+    assert!(ex.clips(&g.input[..n]).is_ok());
+    for bad in [1e30f32, f32::NAN, f32::INFINITY] {
+        let mut clip = g.input[..n].to_vec();
+        clip[n / 2] = bad;
+        let e = ex.clips(&clip).unwrap_err().to_string();
+        assert!(e.contains("clip 0"), "{bad}: {e}");
+    }
+}
