@@ -127,6 +127,14 @@ impl<'s> Stream<'s> {
     ) -> Result<Self> {
         let bad = |reason: &str| Error::decode(path, reason);
         let mut mss = MediaSourceStream::new(source, Default::default());
+        // AIFF's own promise, which symphonia does not keep (it counts the SSND data).
+        let aiff_frames = match (container, mss.byte_len()) {
+            (Container::Aiff, Some(len)) => {
+                crate::sniff::aiff_promised_frames(&mut mss, offset, len)
+                    .map_err(|e| Error::read(path, e))?
+            }
+            _ => None,
+        };
         mss.seek(SeekFrom::Start(offset))
             .map_err(|e| Error::read(path, e))?;
         let format = open_reader(mss, container).map_err(|e| sym_error(path, e))?;
@@ -144,7 +152,7 @@ impl<'s> Stream<'s> {
             container,
             Container::Mp3 { tagged: false } | Container::Adts | Container::Mkv
         );
-        let promised = track.num_frames.filter(|_| promises);
+        let promised = aiff_frames.or(track.num_frames.filter(|_| promises));
         let track_id = track.id;
         let decoder = symphonia::default::get_codecs()
             .make_audio_decoder(&params, &AudioDecoderOptions::default())

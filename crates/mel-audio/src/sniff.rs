@@ -291,6 +291,50 @@ fn aifc_check<R: Read + Seek>(
     if &head[8..12] != b"AIFC" {
         return Ok(Ok(()));
     }
+    // No COMM: the reader says what is wrong.
+    let Some(body) = comm_chunk(r, base, len)? else {
+        return Ok(Ok(()));
+    };
+    let Some(tag) = body.get(18..22) else {
+        return Ok(Ok(()));
+    };
+    const READ: [&[u8]; 12] = [
+        b"NONE", b"none", b"sowt", b"twos", b"fl32", b"fl64", b"in24", b"in32", b"23ni", b"raw ",
+        b"alaw", b"ulaw",
+    ];
+    if READ.iter().any(|t| t.eq_ignore_ascii_case(tag)) {
+        return Ok(Ok(()));
+    }
+    let name = body
+        .get(22)
+        .and_then(|&n| body.get(23..23 + n as usize))
+        .map(|s| String::from_utf8_lossy(s).trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| String::from_utf8_lossy(tag).trim().to_string());
+    Ok(Err(Refusal::Unsupported(format!(
+        "unsupported codec: AIFF-C with {name} compression"
+    ))))
+}
+
+/// The frames an AIFF or AIFF-C file's COMM chunk promises (`numSampleFrames`), or `None`
+/// without a COMM chunk. symphonia counts frames from the SSND chunk's size instead, so a
+/// file cut inside its sound data would look complete without this.
+pub(crate) fn aiff_promised_frames<R: Read + Seek>(
+    r: &mut R,
+    base: u64,
+    len: u64,
+) -> std::io::Result<Option<u64>> {
+    Ok(comm_chunk(r, base, len)?
+        .and_then(|body| {
+            body.get(2..6)
+                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        })
+        .map(u64::from))
+}
+
+/// The first 256 bytes of the COMM chunk of the AIFF form at `base` (64 chunks looked at
+/// at most), or `None`.
+fn comm_chunk<R: Read + Seek>(r: &mut R, base: u64, len: u64) -> std::io::Result<Option<Vec<u8>>> {
     let mut pos = base + 12;
     for _ in 0..64 {
         let ck = read_at(r, pos, 8)?;
@@ -299,33 +343,14 @@ fn aifc_check<R: Read + Seek>(
         }
         let size = u32::from_be_bytes([ck[4], ck[5], ck[6], ck[7]]) as u64;
         if &ck[..4] == b"COMM" {
-            let body = read_at(r, pos + 8, size.min(256) as usize)?;
-            let Some(tag) = body.get(18..22) else {
-                break;
-            };
-            const READ: [&[u8]; 12] = [
-                b"NONE", b"none", b"sowt", b"twos", b"fl32", b"fl64", b"in24", b"in32", b"23ni",
-                b"raw ", b"alaw", b"ulaw",
-            ];
-            if READ.iter().any(|t| t.eq_ignore_ascii_case(tag)) {
-                return Ok(Ok(()));
-            }
-            let name = body
-                .get(22)
-                .and_then(|&n| body.get(23..23 + n as usize))
-                .map(|s| String::from_utf8_lossy(s).trim().to_string())
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| String::from_utf8_lossy(tag).trim().to_string());
-            return Ok(Err(Refusal::Unsupported(format!(
-                "unsupported codec: AIFF-C with {name} compression"
-            ))));
+            return Ok(Some(read_at(r, pos + 8, size.min(256) as usize)?));
         }
         pos += 8 + size + (size & 1);
         if pos >= len {
             break;
         }
     }
-    Ok(Ok(())) // no COMM found: the reader says what is wrong
+    Ok(None)
 }
 
 fn unrecognised(head: &[u8]) -> String {

@@ -389,6 +389,53 @@ fn a_cut_file_is_truncated_even_when_the_clip_needs_only_its_start() {
     }
 }
 
+/// An AIFF's COMM chunk promises `numSampleFrames`; symphonia counts the SSND chunk's
+/// data instead, so an AIFF promising more frames than its sound data holds was stored
+/// zero-padded with exit 0 (issue 22, left from the attack round). It is truncated on every
+/// route, and the file as written still decodes to the frames it promises.
+#[test]
+fn an_aiff_holding_fewer_frames_than_its_comm_chunk_promises_is_truncated() {
+    let t = tempfile::tempdir().unwrap();
+    let mut bytes = std::fs::read(corpus().join("clip.aiff")).unwrap();
+    let mut pos = 12;
+    let comm = loop {
+        let size = u32::from_be_bytes(bytes[pos + 4..pos + 8].try_into().unwrap()) as usize;
+        if &bytes[pos..pos + 4] == b"COMM" {
+            break pos + 8;
+        }
+        pos += 8 + size + (size & 1);
+    };
+    let frames = u32::from_be_bytes(bytes[comm + 2..comm + 6].try_into().unwrap());
+    for (rate, trim) in [(4096, TrimPolicy::Start), (8000, TrimPolicy::Center)] {
+        let a = AudioConfig {
+            sample_rate: rate,
+            clip_seconds: 8.0,
+            trim,
+            ..AudioConfig::default()
+        };
+        assert_eq!(
+            verdict(&corpus().join("clip.aiff"), &a).unwrap(),
+            frames as usize
+        );
+    }
+    bytes[comm + 2..comm + 6].copy_from_slice(&(frames * 2).to_be_bytes());
+    let lying = t.path().join("lying.aiff");
+    std::fs::write(&lying, &bytes).unwrap();
+    for (rate, trim) in [(4096, TrimPolicy::Start), (8000, TrimPolicy::Center)] {
+        let a = AudioConfig {
+            sample_rate: rate,
+            clip_seconds: 8.0,
+            trim,
+            ..AudioConfig::default()
+        };
+        let e = verdict(&lying, &a).unwrap_err();
+        let want = format!("truncated data: the header promises {} frames", frames * 2);
+        assert!(e.contains(&want), "{rate} Hz {trim:?}: {e}");
+        let p = mel_audio::probe(&lying, &a).unwrap_err().to_string();
+        assert_eq!(p, e, "the dry run's probe agrees");
+    }
+}
+
 /// Two tagged MP3s joined with `cat`: the first one's Xing/Info tag counts only its own
 /// frames, and symphonia trims everything past that count away, so the second half
 /// vanished with exit 0 (issue 22 attack round). It is refused as an inconsistent header,
