@@ -73,14 +73,15 @@ impl OutSlice<'_> {
 
 /// Converts the little-endian `bytes` of `dtype` values into `out` (its length already
 /// checked to match), normalising f32 output by `norm`. `halves` is scratch for bytes
-/// that are not 2-byte aligned.
+/// that are not 2-byte aligned. Returns whether every stored value was finite (checked
+/// before normalising; a file is never trusted to hold only what melctl writes).
 pub(crate) fn convert(
     bytes: &[u8],
     dtype: Dtype,
     out: OutSlice<'_>,
     norm: Option<&Affine>,
     halves: &mut Vec<u16>,
-) {
+) -> bool {
     match (dtype, out) {
         (Dtype::F32, OutSlice::F32(out)) => {
             match bytemuck::try_cast_slice::<u8, f32>(bytes) {
@@ -91,9 +92,11 @@ pub(crate) fn convert(
                     }
                 }
             }
+            let finite = all_finite_f32(out);
             if let Some(n) = norm {
                 n.apply(out);
             }
+            finite
         }
         (Dtype::F32, OutSlice::Half(_)) => {
             unreachable!("f32 data is never copied into half-precision output")
@@ -105,12 +108,34 @@ pub(crate) fn convert(
             } else {
                 bits.reinterpret_cast::<bf16>().convert_to_f32_slice(out);
             }
+            // Widening is exact, so the f32 values are finite exactly when the stored were.
+            let finite = all_finite_f32(out);
             if let Some(n) = norm {
                 n.apply(out);
             }
+            finite
         }
-        (_, OutSlice::Half(out)) => out.copy_from_slice(aligned_u16(bytes, halves)),
+        (dtype, OutSlice::Half(out)) => {
+            out.copy_from_slice(aligned_u16(bytes, halves));
+            all_finite_half(out, dtype)
+        }
     }
+}
+
+/// Whether no value is NaN or infinite: an all-ones exponent, tested without branches so
+/// the loop vectorises.
+fn all_finite_f32(values: &[f32]) -> bool {
+    values.iter().fold(0u32, |acc, v| {
+        acc | u32::from(v.to_bits() & 0x7f80_0000 == 0x7f80_0000)
+    }) == 0
+}
+
+/// [`all_finite_f32`] for f16 or bf16 bit patterns.
+fn all_finite_half(bits: &[u16], dtype: Dtype) -> bool {
+    let exponent: u16 = if dtype == Dtype::F16 { 0x7c00 } else { 0x7f80 };
+    bits.iter()
+        .fold(0u16, |acc, &b| acc | u16::from(b & exponent == exponent))
+        == 0
 }
 
 /// `bytes` as u16 values: borrowed when aligned, else copied into `scratch`.

@@ -169,6 +169,28 @@ fn bad(path: &Path, reason: impl Into<String>) -> Error {
     }
 }
 
+/// Refuses stored statistics no normalisation can use: a mean that is not finite, or a
+/// standard deviation that is not finite or is negative (melctl writes neither).
+fn check_stats(split: &Split) -> Result<()> {
+    let Some(stats) = &split.stats else {
+        return Ok(());
+    };
+    let bad_bin = |name: &str, values: &[f64], ok: fn(f64) -> bool| -> Result<()> {
+        match values.iter().position(|&v| !ok(v)) {
+            Some(bin) => Err(bad(
+                &split.path,
+                format!(
+                    "{name}[{bin}] is {}, which statistics cannot be",
+                    values[bin]
+                ),
+            )),
+            None => Ok(()),
+        }
+    };
+    bad_bin("mel_mean", &stats.mean, f64::is_finite)?;
+    bad_bin("mel_std", &stats.std, |v| v.is_finite() && v >= 0.0)
+}
+
 fn h5err(path: &Path, what: &str) -> impl Fn(hdf5::Error) -> Error {
     let path = path.to_path_buf();
     let what = what.to_string();
@@ -215,11 +237,13 @@ impl Split {
         let path = path.as_ref();
         let meta = std::fs::metadata(path).map_err(|e| Error::read(path, e))?;
         crate::commit::check(path)?;
-        if meta.is_dir() {
-            open_npy(path, opts)
+        let split = if meta.is_dir() {
+            open_npy(path, opts)?
         } else {
-            h5open::open_hdf5(path, opts)
-        }
+            h5open::open_hdf5(path, opts)?
+        };
+        check_stats(&split)?;
+        Ok(split)
     }
 
     /// The `.h5` file or `.npy.d` folder.
@@ -514,7 +538,17 @@ impl<'a> Reader<'a> {
             .item_bytes(clip, segment)
             .map(|bytes| convert::convert(bytes, dtype, out, norm, &mut halves));
         self.halves = halves;
-        r
+        match r? {
+            true => Ok(()),
+            false => Err(bad(
+                &self.split.path,
+                format!(
+                    "clip {clip}{} holds a value that is not finite (NaN or infinity), which \
+                     melctl never stores",
+                    segment.map(|s| format!(" segment {s}")).unwrap_or_default()
+                ),
+            )),
+        }
     }
 
     /// The stored bytes of an item, wherever they come from.

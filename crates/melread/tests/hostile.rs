@@ -74,6 +74,19 @@ with h5py.File(f"{d}/huge_chunk.h5", "w") as f:
     mel(f); rest(f, skip=("label",))
     f.create_dataset("label", data=np.zeros(2, "i8"), chunks=((1 << 25) + 1,), maxshape=(None,),
                      compression="gzip", compression_opts=1)
+for name, dtype, at in [("nan_f32", "f4", (1, 0, 2)), ("inf_f16", "f2", (0, 1, 1))]:
+    with h5py.File(f"{d}/{name}.h5", "w") as f:
+        m = np.ones((2, 2, 3), dtype)
+        m[at] = np.nan if dtype == "f4" else np.inf
+        f.create_dataset("mel", data=m); rest(f)
+for name, mean, std in [("nan_mean", [0.0, np.nan], [1.0, 1.0]),
+                        ("negative_std", [0.0, 0.0], [1.0, -1.0]),
+                        ("inf_std", [0.0, 0.0], [np.inf, 1.0])]:
+    with h5py.File(f"{d}/{name}.h5", "w") as f:
+        mel(f); rest(f)
+        f.create_dataset("mel_mean", data=np.array(mean))
+        f.create_dataset("mel_std", data=np.array(std))
+        f.attrs["stats_count"] = np.uint64(12)
 # Storage reserved but never written: a sparse file of ~128 GB holding ~16 KB, whose one
 # clip claims 32 x 1e9 values.
 with h5py.File(f"{d}/sparse.h5", "w") as f:
@@ -192,6 +205,79 @@ fn allocations_are_bounded_by_what_the_file_holds_and_melctl_writes() {
         &d.join("huge_chunk.h5"),
         &["`label`'s chunks", "limit on a decoded chunk"],
     );
+}
+
+#[test]
+fn values_and_statistics_melctl_never_stores_are_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let d = make(t.path());
+    // A NaN or an infinity in `mel` is an error for the clip that holds it, whichever way
+    // it is read: the clip, a segment, the loader, or statistics computed from the data.
+    assert_refused(&d.join("nan_f32.h5"), &["clip 1", "not finite"]);
+    assert_refused(&d.join("inf_f16.h5"), &["clip 0", "not finite"]);
+    let split = std::sync::Arc::new(Split::open(d.join("nan_f32.h5")).unwrap());
+    assert!(split.clip(0).is_ok(), "the finite clip reads");
+    let e = split.segment(1, 0).unwrap_err().to_string();
+    assert!(
+        e.contains("clip 1 segment 0") && e.contains("not finite"),
+        "{e}"
+    );
+    let e = split.compute_stats(2).unwrap_err().to_string();
+    assert!(e.contains("not finite"), "{e}");
+    let loader = melread::Loader::new(
+        split.clone(),
+        melread::LoaderOptions {
+            batch_size: 2,
+            ..melread::LoaderOptions::default()
+        },
+    )
+    .unwrap();
+    let e = loader
+        .epoch(0)
+        .find_map(|b| b.err())
+        .expect("the loader stops at the NaN")
+        .to_string();
+    assert!(e.contains("not finite"), "{e}");
+    // Statistics no normalisation can use are refused when the split opens.
+    assert_refused(&d.join("nan_mean.h5"), &["mel_mean[1] is NaN"]);
+    assert_refused(&d.join("negative_std.h5"), &["mel_std[1] is -1"]);
+    assert_refused(&d.join("inf_std.h5"), &["mel_std[0] is inf"]);
+}
+
+#[test]
+fn tampered_npy_values_and_statistics_are_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let out = build(
+        &t.path().join("n"),
+        Preset::Speech16k,
+        Dtype::F32,
+        Out::Npy,
+        &[("testing", 2)],
+    );
+    let d = out.join("testing.npy.d");
+    assert!(
+        Split::open(&d).unwrap().stored_stats().is_some(),
+        "stats stored"
+    );
+    // The last value of the file (clip 1's) becomes NaN.
+    let mel = d.join("mel.npy");
+    let mut bytes = std::fs::read(&mel).unwrap();
+    let n = bytes.len();
+    bytes[n - 4..].copy_from_slice(&f32::NAN.to_le_bytes());
+    std::fs::write(&mel, &bytes).unwrap();
+    let text = refusal(&d);
+    assert!(
+        text.contains("clip 1") && text.contains("not finite"),
+        "{text}"
+    );
+    // A negative standard deviation in meta.json.
+    let meta = d.join("meta.json");
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&meta).unwrap()).unwrap();
+    json["mel_std"][3] = serde_json::json!(-2.5);
+    std::fs::write(&meta, serde_json::to_vec(&json).unwrap()).unwrap();
+    let e = Split::open(&d).unwrap_err().to_string();
+    assert!(e.contains("mel_std[3] is -2.5"), "{e}");
 }
 
 #[test]
