@@ -511,6 +511,18 @@ fn build_inner(
             .collect(),
         _ => Vec::new(),
     };
+    // The last point where an interrupt stops the build: once the publish begins, it
+    // completes whole (main says so if an interrupt came during it).
+    if cancel.load(std::sync::atomic::Ordering::SeqCst) {
+        anyhow::bail!(
+            "interrupted before the outputs were committed: no output was changed{}",
+            if resume {
+                "; the finished batches are in the journals: run the same command with --resume to continue"
+            } else {
+                ""
+            }
+        );
+    }
     publish_build(out, &build_id, outputs, &keep, config.output.fsync)?;
     for name in dropped {
         errln!(

@@ -270,7 +270,7 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         if flag.swap(true, Ordering::SeqCst) {
             std::process::exit(130);
         }
-        errln!("\ninterrupted: stopping; outputs not yet committed are discarded");
+        errln!("\ninterrupted: stopping (each output is committed whole or not at all)");
     });
     let opts = build::BuildOptions {
         on_error: args.on_error,
@@ -314,6 +314,13 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         }
     }
     built?;
+    // The build checks for an interrupt just before its publish, so one seen now came
+    // while the outputs were being committed, which completes whole rather than stopping.
+    if cancel.load(Ordering::SeqCst) {
+        errln!(
+            "note: the interrupt came while the outputs were being committed: the build completed and its outputs are whole"
+        );
+    }
     if quiet {
         // Quiet prints nothing on success, but nothing is dropped without being named.
         let kept = report.kept.iter().flat_map(|k| k.left_out_lines());

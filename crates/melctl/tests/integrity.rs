@@ -838,6 +838,42 @@ fn open_splits(out: &Path) -> Vec<(&'static str, Result<mel_core::Dtype, String>
         .collect()
 }
 
+/// Ctrl-C while the outputs are being committed: the publish completes whole, and the
+/// build says so (it printed "interrupted" and exited 0 with no word of what happened).
+#[test]
+fn an_interrupt_says_truly_whether_the_outputs_were_committed() {
+    if !strace() {
+        return;
+    }
+    let dir = scenario(9);
+    build(&dir, "prev", &["--dtype", "f32"]).stdout();
+    let argv = build_argv(&["--split", "training", "-q"]);
+    // During the publish: the first rename of the run is the publish's first.
+    let mut committed = 0;
+    for call in ["renameat", "renameat2", "rename"] {
+        let _ = std::fs::remove_dir_all(dir.join("out"));
+        copy_tree(&dir.join("prev"), &dir.join("out"));
+        let o = under_strace(&dir, &argv, &format!("inject={call}:signal=INT:when=1"));
+        let err = String::from_utf8_lossy(&o.stderr);
+        if !err.contains("interrupted: stopping") {
+            continue; // glibc did not rename with this call
+        }
+        committed += 1;
+        assert!(o.status.success(), "{call}: {:?} {err}", o.status);
+        assert!(
+            err.contains("the build completed and its outputs are whole"),
+            "{call}: {err}"
+        );
+        let s = melread::Split::open_in(dir.join("out"), "training").unwrap();
+        assert_eq!(
+            s.dtype(),
+            mel_core::Dtype::F16,
+            "{call}: the new build's split"
+        );
+    }
+    assert_eq!(committed, 1, "one rename call interrupted the publish");
+}
+
 #[test]
 fn a_kill_at_every_rename_of_a_publish_never_leaves_two_builds_readable_as_one() {
     if !strace() {
