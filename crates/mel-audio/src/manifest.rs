@@ -408,6 +408,16 @@ fn assign(
             start = end;
         }
     }
+    // A split asked for by a positive ratio but too small to get any file would vanish
+    // from the build without a word.
+    let files: usize = out.values().map(Vec::len).sum();
+    for (name, r) in &opts.ratios {
+        if *r > 0.0 && out.get(name).is_none_or(Vec::is_empty) {
+            return Err(refuse(format!(
+                "split ratio {name}={r} gives split {name:?} no file of the {files} (each class is cut by the ratios on its own); give it a larger ratio, or leave it out"
+            )));
+        }
+    }
     Ok(())
 }
 
@@ -572,6 +582,33 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn a_positive_ratio_that_gets_no_file_is_refused_naming_the_split() {
+        let t = tempfile::tempdir().unwrap();
+        let m = write(
+            t.path(),
+            "m.csv",
+            "path,label\na/1.wav,leak\na/2.wav,leak\nb/3.wav,quiet\nb/4.wav,quiet\n",
+        );
+        let opts = |ratios: &[(&str, f64)]| ManifestOptions {
+            ratios: ratios.iter().map(|(n, r)| (n.to_string(), *r)).collect(),
+            ..ManifestOptions::default()
+        };
+        let e = from_manifest(&m, &opts(&[("training", 0.9), ("testing", 0.1)]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("split ratio testing=0.1 gives split \"testing\" no file of the 4"),
+            "{e}"
+        );
+        // A ratio of 0 asks for no split; a ratio that gets files builds it.
+        let d = from_manifest(&m, &opts(&[("training", 1.0), ("testing", 0.0)])).unwrap();
+        let names: Vec<_> = d.splits.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["training"]);
+        let d = from_manifest(&m, &opts(&[("training", 0.5), ("testing", 0.5)])).unwrap();
+        assert_eq!(d.splits.len(), 2);
     }
 
     #[test]
