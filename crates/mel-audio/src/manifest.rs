@@ -22,7 +22,7 @@ use mel_core::input::read_bounded_text;
 use mel_core::{Error, Result};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use crate::scan::{Dataset, FileEntry, Identity, Split, check_name, identity};
+use crate::scan::{Dataset, FileEntry, Identity, Split, check_distinct, check_name, identity};
 
 /// How to turn a manifest into splits and labels.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,6 +91,7 @@ pub fn read_label_map(path: &Path) -> Result<Vec<String>> {
         }
         names.push(name.to_string());
     }
+    check_distinct("label", names.iter().map(String::as_str)).map_err(refuse)?;
     Ok(names)
 }
 
@@ -295,6 +296,9 @@ pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
     if with_split == 0 {
         assign(by_class, opts, &mut by_split, path)?;
     }
+    check_distinct("class", label_names.iter().map(String::as_str))
+        .and_then(|()| check_distinct("split", by_split.keys().map(String::as_str)))
+        .map_err(err)?;
     let splits = by_split
         .into_iter()
         .filter(|(_, f)| !f.is_empty())
@@ -582,6 +586,35 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn labels_and_splits_in_two_unicode_forms_are_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let m = write(
+            t.path(),
+            "m.csv",
+            "path,label,split\na.wav,caf\u{e9},train\nb.wav,cafe\u{301},train\n",
+        );
+        let e = from_manifest(&m, &ManifestOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the class names") && e.contains("two Unicode forms"),
+            "{e}"
+        );
+        let m = write(
+            t.path(),
+            "s.csv",
+            "path,label,split\na.wav,x,t\u{e9}st\nb.wav,x,te\u{301}st\n",
+        );
+        let e = from_manifest(&m, &ManifestOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("the split names"), "{e}");
+        let map = write(t.path(), "labels.txt", "caf\u{e9}\ncafe\u{301}\n");
+        let e = read_label_map(&map).unwrap_err().to_string();
+        assert!(e.contains("the label names"), "{e}");
     }
 
     #[test]

@@ -170,6 +170,43 @@ pub fn check_name(name: &str) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// Checks that no two of `names` (split or class names, as `kind` says) are the same text
+/// in two Unicode encodings (`café` as one code point or as `e` plus a combining accent):
+/// they print alike, so a second class (or split) would look like the first. The error
+/// names both with their non-ASCII characters escaped.
+pub fn check_distinct<'a>(
+    kind: &str,
+    names: impl IntoIterator<Item = &'a str>,
+) -> std::result::Result<(), String> {
+    use unicode_normalization::UnicodeNormalization;
+    let mut seen: HashMap<String, &str> = HashMap::new();
+    for name in names {
+        if let Some(first) = seen.insert(name.nfc().collect(), name)
+            && first != name
+        {
+            return Err(format!(
+                "the {kind} names \"{}\" and \"{}\" are one name written in two Unicode forms (they print alike); rename one",
+                escape_non_ascii(first),
+                escape_non_ascii(name)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `name` with every non-ASCII character written `\u{…}`.
+fn escape_non_ascii(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii() {
+                c.to_string()
+            } else {
+                format!("\\u{{{:x}}}", c as u32)
+            }
+        })
+        .collect()
+}
+
 /// Control characters and the invisible ones that reorder or hide text on a terminal.
 fn is_unprintable(c: char) -> bool {
     c.is_control()
@@ -626,6 +663,9 @@ pub fn scan(root: &Path) -> Result<Dataset> {
         .collect();
     label_names.sort();
     label_names.dedup();
+    check_distinct("class", label_names.iter().map(String::as_str))
+        .and_then(|()| check_distinct("split", layout_splits.iter().map(|(n, _, _)| n.as_str())))
+        .map_err(dataset_err)?;
     // One file is one clip: a second path to a file (a link, a linked folder) is refused.
     let mut first_path: HashMap<Identity, PathBuf> = HashMap::new();
     let mut splits = Vec::new();
@@ -695,6 +735,30 @@ mod tests {
         let p = root.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, b"x").unwrap();
+    }
+
+    #[test]
+    fn names_that_differ_only_in_unicode_form_are_refused_naming_both() {
+        // "café" with a precomposed é, and with e + a combining acute accent.
+        let (nfc, nfd) = ("caf\u{e9}", "cafe\u{301}");
+        let t = tempfile::tempdir().unwrap();
+        touch(t.path(), &format!("training/{nfc}/a.wav"));
+        touch(t.path(), &format!("training/{nfd}/b.wav"));
+        let e = scan(t.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("the class names \"cafe\\u{301}\" and \"caf\\u{e9}\" are one name"),
+            "{e}"
+        );
+        let t = tempfile::tempdir().unwrap();
+        touch(t.path(), &format!("{nfc}/leak/a.wav"));
+        touch(t.path(), &format!("{nfd}/leak/b.wav"));
+        let e = scan(t.path()).unwrap_err().to_string();
+        assert!(e.contains("the split names"), "{e}");
+        // Distinct names pass, accented or not.
+        let t = tempfile::tempdir().unwrap();
+        touch(t.path(), &format!("training/{nfc}/a.wav"));
+        touch(t.path(), "training/cafe/b.wav");
+        assert_eq!(scan(t.path()).unwrap().label_names.len(), 2);
     }
 
     #[test]
