@@ -31,6 +31,9 @@ pub struct ManifestOptions {
     pub ratios: Vec<(String, f64)>,
     /// Seed of the split assignment.
     pub seed: u64,
+    /// Whether the ratios or the seed were asked for, not defaults: a manifest that names
+    /// its splits then refuses them instead of ignoring them.
+    pub ratios_given: bool,
     /// Class names in id order; `None`: the manifest's labels, sorted.
     pub label_map: Option<Vec<String>>,
 }
@@ -44,6 +47,7 @@ impl Default for ManifestOptions {
                 ("testing".into(), 0.1),
             ],
             seed: 0,
+            ratios_given: false,
             label_map: None,
         }
     }
@@ -152,8 +156,11 @@ fn parse(path: &Path, text: &str) -> Result<Vec<(usize, Row)>> {
             rows.push((i + 1, row));
         }
     } else {
+        // Headers, labels and splits are trimmed; a path is taken verbatim, as in JSONL
+        // (csv's `Trim::All` also trimmed quoted fields, so the row `"sp.wav ",b` built
+        // the file `sp.wav`).
         let mut reader = csv::ReaderBuilder::new()
-            .trim(csv::Trim::All)
+            .trim(csv::Trim::Headers)
             .from_reader(text.as_bytes());
         // Line numbers from byte offsets (csv's own count skips blank lines), counted
         // forward from the last record, so the whole count is one pass over the text.
@@ -183,9 +190,11 @@ fn parse(path: &Path, text: &str) -> Result<Vec<(usize, Row)>> {
                     .count();
                 lines.at(p.byte() + start as u64)
             });
-            let row = rec
+            let mut row = rec
                 .deserialize::<Row>(Some(&headers))
                 .map_err(|e| bad(at, e.to_string()))?;
+            row.label = row.label.trim().to_string();
+            row.split = row.split.map(|s| s.trim().to_string());
             rows.push((at, row));
         }
     }
@@ -295,6 +304,10 @@ pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
     }
     if with_split == 0 {
         assign(by_class, opts, &mut by_split, path)?;
+    } else if opts.ratios_given {
+        return Err(err(
+            "the manifest names each row's split, so split ratios and a seed do not apply: leave them out, or drop the split column".into(),
+        ));
     }
     check_distinct("class", label_names.iter().map(String::as_str))
         .and_then(|()| check_distinct("split", by_split.keys().map(String::as_str)))
@@ -319,20 +332,9 @@ pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
     })
 }
 
-/// What a manifest row's file is, for the one-file-one-clip check.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum FileKey {
-    /// An existing file: device and inode, links followed.
-    File(Identity),
-    /// A file that does not exist (it fails when read): its absolute path, normalised.
-    Missing(PathBuf),
-}
-
-/// The [`FileKey`] of `path`.
-fn file_key(path: &Path) -> FileKey {
-    if let Some(id) = identity(path) {
-        return FileKey::File(id);
-    }
+/// `path` made absolute and normalised without touching the disk (`.` dropped, `..` taken
+/// back).
+fn lexical(path: &Path) -> PathBuf {
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let mut normal = PathBuf::new();
     for c in absolute.components() {
@@ -344,12 +346,45 @@ fn file_key(path: &Path) -> FileKey {
             other => normal.push(other),
         }
     }
-    FileKey::Missing(normal)
+    normal
 }
 
-/// Splits each class by `opts.ratios`: members ordered by a seeded hash of their path
-/// (a deterministic shuffle that does not depend on row order), then cut by cumulative
-/// ratio, so every split gets its share of every class.
+/// What the split assignment hashes for a file: its normalised path relative to the
+/// manifest's folder `base` (with `/` separators), or its normalised absolute path when
+/// outside it.
+fn split_key(path: &Path, base: &Path) -> String {
+    let normal = lexical(path);
+    let key = normal.strip_prefix(base).unwrap_or(&normal);
+    key.components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// What a manifest row's file is, for the one-file-one-clip check.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum FileKey {
+    /// An existing file: device and inode, links followed.
+    File(Identity),
+    /// A file that does not exist (it fails when read): its absolute path, normalised.
+    Missing(PathBuf),
+}
+
+/// The [`FileKey`] of `path`.
+fn file_key(path: &Path) -> FileKey {
+    match identity(path) {
+        Some(id) => FileKey::File(id),
+        None => FileKey::Missing(lexical(path)),
+    }
+}
+
+/// Splits the rows by `opts.ratios`: each file goes to the split whose share of [0, 1)
+/// holds a seeded hash of its path, normalised (`./x`, `a//x`, `b/../x` and the absolute
+/// path are one key; relative to the manifest's folder when under it). A file's split thus
+/// depends on nothing but its own path and the seed: not on the row order, the spelling,
+/// nor on files added or removed (a rank-based cut moved files between training and
+/// testing when three files were added). Shares are met on average, per class, as
+/// Speech Commands' `which_set` does; a split that gets no file at all is refused.
 fn assign(
     by_class: BTreeMap<i64, Vec<FileEntry>>,
     opts: &ManifestOptions,
@@ -388,29 +423,30 @@ fn assign(
             )));
         }
     }
-    for (_, mut members) in by_class {
-        members.sort_by_key(|f| {
-            (
-                xxh3_64_with_seed(f.rel.as_bytes(), opts.seed),
-                f.rel.clone(),
-            )
-        });
-        let n = members.len();
-        let mut start = 0;
-        let mut acc = 0.0;
-        for (i, (name, r)) in opts.ratios.iter().enumerate() {
-            acc += r;
-            let end = if i + 1 == opts.ratios.len() {
-                n
-            } else {
-                ((acc / total) * n as f64).round() as usize
-            }
-            .clamp(start, n);
-            out.entry(name.clone())
-                .or_default()
-                .extend(members[start..end].iter().cloned());
-            start = end;
-        }
+    let base = std::path::absolute(manifest.parent().unwrap_or(Path::new(".")))
+        .map(|b| lexical(&b))
+        .unwrap_or_default();
+    // Cumulative upper bounds of each split's share; a hash past the last bound (rounding)
+    // goes to the last split with a share.
+    let mut bounds = Vec::with_capacity(opts.ratios.len());
+    let mut acc = 0.0;
+    for (name, r) in &opts.ratios {
+        acc += r / total;
+        out.entry(name.clone()).or_default();
+        bounds.push(acc);
+    }
+    let last = opts
+        .ratios
+        .iter()
+        .rposition(|(_, r)| *r > 0.0)
+        .expect("the ratios sum to 1, so one is positive");
+    for f in by_class.into_values().flatten() {
+        let key = split_key(&f.path, &base);
+        // The hash's top 53 bits, as a fraction of 1.
+        let at = (xxh3_64_with_seed(key.as_bytes(), opts.seed) >> 11) as f64 / (1u64 << 53) as f64;
+        let i = bounds.iter().position(|&end| at < end).unwrap_or(last);
+        let name = &opts.ratios[i].0;
+        out.get_mut(name).expect("every split has an entry").push(f);
     }
     // A split asked for by a positive ratio but too small to get any file would vanish
     // from the build without a word.
@@ -418,7 +454,7 @@ fn assign(
     for (name, r) in &opts.ratios {
         if *r > 0.0 && out.get(name).is_none_or(Vec::is_empty) {
             return Err(refuse(format!(
-                "split ratio {name}={r} gives split {name:?} no file of the {files} (each class is cut by the ratios on its own); give it a larger ratio, or leave it out"
+                "split ratio {name}={r} gives split {name:?} no file of the {files} (a file's split is drawn from a hash of its path); give it a larger ratio, or leave it out"
             )));
         }
     }
@@ -464,18 +500,17 @@ mod tests {
             .iter()
             .map(|s| (s.name.clone(), s.files.len()))
             .collect();
-        assert_eq!(
-            sizes,
-            [
-                ("testing".into(), 30),
-                ("training".into(), 210),
-                ("validation".into(), 60)
-            ]
-        );
+        // Each split gets its share on average (a binomial count: 300 rows at 0.1 give
+        // 30 ± 5), of every class.
+        let want = [("testing", 30.0), ("training", 210.0), ("validation", 60.0)];
+        for ((name, n), (w, expected)) in sizes.iter().zip(want) {
+            assert_eq!(name, w);
+            assert!((*n as f64 - expected).abs() <= 20.0, "{sizes:?}");
+        }
         for s in &d.splits {
             for label in 0..3 {
                 let n = s.files.iter().filter(|f| f.label == label).count();
-                assert_eq!(n * 3, s.files.len(), "stratified: {} class {label}", s.name);
+                assert!(n > 0, "every class in {}: {sizes:?}", s.name);
             }
         }
         // Deterministic for a seed, different for another, independent of row order.
@@ -617,6 +652,88 @@ mod tests {
         assert!(e.contains("the label names"), "{e}");
     }
 
+    /// A file's split depends only on its path and the seed: rewriting the paths (`./x`,
+    /// absolute) or adding files never moves a file to another split, which would leak
+    /// test clips into training across rebuilds (issue 22 attack round: 10 of 20 moved).
+    #[test]
+    fn a_files_split_survives_respelling_and_added_files() {
+        let t = tempfile::tempdir().unwrap();
+        let rows = |spell: &dyn Fn(&str) -> String, extra: usize| {
+            let mut text = String::from("path,label\n");
+            for c in ["a", "b"] {
+                for i in 0..(10 + extra) {
+                    text += &format!("{},{c}\n", spell(&format!("{c}{i}.wav")));
+                }
+            }
+            text
+        };
+        let opts = ManifestOptions {
+            seed: 7,
+            ..ManifestOptions::default()
+        };
+        let split_of = |text: String, name: &str| -> BTreeMap<String, String> {
+            let m = write(t.path(), name, &text);
+            let d = from_manifest(&m, &opts).unwrap();
+            d.splits
+                .iter()
+                .flat_map(|s| {
+                    s.files.iter().map(|f| {
+                        let file = f.path.file_name().unwrap().to_string_lossy().to_string();
+                        (file, s.name.clone())
+                    })
+                })
+                .collect()
+        };
+        let plain = split_of(rows(&|p| p.to_string(), 0), "plain.csv");
+        assert_eq!(plain.len(), 20);
+        let base = t.path().display().to_string();
+        for (name, spelled) in [
+            ("dot.csv", rows(&|p| format!("./{p}"), 0)),
+            ("abs.csv", rows(&|p| format!("{base}/{p}"), 0)),
+            ("up.csv", rows(&|p| format!("x/../{p}"), 0)),
+        ] {
+            assert_eq!(split_of(spelled, name), plain, "{name}");
+        }
+        let grown = split_of(rows(&|p| p.to_string(), 3), "grown.csv");
+        assert_eq!(grown.len(), 26);
+        for (file, split) in &plain {
+            assert_eq!(&grown[file], split, "{file} moved when files were added");
+        }
+    }
+
+    /// A quoted CSV path keeps its spaces, as JSONL does: the row `"sp.wav ",b` named the
+    /// file `sp.wav` (another clip, of class a) and built it as class b.
+    #[test]
+    fn csv_paths_are_taken_verbatim_and_labels_trimmed() {
+        let t = tempfile::tempdir().unwrap();
+        let m = write(
+            t.path(),
+            "m.csv",
+            "path,label,split\n\"sp.wav \", b ,training\nsp.wav,a,training\n",
+        );
+        let d = from_manifest(&m, &ManifestOptions::default()).unwrap();
+        let files: Vec<(&str, i64)> = d.splits[0]
+            .files
+            .iter()
+            .map(|f| (f.rel.as_str(), f.label))
+            .collect();
+        assert_eq!(files, [("sp.wav", 0), ("sp.wav ", 1)]);
+        assert_eq!(d.label_names, ["a", "b"]);
+    }
+
+    #[test]
+    fn ratios_for_a_manifest_that_names_its_splits_are_refused_not_ignored() {
+        let t = tempfile::tempdir().unwrap();
+        let m = write(t.path(), "m.csv", "path,label,split\na.wav,x,training\n");
+        let given = ManifestOptions {
+            ratios_given: true,
+            ..ManifestOptions::default()
+        };
+        let e = from_manifest(&m, &given).unwrap_err().to_string();
+        assert!(e.contains("split ratios and a seed do not apply"), "{e}");
+        assert!(from_manifest(&m, &ManifestOptions::default()).is_ok());
+    }
+
     #[test]
     fn a_positive_ratio_that_gets_no_file_is_refused_naming_the_split() {
         let t = tempfile::tempdir().unwrap();
@@ -629,17 +746,19 @@ mod tests {
             ratios: ratios.iter().map(|(n, r)| (n.to_string(), *r)).collect(),
             ..ManifestOptions::default()
         };
-        let e = from_manifest(&m, &opts(&[("training", 0.9), ("testing", 0.1)]))
+        let e = from_manifest(&m, &opts(&[("training", 0.999), ("testing", 0.001)]))
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("split ratio testing=0.1 gives split \"testing\" no file of the 4"),
+            e.contains("split ratio testing=0.001 gives split \"testing\" no file of the 4"),
             "{e}"
         );
         // A ratio of 0 asks for no split; a ratio that gets files builds it.
         let d = from_manifest(&m, &opts(&[("training", 1.0), ("testing", 0.0)])).unwrap();
         let names: Vec<_> = d.splits.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["training"]);
+        let many: String = (0..40).map(|i| format!("c/{i}.wav,leak\n")).collect();
+        let m = write(t.path(), "many.csv", &format!("path,label\n{many}"));
         let d = from_manifest(&m, &opts(&[("training", 0.5), ("testing", 0.5)])).unwrap();
         assert_eq!(d.splits.len(), 2);
     }

@@ -90,16 +90,13 @@ pub struct BuildArgs {
     /// (`{"path": ..., "label": ..., "split": ...}`); paths relative to the manifest's folder.
     #[arg(long, value_name = "FILE.csv|FILE.jsonl")]
     pub manifest: Option<PathBuf>,
-    /// Splits and ratios for a manifest without a `split` column (stratified by class).
-    #[arg(
-        long,
-        value_name = "NAME=R,...",
-        default_value = "training=0.7,validation=0.2,testing=0.1"
-    )]
-    pub split_ratio: String,
-    /// Seed of the manifest split assignment.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    /// Splits and ratios for a manifest without a `split` column, each file's split drawn
+    /// from a seeded hash of its path [default: training=0.7,validation=0.2,testing=0.1].
+    #[arg(long, value_name = "NAME=R,...", conflicts_with = "input")]
+    pub split_ratio: Option<String>,
+    /// Seed of the manifest split assignment [default: 0].
+    #[arg(long, conflicts_with = "input")]
+    pub seed: Option<u64>,
     /// Label map: one class name per line, the line number is the id (keeps ids stable).
     #[arg(long, value_name = "FILE")]
     pub labels: Option<PathBuf>,

@@ -189,8 +189,8 @@ fn run(cli: Cli, interrupted: &Arc<AtomicBool>) -> Result<u8> {
                 &BuildArgs {
                     input: Some(data),
                     manifest: None,
-                    split_ratio: "training=0.7,validation=0.2,testing=0.1".into(),
-                    seed: 0,
+                    split_ratio: None,
+                    seed: None,
                     labels: None,
                     output: args.dir.join("out"),
                     flags: args.flags,
@@ -455,6 +455,9 @@ fn devices_json() -> serde_json::Value {
     serde_json::json!({"cuda": cuda, "wgpu": {"adapters": adapters}})
 }
 
+/// How a manifest without a split column is split unless `--split-ratio` says otherwise.
+const DEFAULT_SPLIT_RATIOS: &str = "training=0.7,validation=0.2,testing=0.1";
+
 /// The dataset the build reads: a folder scan, or a manifest.
 fn load_dataset(args: &BuildArgs) -> Result<(mel_audio::Dataset, std::path::PathBuf)> {
     let mut dataset = match (&args.input, &args.manifest) {
@@ -462,6 +465,8 @@ fn load_dataset(args: &BuildArgs) -> Result<(mel_audio::Dataset, std::path::Path
         (None, Some(m)) => {
             let ratios = args
                 .split_ratio
+                .as_deref()
+                .unwrap_or(DEFAULT_SPLIT_RATIOS)
                 .split(',')
                 .map(|part| {
                     let (name, r) = part
@@ -476,7 +481,8 @@ fn load_dataset(args: &BuildArgs) -> Result<(mel_audio::Dataset, std::path::Path
                 .collect::<Result<Vec<_>>>()?;
             let opts = mel_audio::ManifestOptions {
                 ratios,
-                seed: args.seed,
+                seed: args.seed.unwrap_or(0),
+                ratios_given: args.split_ratio.is_some() || args.seed.is_some(),
                 label_map: None,
             };
             (mel_audio::from_manifest(m, &opts)?, m.clone())

@@ -365,3 +365,36 @@ fn every_format_the_decoder_reads_is_built_from_folders_and_foreign_audio_is_cou
         &format!("three classes, six clips: {names}"),
     );
 }
+
+/// `--split-ratio` and `--seed` split a manifest without a split column; given where they
+/// cannot apply (folders, or a manifest naming its splits) they are refused, not ignored
+/// (exit 0 with the flags silently dropped, issue 22 attack round).
+#[test]
+fn split_flags_that_cannot_apply_are_refused_not_ignored() {
+    let dir = scenario(&["in/training/leak/x.wav", "in/training/quiet/y.wav"]);
+    for flag in [&["--split-ratio", "garbage"][..], &["--seed", "9"]] {
+        let mut b = melctl_build(&dir, &[&["-i", "in", "-o", "out"][..], flag].concat());
+        let o = b.output();
+        b.check(
+            &o,
+            o.status.code() == Some(2)
+                && text(&o.stderr).contains("'--input <ROOT>' cannot be used with"),
+            &format!("{flag:?} with folders is a usage error"),
+        );
+    }
+    dir.create(
+        "m.csv",
+        "path,label,split\nin/training/leak/x.wav,leak,training\nin/training/quiet/y.wav,quiet,training\n",
+    );
+    let mut b = melctl_build(&dir, &["--manifest", "m.csv", "--seed", "3", "-o", "out"]);
+    let o = b.output();
+    b.check(
+        &o,
+        o.status.code() == Some(1) && text(&o.stderr).contains("do not apply"),
+        "a manifest naming its splits refuses a seed",
+    );
+    b.check(&o, dir.names("out").is_empty(), "nothing is written");
+    let mut b = melctl_build(&dir, &["--manifest", "m.csv", "-o", "out"]);
+    let o = b.output();
+    b.check(&o, o.status.success(), "without the flags it builds");
+}
