@@ -85,6 +85,24 @@ pub fn read(out: &Path) -> Result<Option<Record>> {
             ),
         });
     }
+    // Every name in it is joined to the folder: only the outputs melctl writes there, by
+    // their split's name, never a path elsewhere.
+    for (split, e) in &r.splits {
+        let plain = !split.is_empty()
+            && !split.starts_with('.')
+            && !split.contains(['/', '\\'])
+            && !split.contains("..")
+            && !split.chars().any(char::is_control);
+        if !plain || (e.output != format!("{split}.h5") && e.output != format!("{split}.npy.d")) {
+            return Err(Error::Dataset {
+                root: p,
+                reason: format!(
+                    "the build record names split {split:?} with output {:?}, which no build writes (tampered?); build the output again",
+                    e.output
+                ),
+            });
+        }
+    }
     Ok(Some(r))
 }
 
@@ -156,7 +174,7 @@ pub fn check(output: &Path, stored: Option<&str>) -> Result<()> {
             short(&e.build)
         ),
         (None, Some(id)) => format!(
-            "this output is from build {}, which {} does not list: {interrupted}",
+            "this output is from build {}, which {} does not list: it is left from an earlier build that a later one did not include (remove it), or {interrupted}",
             short(id),
             rec.display()
         ),
@@ -175,6 +193,44 @@ fn short(id: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A record's names are joined to the folder, so a tampered one could point a note or a
+    /// read at any path ("../victim/x.wav"): refused as a whole.
+    #[test]
+    fn a_record_naming_outputs_no_build_writes_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        for (split, output) in [
+            ("validation", "../victim/x.wav"),
+            ("../../evil", "../../evil.h5"),
+            ("training", "/tmp/notes.txt"),
+            ("training", "testing.h5"),
+            (".x", ".x.h5"),
+        ] {
+            let mut r = Record::default();
+            r.splits.insert(
+                split.into(),
+                Entry {
+                    build: new_build_id(),
+                    output: output.into(),
+                },
+            );
+            write(t.path(), &r, false).unwrap();
+            let e = read(t.path()).unwrap_err().to_string();
+            assert!(e.contains("which no build writes"), "{split} {output}: {e}");
+        }
+        let mut r = Record::default();
+        for (split, output) in [("training", "training.h5"), ("testing", "testing.npy.d")] {
+            r.splits.insert(
+                split.into(),
+                Entry {
+                    build: new_build_id(),
+                    output: output.into(),
+                },
+            );
+        }
+        write(t.path(), &r, false).unwrap();
+        assert_eq!(read(t.path()).unwrap().unwrap().splits.len(), 2);
+    }
 
     #[test]
     fn a_split_is_read_only_when_the_record_names_its_build() {
