@@ -241,6 +241,20 @@ fn check_picture_path(file: &Path, png: &Path) -> Result<()> {
     if png == Path::new("-") {
         return Ok(());
     }
+    // A PNG is written only where a PNG goes: any other name (another folder's split, an
+    // audio file, a record) would be replaced by a picture. Devices and FIFOs are
+    // written to as they are.
+    let is_png = png
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("png"));
+    let special = std::fs::metadata(png).is_ok_and(|m| !m.is_file() && !m.is_dir());
+    if !is_png && !special {
+        anyhow::bail!(
+            "{}: the picture is a PNG, so its name must end in .png (or be - for standard output); nothing else is replaced by it",
+            png.display()
+        );
+    }
     let mut guard = Guard::new();
     let what = "the output being shown";
     guard.input(file, what);

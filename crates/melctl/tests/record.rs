@@ -145,4 +145,34 @@ fn show_never_writes_over_the_build_record_or_another_split() {
     dir.melctl()
         .args(["inspect", "out/validation.h5"])
         .expect_code(0);
+    // Nor over another folder's split or an input clip (issue 22 attack round: replaced
+    // by a PNG with exit 0): a picture goes only to a .png name.
+    std::fs::create_dir_all(dir.join("other")).unwrap();
+    std::fs::copy(
+        dir.join("out/validation.h5"),
+        dir.join("other/validation.h5"),
+    )
+    .unwrap();
+    let clip = dir
+        .names("data/training/leak")
+        .into_iter()
+        .next()
+        .expect("a clip");
+    let clip = format!("data/training/leak/{clip}");
+    for target in ["other/validation.h5", clip.as_str()] {
+        let before = std::fs::read(dir.join(target)).unwrap();
+        let mut show = dir.melctl();
+        show.args(["show", "out/training.h5", "-o", target]);
+        let o = show.output();
+        show.check(
+            &o,
+            !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("must end in .png"),
+            &format!("show -o {target} is refused"),
+        );
+        assert_eq!(std::fs::read(dir.join(target)).unwrap(), before, "{target}");
+    }
+    dir.melctl()
+        .args(["show", "out/training.h5", "-o", "pic.PNG"])
+        .expect_code(0);
+    assert!(dir.join("pic.PNG").is_file());
 }
