@@ -100,6 +100,17 @@ impl Guard {
                     first.what
                 )));
             }
+            // Inside another build's split folder: that build replaces it whole.
+            if let Some(split) = at
+                .ancestors()
+                .skip(1)
+                .find(|a| a.extension().is_some_and(|e| e == "d") && a.join("meta.json").is_file())
+            {
+                return Err(refuse(format!(
+                    "the path is inside {}, a split folder that its build replaces whole; write it elsewhere",
+                    split.display()
+                )));
+            }
             if let Some((_, folder)) = folders.iter().find(|(f, _)| at != *f && at.starts_with(f)) {
                 return Err(refuse(format!(
                     "the path is inside {} ({}), which is replaced whole; write it elsewhere",
@@ -164,14 +175,15 @@ impl Guard {
         Ok(())
     }
 
-    /// A folder replaced whole must hold no input: its old contents are deleted.
+    /// A folder replaced whole must hold no input and no folder: its old contents are
+    /// deleted.
     fn check_folder_contents(&self, o: &Output) -> Result<()> {
-        let mut stack = vec![o.path.clone()];
         let mut seen = 0usize;
-        while let Some(dir) = stack.pop() {
-            let entries = std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+        {
+            let dir = &o.path;
+            let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
             for e in entries {
-                let e = e.map_err(|e| Error::io(&dir, e))?;
+                let e = e.map_err(|e| Error::io(dir, e))?;
                 seen += 1;
                 if seen > MAX_FOLDER_ENTRIES {
                     return Err(Error::output(
@@ -193,8 +205,18 @@ impl Guard {
                         ),
                     ));
                 }
+                // melctl's folders (an npy split, a journal) hold only files: a folder in
+                // one is someone else's (another build's output written inside it was
+                // deleted with the rebuild, without a word).
                 if m.is_dir() {
-                    stack.push(e.path());
+                    return Err(Error::output(
+                        &o.path,
+                        format!(
+                            "{}: the folder is replaced whole, and it holds the folder {}, which melctl never writes there (another output?); move it, or write elsewhere",
+                            o.what,
+                            e.path().display()
+                        ),
+                    ));
                 }
             }
         }
@@ -307,10 +329,15 @@ mod tests {
         let e = err(&g, &[Output::new(p("in.wav"), "split x", Written::Folder)]);
         assert!(e.contains("overwrite an input"), "{e}");
         // A folder replaced whole must not hold an input.
-        std::fs::create_dir_all(p("x.npy.d/deep")).unwrap();
-        std::fs::hard_link(p("in.wav"), p("x.npy.d/deep/in.wav")).unwrap();
+        std::fs::create_dir_all(p("x.npy.d")).unwrap();
+        std::fs::hard_link(p("in.wav"), p("x.npy.d/in.wav")).unwrap();
         let e = err(&g, &[Output::new(p("x.npy.d"), "split x", Written::Folder)]);
         assert!(e.contains("replaced whole") && e.contains("in.wav"), "{e}");
+        std::fs::remove_file(p("x.npy.d/in.wav")).unwrap();
+        // Nor any folder: melctl's folders hold only files.
+        std::fs::create_dir_all(p("x.npy.d/deep")).unwrap();
+        let e = err(&g, &[Output::new(p("x.npy.d"), "split x", Written::Folder)]);
+        assert!(e.contains("holds the folder") && e.contains("deep"), "{e}");
         // Nothing goes inside a folder that is replaced whole.
         let e = err(
             &g,

@@ -241,3 +241,44 @@ fn a_report_to_this_process_stdout_is_written_to_it_not_renamed_over_the_link() 
     let text = std::fs::read_to_string(dir.join("captured.txt")).unwrap();
     assert!(text.contains("\"published\": true"), "{text}");
 }
+
+/// A build into another build's npy split folder, or a folder found inside one, is
+/// refused: that split folder is replaced whole, and the nested dataset was deleted by the
+/// next rebuild without a word (issue 22 attack round).
+#[test]
+fn a_split_folder_replaced_whole_never_takes_another_output_with_it() {
+    let dir = scenario(4);
+    build(&dir, &["--sink", "npy"]).stdout();
+    let mut nested = dir.melctl();
+    nested
+        .args(["build", "-i", "data", "-o", "out/training.npy.d"])
+        .args([
+            "--config",
+            "short.toml",
+            "--backend",
+            "cpu",
+            "--sink",
+            "npy",
+        ]);
+    let err = refused(&mut nested);
+    assert!(
+        err.contains("inside") && err.contains("training.npy.d, a split folder"),
+        "{err}"
+    );
+    assert_eq!(
+        dir.names("out/training.npy.d"),
+        ["label.npy", "mel.npy", "meta.json"]
+    );
+    // A folder someone put there is not deleted with the split: the rebuild is refused.
+    std::fs::create_dir_all(dir.join("out/training.npy.d/mine")).unwrap();
+    std::fs::write(dir.join("out/training.npy.d/mine/notes.txt"), b"keep").unwrap();
+    let err = refused(&mut build(&dir, &["--sink", "npy"]));
+    assert!(
+        err.contains("holds the folder") && err.contains("mine"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(dir.join("out/training.npy.d/mine/notes.txt")).unwrap(),
+        b"keep"
+    );
+}
