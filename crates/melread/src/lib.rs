@@ -73,8 +73,8 @@ pub use mel_core::stats::MelStats;
 pub use mel_core::{Dtype, Error, Result};
 pub use order::{Shuffle, Unit};
 pub use split::{
-    Access, DEFAULT_CHUNK_CACHE, Format, MAX_CHUNK_BYTES, MAX_META_BYTES, MAX_VALUES_PER_CLIP,
-    OpenOptions, Provenance, ReadMode, Reader, Split,
+    Access, DEFAULT_CHUNK_CACHE, Format, MAX_CHUNK_BYTES, MAX_LABEL_NAME_BYTES, MAX_META_BYTES,
+    MAX_PATH_BYTES, MAX_VALUES_PER_CLIP, OpenOptions, Provenance, ReadMode, Reader, Split,
 };
 #[cfg(feature = "candle")]
 pub use tensor::TensorFloat;

@@ -169,6 +169,47 @@ fn bad(path: &Path, reason: impl Into<String>) -> Error {
     }
 }
 
+/// The longest clip path melctl stores (Linux's `PATH_MAX`).
+pub const MAX_PATH_BYTES: usize = 4096;
+
+/// The longest class name melctl stores (its name check's limit).
+pub const MAX_LABEL_NAME_BYTES: usize = 200;
+
+/// Refuses paths and class names longer than melctl writes, and a class named twice: a
+/// tampered 300 MB path took `show` half an hour to lay out as a title, and two classes
+/// of one name cannot be told apart.
+fn check_strings(split: &Split) -> Result<()> {
+    if let Some(i) = split.paths.iter().position(|p| p.len() > MAX_PATH_BYTES) {
+        return Err(bad(
+            &split.path,
+            format!(
+                "path {i} is {} bytes long, more than the {MAX_PATH_BYTES} melctl writes",
+                split.paths[i].len()
+            ),
+        ));
+    }
+    let names = &split.label_names;
+    if let Some(i) = names.iter().position(|n| n.len() > MAX_LABEL_NAME_BYTES) {
+        return Err(bad(
+            &split.path,
+            format!(
+                "label name {i} is {} bytes long, more than the {MAX_LABEL_NAME_BYTES} melctl writes",
+                names[i].len()
+            ),
+        ));
+    }
+    let mut first = std::collections::HashMap::new();
+    for (i, n) in names.iter().enumerate() {
+        if let Some(j) = first.insert(n.as_str(), i) {
+            return Err(bad(
+                &split.path,
+                format!("label names {j} and {i} are both {n:?}: each class has one name"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Refuses stored statistics no normalisation can use: a mean that is not finite, or a
 /// standard deviation that is not finite or is negative (melctl writes neither).
 fn check_stats(split: &Split) -> Result<()> {
@@ -243,6 +284,7 @@ impl Split {
             h5open::open_hdf5(path, opts)?
         };
         check_stats(&split)?;
+        check_strings(&split)?;
         Ok(split)
     }
 

@@ -87,6 +87,18 @@ for name, mean, std in [("nan_mean", [0.0, np.nan], [1.0, 1.0]),
         f.create_dataset("mel_mean", data=np.array(mean))
         f.create_dataset("mel_std", data=np.array(std))
         f.attrs["stats_count"] = np.uint64(12)
+with h5py.File(f"{d}/long_path.h5", "w") as f:
+    mel(f); rest(f, skip=("path",))
+    f.create_dataset("path", data=["x.wav", "p" * 5000], dtype=S)
+with h5py.File(f"{d}/long_label.h5", "w") as f:
+    mel(f); rest(f)
+    f.attrs["label_names"] = np.array(["a", "b" * 300], dtype=S)
+with h5py.File(f"{d}/twice_label.h5", "w") as f:
+    mel(f); rest(f)
+    f.attrs["label_names"] = np.array(["a", "a"], dtype=S)
+with h5py.File(f"{d}/bad_config.h5", "w") as f:
+    mel(f); rest(f)
+    f.attrs["config"] = "not json {"
 # Storage reserved but never written: a sparse file of ~128 GB holding ~16 KB, whose one
 # clip claims 32 x 1e9 values.
 with h5py.File(f"{d}/sparse.h5", "w") as f:
@@ -242,6 +254,28 @@ fn values_and_statistics_melctl_never_stores_are_refused() {
     assert_refused(&d.join("nan_mean.h5"), &["mel_mean[1] is NaN"]);
     assert_refused(&d.join("negative_std.h5"), &["mel_std[1] is -1"]);
     assert_refused(&d.join("inf_std.h5"), &["mel_std[0] is inf"]);
+}
+
+#[test]
+fn strings_and_configurations_melctl_never_writes_are_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let d = make(t.path());
+    assert_refused(
+        &d.join("long_path.h5"),
+        &["path 1 is 5000 bytes long", "more than the 4096"],
+    );
+    assert_refused(
+        &d.join("long_label.h5"),
+        &["label name 1 is 300 bytes long", "more than the 200"],
+    );
+    assert_refused(
+        &d.join("twice_label.h5"),
+        &["label names 0 and 1 are both \"a\""],
+    );
+    assert_refused(
+        &d.join("bad_config.h5"),
+        &["the `config` attribute is not the JSON melctl writes"],
+    );
 }
 
 #[test]

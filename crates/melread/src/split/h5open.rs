@@ -241,8 +241,15 @@ pub(super) fn open_hdf5(path: &Path, opts: &OpenOptions) -> Result<Split> {
     let h5 = &input.h5;
     let mel = input.require("mel")?;
     let shape = mel.ds.shape();
-    let config: Option<serde_json::Value> =
-        attr_string(h5, "config").and_then(|t| serde_json::from_str(&t).ok());
+    let config: Option<serde_json::Value> = match attr_string(h5, "config") {
+        Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
+            bad(
+                path,
+                format!("the `config` attribute is not the JSON melctl writes ({e})"),
+            )
+        })?),
+        None => None,
+    };
     let (dtype, little) = mel_dtype(path, &mel.ds, config.as_ref())?;
     let data_bytes = check_shape(path, &shape, dtype.size())?;
     let rows = shape[0];
