@@ -96,7 +96,7 @@ pub(crate) fn probe(
                 return Err(too_long(path, limit, rate));
             }
         }
-        settle(path, s.promised, counted).map(|_| ())
+        s.finish(path, counted).map(|_| ())
     })
 }
 
@@ -116,6 +116,17 @@ struct Stream<'s> {
     /// A tagged MP3's promised end: symphonia trims every frame past it away, so data the
     /// tag does not count (files joined with `cat`) would vanish unseen.
     trimmed_end: Option<u64>,
+    /// Native FLAC: the bytes its frames span (first frame's start, stream's end). Its
+    /// reader drops a frame failing its CRC and resynchronises on the next: the frames'
+    /// own numbers (packet timestamps) must then run on without a gap, and their bytes
+    /// must add up to the span.
+    flac_frames: Option<(u64, u64)>,
+    /// FLAC: the timestamp the next packet must have.
+    next_ts: u64,
+    /// FLAC: the bytes of the packets read so far.
+    frame_bytes: u64,
+    /// Whether the reader stopped at an unexpected end of file (inside a packet or page).
+    cut: bool,
 }
 
 impl<'s> Stream<'s> {
@@ -126,6 +137,67 @@ impl<'s> Stream<'s> {
         path: &Path,
     ) -> Result<Self> {
         let bad = |reason: &str| Error::decode(path, reason);
+        let io = |e: std::io::Error| Error::read(path, e);
+        let mut source = source;
+        let len = source.byte_len();
+        // The framing a reader would resynchronise across, checked from the bytes; a raw
+        // stream is bounded before a trailing tag.
+        let mut flac_frames = None;
+        let mut variable_caf = false;
+        if let Some(len) = len {
+            let raw = matches!(
+                container,
+                Container::Flac | Container::Mp3 { .. } | Container::Adts
+            );
+            let end = if raw {
+                crate::framing::audio_end(&mut source, offset, len).map_err(io)?
+            } else {
+                len
+            };
+            let verdict = match container {
+                Container::Ogg => {
+                    crate::framing::ogg_pages(&mut source, offset, len).map_err(io)?
+                }
+                Container::Adts => {
+                    crate::framing::adts_frames(&mut source, offset, end).map_err(io)?
+                }
+                _ => Ok(()),
+            };
+            verdict.map_err(|reason| Error::decode(path, reason))?;
+            if container == Container::Flac {
+                flac_frames = crate::framing::flac_frames_start(&mut source, offset, end)
+                    .map_err(io)?
+                    .map(|first| (first, end));
+            }
+            let mut patch = None;
+            match container {
+                Container::Aiff => {
+                    if let Some(rate) =
+                        crate::sniff::aiff_fractional_rate(&mut source, offset, len).map_err(io)?
+                    {
+                        return Err(fractional_rate(path, rate));
+                    }
+                }
+                Container::Caf => {
+                    if let Some(h) =
+                        crate::sniff::caf_header(&mut source, offset, len).map_err(io)?
+                    {
+                        caf_check(path, &h)?;
+                        variable_caf = h.variable;
+                        // A streaming writer's "to the end of the file", as symphonia
+                        // does not read it: the size the data has.
+                        if let (Some(at), Some(start)) = (h.streamed_size_at, h.data_start) {
+                            patch = Some((at, (len.saturating_sub(start) as i64).to_be_bytes()));
+                        }
+                    }
+                }
+                _ => {}
+            }
+            if end < len || patch.is_some() {
+                source.seek(SeekFrom::Start(0)).map_err(io)?;
+                source = Box::new(crate::framing::Bounded::new(source, end, patch).map_err(io)?);
+            }
+        }
         let mut mss = MediaSourceStream::new(source, Default::default());
         // AIFF's own promise, which symphonia does not keep (it counts the SSND data).
         let aiff_frames = match (container, mss.byte_len()) {
@@ -148,14 +220,25 @@ impl<'s> Stream<'s> {
             .ok_or_else(|| bad("no audio codec parameters"))?
             .clone();
         // MP3 without a Xing/Info/VBRI tag, ADTS and Matroska only estimate their length.
+        // A CAF packet table's frame count is no promise either: ffmpeg writes packets x
+        // frames per packet there (16384 for 16000 frames of ALAC), and the decoder knows
+        // the last packet's length; a cut file is found by its packets, each of a size
+        // the table gives, ending early.
         let promises = !matches!(
             container,
             Container::Mp3 { tagged: false } | Container::Adts | Container::Mkv
-        );
+        ) && !variable_caf;
         let promised = aiff_frames.or(track.num_frames.filter(|_| promises));
         let track_id = track.id;
+        let mut for_decoder = params.clone();
+        if [ids::CODEC_ID_PCM_ALAW, ids::CODEC_ID_PCM_MULAW].contains(&params.codec) {
+            // G.711's widths are implicit: CAF gives 8 bits, which symphonia's PCM decoder
+            // takes for the decoded width and refuses ("unexpected bits per sample").
+            for_decoder.bits_per_sample = None;
+            for_decoder.bits_per_coded_sample = None;
+        }
         let decoder = symphonia::default::get_codecs()
-            .make_audio_decoder(&params, &AudioDecoderOptions::default())
+            .make_audio_decoder(&for_decoder, &AudioDecoderOptions::default())
             .map_err(|e| match e {
                 SymError::Unsupported(_) => Error::unsupported(
                     path,
@@ -184,6 +267,10 @@ impl<'s> Stream<'s> {
             .contains(&params.codec),
             scratch: Vec::new(),
             trimmed_end: promised.filter(|_| matches!(container, Container::Mp3 { tagged: true })),
+            flac_frames,
+            next_ts: 0,
+            frame_bytes: 0,
+            cut: false,
         })
     }
 
@@ -194,11 +281,14 @@ impl<'s> Stream<'s> {
             match self.format.next_packet() {
                 Ok(Some(p)) if p.track_id == self.track_id => {
                     self.check_not_past_the_promise(path, &p)?;
+                    self.check_flac_continuity(path, &p)?;
                     return Ok(Some(p));
                 }
                 Ok(Some(_)) => continue,
                 Ok(None) => return Ok(None),
                 Err(SymError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    // Judged by `finish`, after the header's promise.
+                    self.cut = true;
                     return Ok(None);
                 }
                 Err(e) => return Err(sym_error(path, e)),
@@ -231,6 +321,63 @@ impl<'s> Stream<'s> {
         }
     }
 
+    /// FLAC: a packet must start where the last one ended (its frame number says where),
+    /// or the reader skipped a damaged frame.
+    fn check_flac_continuity(
+        &mut self,
+        path: &Path,
+        p: &symphonia::core::packet::Packet,
+    ) -> Result<()> {
+        if self.flac_frames.is_none() {
+            return Ok(());
+        }
+        let ts = p.pts.get();
+        if ts != self.next_ts as i64 {
+            let what = if ts > self.next_ts as i64 {
+                format!("{} frames missing", ts as u64 - self.next_ts)
+            } else {
+                format!("a frame out of order (it says frame {ts})")
+            };
+            return Err(Error::decode(
+                path,
+                format!(
+                    "corrupt audio data: {what} at frame {} (a damaged FLAC frame, skipped by the reader)",
+                    self.next_ts
+                ),
+            ));
+        }
+        self.next_ts = self.next_ts.saturating_add(p.dur.get());
+        self.frame_bytes = self.frame_bytes.saturating_add(p.data.len() as u64);
+        Ok(())
+    }
+
+    /// The verdict once every packet is read (`held` frames): the header's promise
+    /// ([`settle`]), then a file cut inside a packet or page, then FLAC bytes that were
+    /// no frame. Returns the frame count to report.
+    fn finish(&self, path: &Path, held: u64) -> Result<usize> {
+        let frames = settle(path, self.promised, held)?;
+        if self.cut {
+            return Err(Error::decode(
+                path,
+                format!("truncated: the file ends inside its data, after frame {held}"),
+            ));
+        }
+        if let Some((first, end)) = self.flac_frames {
+            let span = end.saturating_sub(first);
+            if self.frame_bytes < span {
+                return Err(Error::decode(
+                    path,
+                    format!(
+                        "corrupt audio data: {} of the FLAC stream's bytes, from byte {}, are no valid frame (damaged or cut data, skipped by the reader, after frame {held})",
+                        span - self.frame_bytes,
+                        first + self.frame_bytes
+                    ),
+                ));
+            }
+        }
+        Ok(frames)
+    }
+
     /// Frames in the packets left, decoded and counted but not kept (packet durations
     /// are no substitute: symphonia's MP3 reader counts encoder delay and padding in them,
     /// its Ogg reader does not, Matroska often gives none). Float PCM is checked for NaN
@@ -259,6 +406,36 @@ impl<'s> Stream<'s> {
         }
         Ok(n)
     }
+}
+
+/// A sample rate that is not a whole number of hertz, refused by name: melctl's rates are
+/// whole, and taking its integer part would store the audio at a rate it is not.
+fn fractional_rate(path: &Path, rate: f64) -> Error {
+    Error::unsupported(
+        path,
+        format!(
+            "unsupported sample rate: {rate} Hz is not a whole number of hertz (taking {} Hz would shift every pitch)",
+            rate.trunc()
+        ),
+    )
+}
+
+/// What a CAF header says that symphonia would read wrong or refuse unclearly: a
+/// fractional rate, 8-bit PCM (symphonia reads 16, 24 and 32 bits).
+fn caf_check(path: &Path, h: &crate::sniff::CafHeader) -> Result<()> {
+    if h.rate.is_finite() && h.rate > 0.0 && h.rate.fract() != 0.0 {
+        return Err(fractional_rate(path, h.rate));
+    }
+    if &h.format == b"lpcm" && !matches!(h.bits, 16 | 24 | 32 | 64) {
+        return Err(Error::unsupported(
+            path,
+            format!(
+                "unsupported sample format: {}-bit PCM in CAF (melctl reads 16, 24 and 32-bit integer and 32/64-bit float CAF)",
+                h.bits
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A decoded buffer's (rate, channels) must be usable and the same as the one before.
@@ -375,7 +552,7 @@ fn decode_inner(
     } else {
         0
     };
-    let frames = settle(path, s.promised, counted.saturating_add(rest))?;
+    let frames = s.finish(path, counted.saturating_add(rest))?;
     let rate = rate.ok_or_else(|| bad("no audio samples".into()))?;
     fit_clip(&mono, rate, audio, dst)
         .map_err(|e| Error::limit(path.display().to_string(), e.to_string()))?;

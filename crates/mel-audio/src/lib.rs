@@ -4,6 +4,7 @@
 
 pub mod decode;
 pub mod fingerprint;
+mod framing;
 pub mod generic;
 pub mod manifest;
 mod mix;

@@ -353,6 +353,99 @@ fn comm_chunk<R: Read + Seek>(r: &mut R, base: u64, len: u64) -> std::io::Result
     Ok(None)
 }
 
+/// An AIFF's sample rate from its COMM chunk (an 80-bit extended float), when that is not
+/// a whole number of hertz: symphonia would take its integer part, and the audio would be
+/// stored as if at another rate (0.9 Hz off at 16000.9 Hz, with no resampling).
+pub(crate) fn aiff_fractional_rate<R: Read + Seek>(
+    r: &mut R,
+    base: u64,
+    len: u64,
+) -> std::io::Result<Option<f64>> {
+    let Some(body) = comm_chunk(r, base, len)? else {
+        return Ok(None);
+    };
+    let Some(b) = body.get(8..18) else {
+        return Ok(None);
+    };
+    let exp = (u16::from_be_bytes([b[0], b[1]]) & 0x7fff) as i32 - 16383;
+    let mantissa = u64::from_be_bytes(b[2..10].try_into().unwrap());
+    let whole = match 63 - exp {
+        shift if mantissa == 0 || !(0..64).contains(&shift) => true,
+        shift => mantissa & ((1u64 << shift) - 1) == 0,
+    };
+    Ok((!whole).then(|| mantissa as f64 * 2f64.powi(exp - 63)))
+}
+
+/// What a CAF file's header says that symphonia's reader gets wrong or would refuse
+/// unclearly.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct CafHeader {
+    /// The sample rate (a 64-bit float in the `desc` chunk).
+    pub rate: f64,
+    /// The format ID (`lpcm`, `alac`, `ulaw`...).
+    pub format: [u8; 4],
+    /// Bits per channel.
+    pub bits: u32,
+    /// Whether the format's packets vary in size (a packet table gives them).
+    pub variable: bool,
+    /// Where the `data` chunk's size field is, when it is -1 ("to the end of the file", as
+    /// a streaming writer leaves it).
+    pub streamed_size_at: Option<u64>,
+    /// Where the `data` chunk's body starts.
+    pub data_start: Option<u64>,
+}
+
+/// Reads the chunks of the CAF file at `base` (64 at most): its `desc` and where its
+/// `data` chunk is. `None` without a `desc` chunk (the reader says what is wrong).
+pub(crate) fn caf_header<R: Read + Seek>(
+    r: &mut R,
+    base: u64,
+    len: u64,
+) -> std::io::Result<Option<CafHeader>> {
+    let mut h = CafHeader::default();
+    let mut desc = false;
+    let mut pos = base + 8;
+    for _ in 0..64 {
+        let ck = read_at(r, pos, 12)?;
+        if ck.len() < 12 {
+            break;
+        }
+        let size = i64::from_be_bytes(ck[4..12].try_into().unwrap());
+        let body = pos + 12;
+        match &ck[..4] {
+            b"desc" => {
+                let d = read_at(r, body, 32)?;
+                if d.len() < 32 {
+                    break;
+                }
+                h.rate = f64::from_be_bytes(d[..8].try_into().unwrap());
+                h.format.copy_from_slice(&d[8..12]);
+                let bytes_per_packet = u32::from_be_bytes(d[16..20].try_into().unwrap());
+                let frames_per_packet = u32::from_be_bytes(d[20..24].try_into().unwrap());
+                h.variable = bytes_per_packet == 0 || frames_per_packet == 0;
+                h.bits = u32::from_be_bytes(d[28..32].try_into().unwrap());
+                desc = true;
+            }
+            b"data" => {
+                h.data_start = Some(body);
+                if size == -1 {
+                    h.streamed_size_at = Some(pos + 4);
+                    break;
+                }
+            }
+            _ => {}
+        }
+        if size < 0 {
+            break;
+        }
+        pos = body.saturating_add(size as u64);
+        if pos >= len {
+            break;
+        }
+    }
+    Ok(desc.then_some(h))
+}
+
 fn unrecognised(head: &[u8]) -> String {
     if head.is_empty() {
         return "empty file (0 bytes)".into();

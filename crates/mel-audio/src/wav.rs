@@ -21,6 +21,8 @@
 //!   message says so (a writer killed before it wrote the size; ffmpeg would read on,
 //!   libsndfile reads nothing: melctl refuses rather than guess). A size that is not a
 //!   whole number of frames ends at the last whole frame (both readers do the same).
+//! - A second `data` chunk after the first is refused (libsndfile refuses the file, ffmpeg
+//!   reads the first chunk only): which one holds the audio is a guess.
 
 use std::io::{Read, Seek};
 
@@ -169,6 +171,12 @@ pub(crate) fn parse<R: Read + Seek>(
                     (0xffff_ffff, false, _) => None,
                     (s, _, _) => Some(s),
                 };
+                let after = size.map(|s| body.saturating_add(s + (s & 1)));
+                if let Some(at) = after.map(|p| second_data(r, p, len)).transpose()?.flatten() {
+                    return Ok(Err(bad(format!(
+                        "malformed: a second data chunk at byte {at} (libsndfile refuses such a file, ffmpeg reads the first chunk only)"
+                    ))));
+                }
                 return Ok(header(&f, body, size, len));
             }
             _ => {}
@@ -178,6 +186,26 @@ pub(crate) fn parse<R: Read + Seek>(
     Ok(Err(bad(format!(
         "malformed: no data chunk in the first {MAX_CHUNKS} chunks"
     ))))
+}
+
+/// Where a `data` chunk starts among the chunks from `pos` to `len` (after the first data
+/// chunk), if one does: which of them holds the audio is anyone's guess.
+fn second_data<R: Read + Seek>(r: &mut R, mut pos: u64, len: u64) -> std::io::Result<Option<u64>> {
+    for _ in 0..MAX_CHUNKS {
+        let ck = read_at(r, pos, 8)?;
+        if ck.len() < 8 {
+            break;
+        }
+        if &ck[..4] == b"data" {
+            return Ok(Some(pos));
+        }
+        let size = u32::from_le_bytes([ck[4], ck[5], ck[6], ck[7]]) as u64;
+        pos += 8 + size + (size & 1);
+        if pos >= len {
+            break;
+        }
+    }
+    Ok(None)
 }
 
 /// The header from the `fmt ` chunk's bytes `f`, the data's start and its declared size.
