@@ -32,8 +32,8 @@ use cli::{BuildArgs, Cli, Command, OnError};
 const EXIT_INTERRUPTED: u8 = 130;
 /// Exit status when writing to stdout or stderr failed (BSD's EX_IOERR).
 const EXIT_OUTPUT_FAILED: u8 = 74;
-/// Exit status when a memory-mapped input changed under the build (BSD's EX_IOERR).
-const EXIT_MAPPED_INPUT_CHANGED: i32 = 74;
+/// Exit status when a memory-mapped file changed while it was read (BSD's EX_IOERR).
+const EXIT_MAPPED_INPUT_CHANGED: u8 = 74;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -113,21 +113,10 @@ fn quiet_vulkan_loader() {
 /// makes the next read of it raise SIGBUS. Say what happened instead of dying silently;
 /// nothing was published (outputs are renamed into place only at the end).
 fn on_sigbus_explain_and_exit() {
-    extern "C" fn handler(_: libc::c_int) {
-        const MSG: &[u8] = b"\nerror: a memory-mapped input changed under melctl (the decoded-audio cache was truncated or replaced, or its disk failed); nothing was published; run the build again: the cache is checked and rebuilt\n";
-        // SAFETY: write(2) and _exit(2) are async-signal-safe; MSG is a static buffer.
-        unsafe {
-            libc::write(2, MSG.as_ptr().cast(), MSG.len());
-            libc::_exit(EXIT_MAPPED_INPUT_CHANGED);
-        }
-    }
-    // SAFETY: installs a handler that only calls async-signal-safe functions.
-    unsafe {
-        libc::signal(
-            libc::SIGBUS,
-            handler as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
-    }
+    melread::sigbus::exit_on_sigbus(
+        "error: a memory-mapped file changed under melctl (the decoded-audio cache or a dataset being read was truncated or replaced by another process, or its disk failed); nothing was published; run again once it is complete (the cache is checked and rebuilt)",
+        EXIT_MAPPED_INPUT_CHANGED,
+    );
 }
 
 fn run(cli: Cli, interrupted: &Arc<AtomicBool>) -> Result<u8> {

@@ -744,7 +744,7 @@ fn a_truncated_cache_during_a_build_is_explained_not_a_bare_sigbus() {
     let err = text(&o.stderr);
     c.check(
         &o,
-        o.status.code() == Some(74) && err.contains("a memory-mapped input changed"),
+        o.status.code() == Some(74) && err.contains("a memory-mapped file changed"),
         "exit 74 with the explanation",
     );
     assert!(dir.names("out2").iter().all(|n| !n.ends_with(".h5")));

@@ -351,6 +351,7 @@ pub fn run(args: &Args, log: &mut dyn Write) -> Result<Report> {
 }
 
 fn main() -> Result<()> {
+    melread::sigbus::exit_on_sigbus(melread::sigbus::DEFAULT_MESSAGE, 74);
     let args = Args::parse();
     run(&args, &mut std::io::stdout().lock())?;
     Ok(())

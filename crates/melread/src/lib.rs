@@ -61,6 +61,7 @@ mod h5file;
 mod loader;
 mod npy;
 mod order;
+pub mod sigbus;
 mod split;
 #[cfg(feature = "candle")]
 pub mod tensor;

@@ -358,3 +358,58 @@ fn fifos_and_devices_are_refused_without_blocking() {
         "{text}"
     );
 }
+
+/// A mapped split truncated by another process while it is read (`cp` or `rsync
+/// --inplace` over it) raised SIGBUS: the train example died with "Bus error" (exit 135)
+/// and no word. With [`melread::sigbus::exit_on_sigbus`] (which the train example and
+/// melctl install) it is one line and exit 74. Run in a child process: this test's
+/// binary, asked by an environment variable to be the reader.
+#[test]
+fn a_split_truncated_while_mapped_is_one_line_and_an_exit_code_not_a_bus_error() {
+    const CHILD: &str = "MELREAD_TEST_SIGBUS_SPLIT";
+    if let Some(path) = std::env::var_os(CHILD) {
+        melread::sigbus::exit_on_sigbus(melread::sigbus::DEFAULT_MESSAGE, 74);
+        let split = Split::open(&path).unwrap();
+        assert!(
+            matches!(split.access(), melread::Access::Map),
+            "{:?}",
+            split.access()
+        );
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(4096)
+            .unwrap();
+        for c in 0..split.clips() {
+            let _ = split.clip(c);
+        }
+        panic!("every clip read after the truncation");
+    }
+    let t = tempfile::tempdir().unwrap();
+    let out = build(
+        &t.path().join("o"),
+        Preset::Leak4k,
+        Dtype::F32,
+        Out::Hdf5 {
+            chunk_clips: 0,
+            gzip: 0,
+        },
+        &[("training", 20)],
+    );
+    let o = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_split_truncated_while_mapped_is_one_line_and_an_exit_code_not_a_bus_error",
+            "--nocapture",
+        ])
+        .env(CHILD, out.join("training.h5"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(74), "{:?}: {err}", o.status);
+    assert!(
+        err.contains("a memory-mapped dataset changed while it was read"),
+        "{err}"
+    );
+}
