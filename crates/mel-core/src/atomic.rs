@@ -42,11 +42,26 @@ fn mode(bits: u32) -> std::fs::Permissions {
 }
 
 fn prefix(final_path: &Path) -> String {
+    format!("{}{}-", temp_stem(final_path), std::process::id())
+}
+
+/// Names of `final_path`'s temporaries start with this: `.NAME.partial-`, with a NAME
+/// longer than 160 bytes cut at 128 and marked by a hash of the whole (a 245-byte report
+/// name is valid, but its temporary was past the 255-byte limit of a file name).
+fn temp_stem(final_path: &Path) -> String {
     let name = final_path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    format!(".{name}.partial-{}-", std::process::id())
+    if name.len() <= 160 {
+        return format!(".{name}.partial-");
+    }
+    let mut cut = 128;
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let hash = xxhash_rust::xxh3::xxh3_64(name.as_bytes());
+    format!(".{}~{hash:016x}.partial-", &name[..cut])
 }
 
 impl Staged {
@@ -307,13 +322,10 @@ fn temp_pid(stem: &str, name: &str) -> Option<u32> {
 /// Removes what killed runs left beside `final_path`: `.NAME.partial-PID-XXXXXX` files or
 /// folders whose process no longer exists. Returns how many were removed.
 pub fn remove_stale_partials(final_path: &Path) -> usize {
-    let Some(name) = final_path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-    else {
+    if final_path.file_name().is_none() {
         return 0;
-    };
-    let stem = format!(".{name}.partial-");
+    }
+    let stem = temp_stem(final_path);
     let Ok(entries) = std::fs::read_dir(parent(final_path)) else {
         return 0;
     };
@@ -507,6 +519,35 @@ mod tests {
         );
         drop(first);
         DirLock::try_now(t.path()).unwrap();
+    }
+
+    /// Any valid file name can be written atomically: the temporary of a 250-byte name
+    /// (`.NAME.partial-PID-XXXXXX` was past the 255-byte limit) is cut and hashed, and a
+    /// killed run's leftover of it is still found.
+    #[test]
+    fn a_name_near_the_file_name_limit_gets_a_short_temporary() {
+        let t = tempfile::tempdir().unwrap();
+        let long = format!("{}.json", "é".repeat(120) + "r");
+        assert!(long.len() > 240 && long.len() <= 255, "{}", long.len());
+        let fin = t.path().join(&long);
+        write_file(&fin, b"report", false).unwrap();
+        assert_eq!(std::fs::read(&fin).unwrap(), b"report");
+        let (staged, _f) = Staged::file(&fin).unwrap();
+        let temp = staged.path().file_name().unwrap().len();
+        assert!(temp <= 255, "{temp}");
+        let other = t.path().join(format!("{}x.json", "é".repeat(120) + "r"));
+        let (_, _g) = Staged::file(&other).unwrap();
+        let leftover = staged.path().to_string_lossy().replace(
+            &format!("partial-{}-", std::process::id()),
+            "partial-99999999-",
+        );
+        std::fs::write(&leftover, b"x").unwrap();
+        assert_eq!(
+            remove_stale_partials(&fin),
+            1,
+            "the leftover of this name only"
+        );
+        assert!(!Path::new(&leftover).exists());
     }
 
     #[test]
