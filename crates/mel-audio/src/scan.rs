@@ -33,8 +33,8 @@ use mel_core::{Error, Result};
 /// audio": an `.m4a` class folder once vanished from the label map with exit 0.
 pub const AUDIO_EXTENSIONS: &[&str] = &[
     // Decoded.
-    "wav", "wave", "rf64", "bw64", "flac", "ogg", "oga", "mp3", "aif", "aiff", "aifc", "m4a", "m4b",
-    "mp4", "caf", "aac", "adts", "mka", "mkv", "webm", // Refused by name.
+    "wav", "wave", "bwf", "rf64", "bw64", "flac", "ogg", "oga", "mp3", "aif", "aiff", "aifc", "m4a",
+    "m4b", "mp4", "caf", "aac", "adts", "mka", "mkv", "webm", // Refused by name.
     "opus", "wv", "au", "snd", "w64", "wma", "ape", "amr", "ac3", "mp2", "spx", "tta", "mpc",
     "3gp", "dts", "voc",
 ];

@@ -336,6 +336,7 @@ fn every_format_the_decoder_reads_is_built_from_folders_and_foreign_audio_is_cou
         ("clip.caf", "data/all/b/q.caf"),
         ("adts.aac", "data/all/b/r.aac"),
         ("flac.mka", "data/all/b/s.mka"),
+        ("pcm16.wav", "data/all/b/u.bwf"),
         ("clip.opus", "data/all/c/t.opus"),
     ] {
         std::fs::create_dir_all(dir.join(to).parent().unwrap()).unwrap();
@@ -361,8 +362,8 @@ fn every_format_the_decoder_reads_is_built_from_folders_and_foreign_audio_is_cou
     ]).stdout();
     strict.check(
         &o,
-        names.trim() == "['a', 'b', 'c'] 6",
-        &format!("three classes, six clips: {names}"),
+        names.trim() == "['a', 'b', 'c'] 7",
+        &format!("three classes, seven clips: {names}"),
     );
 }
 
