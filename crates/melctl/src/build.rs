@@ -679,19 +679,34 @@ fn describe_journal(state: &JournalState) -> String {
 }
 
 /// The cache folder the configuration names; by default `$XDG_CACHE_HOME/melctl`, else
-/// `~/.cache/melctl`, else a folder in the system's temporary folder.
-pub fn cache_dir(config: &Config) -> PathBuf {
+/// `~/.cache/melctl`, else this user's own folder in the system's temporary folder
+/// (`melctl-cache-UID`, mode 0700): a shared, predictable `/tmp/melctl-cache` could be
+/// made first by another user, who would then serve this user's decoded audio.
+pub fn cache_dir(config: &Config) -> Result<PathBuf> {
     if !config.run.cache_dir.is_empty() {
-        return PathBuf::from(&config.run.cache_dir);
+        return Ok(PathBuf::from(&config.run.cache_dir));
     }
     let var = |name| std::env::var_os(name).filter(|x| !x.is_empty());
     if let Some(x) = var("XDG_CACHE_HOME") {
-        return PathBuf::from(x).join("melctl");
+        return Ok(PathBuf::from(x).join("melctl"));
     }
     if let Some(h) = var("HOME") {
-        return PathBuf::from(h).join(".cache").join("melctl");
+        return Ok(PathBuf::from(h).join(".cache").join("melctl"));
     }
-    std::env::temp_dir().join("melctl-cache")
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let dir = std::env::temp_dir().join(format!("melctl-cache-{uid}"));
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+    let m = std::fs::symlink_metadata(&dir)
+        .with_context(|| format!("cannot create the cache folder {}", dir.display()))?;
+    if !m.is_dir() || m.uid() != uid || m.mode() & 0o077 != 0 {
+        anyhow::bail!(
+            "{}: the default cache folder (no HOME or XDG_CACHE_HOME) is not a private folder of this user; set --cache-dir",
+            dir.display()
+        );
+    }
+    Ok(dir)
 }
 
 /// The loader each split would get and why, without building any (`--dry-run`); an
@@ -721,7 +736,7 @@ fn loader_choice(
     let needs_key = matches!(config.run.loader, LoaderKind::Auto | LoaderKind::Memmap);
     let key = if needs_key {
         Some(CacheKey::new(
-            &cache_dir(config),
+            &cache_dir(config)?,
             &dataset.root,
             split,
             files,

@@ -282,3 +282,36 @@ fn a_split_folder_replaced_whole_never_takes_another_output_with_it() {
         b"keep"
     );
 }
+
+/// Without HOME or XDG_CACHE_HOME the decoded-audio cache goes to this user's private
+/// folder in the temporary folder, never a shared predictable one another user could make
+/// first (it was `/tmp/melctl-cache`); a folder at that name that is not private is
+/// refused.
+#[test]
+fn the_fallback_cache_folder_is_private_to_the_user() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = scenario(4);
+    let tmp = dir.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let cache = tmp.join(format!("melctl-cache-{uid}"));
+    let mut c = dir.melctl();
+    c.args(["build", "-i", "data", "-o", "out", "--config", "short.toml"])
+        .args(["--backend", "cpu", "--loader", "memmap", "-q"]);
+    c.command()
+        .env_remove("HOME")
+        .env_remove("XDG_CACHE_HOME")
+        .env("TMPDIR", &tmp);
+    c.expect_code(0);
+    let m = std::fs::metadata(&cache).unwrap();
+    assert!(m.is_dir() && m.mode() & 0o777 == 0o700, "{:o}", m.mode());
+    assert_eq!(m.uid(), uid);
+    assert!(
+        std::fs::read_dir(&cache).unwrap().count() > 0,
+        "the cache is there"
+    );
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = refused(&mut c);
+    assert!(err.contains("not a private folder of this user"), "{err}");
+}
