@@ -220,9 +220,21 @@ pub fn run(args: &Args, log: &mut dyn Write) -> Result<Report> {
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
     let open = |name: &str| -> Result<Arc<Split>> {
-        Ok(Arc::new(Split::open_in(&args.data, name).with_context(
-            || format!("opening the {name} split of {}", args.data.display()),
-        )?))
+        let split = Split::open_in(&args.data, name)
+            .with_context(|| format!("opening the {name} split of {}", args.data.display()))?;
+        // An empty split would train on nothing, or score "0.000 of 0 files".
+        if split.clips() == 0 {
+            anyhow::bail!(
+                "the {name} split of {} holds no clips (were all its files skipped?): there is nothing to {}",
+                args.data.display(),
+                if name == "training" {
+                    "train on"
+                } else {
+                    "score"
+                }
+            );
+        }
+        Ok(Arc::new(split))
     };
     let training = open("training")?;
     let validation = open("validation")?;

@@ -189,6 +189,25 @@ fn options_no_training_can_use_are_refused_naming_the_flag() {
     }
 }
 
+/// A split with no clips (every file skipped) is refused naming it: train printed
+/// "file-level accuracy 0.000 (0 files)".
+#[test]
+fn an_empty_split_is_refused_naming_it() {
+    let t = tempfile::tempdir().unwrap();
+    let data = build(
+        t.path(),
+        Preset::Speech16k,
+        Dtype::F16,
+        Out::Npy,
+        &[("training", 10), ("validation", 5), ("testing", 0)],
+    );
+    let e = refused(&quick_args(data));
+    assert!(
+        e.contains("the testing split") && e.contains("holds no clips"),
+        "{e}"
+    );
+}
+
 #[test]
 fn splits_with_another_label_map_or_mel_configuration_are_refused() {
     let t = tempfile::tempdir().unwrap();
