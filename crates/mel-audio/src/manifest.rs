@@ -775,7 +775,7 @@ mod tests {
             ("path,label,split\nx.wav,a,/etc/x\n", "path separator"),
             (
                 "path,label,split\nx.wav,a,t\ny.wav,,t\n",
-                "line 3: the label an empty name",
+                "line 3: the label \"\" is empty",
             ),
             (
                 "path,label,split\nx.wav,\"a\u{0}b\",t\n",

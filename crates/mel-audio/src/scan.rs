@@ -144,7 +144,7 @@ pub fn identity(path: &Path) -> Option<Identity> {
 /// character (terminal escapes). The error says what is wrong, the name escaped.
 pub fn check_name(name: &str) -> std::result::Result<(), String> {
     if name.is_empty() {
-        return Err("an empty name".into());
+        return Err("\"\" is empty".into());
     }
     if let Some(c) = name.chars().find(|&c| is_unprintable(c)) {
         return Err(format!("{name:?} contains the control character {c:?}"));

@@ -11,7 +11,15 @@ use std::path::Path;
 /// `O_NOATIME` when asked and allowed (no access-time write per file), then refuses
 /// anything that is not a regular file, saying what it is.
 pub fn open_regular(path: &Path, noatime: bool) -> std::io::Result<File> {
-    let f = open_flags(path, noatime)?;
+    // A socket cannot be opened at all (ENXIO, "No such device or address"): say what
+    // is there instead.
+    let f = open_flags(path, noatime).map_err(|e| match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() && e.raw_os_error() == Some(libc::ENXIO) => std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("not a regular file ({})", describe(m.file_type())),
+        ),
+        _ => e,
+    })?;
     let kind = f.metadata()?.file_type();
     if !kind.is_file() {
         return Err(std::io::Error::new(
@@ -121,6 +129,14 @@ mod tests {
         // /dev/zero would be read without end if the bound trusted st_size (0).
         let e = read_bounded(Path::new("/dev/zero"), 1 << 20).unwrap_err();
         assert!(e.to_string().contains("character device"), "{e}");
+        // A socket is named as one (opening it fails with ENXIO, "No such device").
+        let sock = t.path().join("s.wav");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let e = open_regular(&sock, true).unwrap_err();
+        assert!(
+            e.to_string().contains("not a regular file (a socket)"),
+            "{e}"
+        );
         let f = t.path().join("ok.wav");
         std::fs::write(&f, b"x").unwrap();
         assert!(open_regular(&f, true).is_ok());

@@ -160,6 +160,17 @@ impl CacheLoader {
         let clip_samples = audio.clip_samples();
         let t0 = Instant::now();
         let dir = key.path.parent().unwrap_or(Path::new("."));
+        if let Ok(m) = std::fs::metadata(dir)
+            && !m.is_dir()
+        {
+            return Err(Error::output(
+                dir,
+                format!(
+                    "the cache folder is {}, not a folder; give --cache-dir a folder",
+                    mel_core::input::describe(m.file_type())
+                ),
+            ));
+        }
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let _lock = atomic::DirLock::wait(dir)?;
         let outcome = match Self::map_valid(key, files, clip_samples) {

@@ -172,3 +172,35 @@ fn a_failed_build_is_named_even_when_its_report_cannot_be_written() {
     assert!(err.contains("zz-broken.wav"), "{err}");
     assert!(err.contains("cannot write the report"), "{err}");
 }
+
+/// Messages that state the real cause (issue 22 attack round): a cache folder that is a
+/// device or a file was "File exists"; an output folder given to `inspect` was
+/// "meta.json: cannot read".
+#[test]
+fn misleading_messages_name_the_real_cause() {
+    let dir = Dir::new();
+    small_dataset(&dir);
+    dir.create("afile", b"x");
+    for cache in ["/dev/null", "afile"] {
+        let o = dir
+            .melctl()
+            .args(["build", "-i", "data", "-o", "out", "--loader", "memmap"])
+            .args(["--cache-dir", cache, "-q"])
+            .output();
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("the cache folder is") && err.contains("not a folder"),
+            "{cache}: {err}"
+        );
+    }
+    dir.melctl()
+        .args(["build", "-i", "data", "-o", "out", "-q"])
+        .expect_code(0);
+    let o = dir.melctl().args(["inspect", "out"]).output();
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("no npy split") && err.contains("training.h5"),
+        "{err}"
+    );
+}

@@ -953,6 +953,31 @@ fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
         ));
     }
     let meta_path = dir.join("meta.json");
+    // A folder that is no npy split (an output folder given instead of one of its
+    // splits): say so, rather than "meta.json: cannot read".
+    if std::fs::symlink_metadata(&meta_path).is_err() {
+        let mut splits: Vec<String> = std::fs::read_dir(dir)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| e.file_name().to_str().map(str::to_string))
+                    .filter(|n| n.ends_with(".h5") || n.ends_with(".npy.d"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        splits.sort();
+        let hint = match splits.first() {
+            Some(first) => format!(
+                "; it holds the splits {}: give one of them, e.g. {}",
+                splits.join(", "),
+                dir.join(first).display()
+            ),
+            None => String::new(),
+        };
+        return Err(bad(
+            dir,
+            format!("a folder without meta.json is no npy split{hint}"),
+        ));
+    }
     // A regular file only, opened without blocking, read up to a bound on the bytes read.
     let meta_bytes = mel_core::input::read_bounded(&meta_path, MAX_META_BYTES)
         .map_err(|e| Error::read(&meta_path, e))?;

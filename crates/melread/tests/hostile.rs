@@ -413,3 +413,25 @@ fn a_split_truncated_while_mapped_is_one_line_and_an_exit_code_not_a_bus_error()
         "{err}"
     );
 }
+
+/// An output folder given where a split goes is told apart from a damaged npy split
+/// ("meta.json: cannot read"), with the splits it holds.
+#[test]
+fn an_output_folder_given_for_a_split_names_its_splits() {
+    let t = tempfile::tempdir().unwrap();
+    let out = build(
+        &t.path().join("o"),
+        Preset::Speech16k,
+        Dtype::F16,
+        Out::Hdf5 {
+            chunk_clips: 0,
+            gzip: 0,
+        },
+        &[("training", 2), ("testing", 2)],
+    );
+    let e = Split::open(&out).unwrap_err().to_string();
+    assert!(
+        e.contains("no npy split") && e.contains("testing.h5, training.h5"),
+        "{e}"
+    );
+}
