@@ -60,6 +60,13 @@ fn bad(path: &Path, reason: impl Into<String>) -> Error {
 /// not overflow, and a file at least as long as header plus data. Returns the header and
 /// the open file, from which the data is then read.
 pub(crate) fn open(path: &Path) -> Result<(NpyHeader, File)> {
+    // A split's files are its folder's own: a link could bring in values from anywhere.
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(bad(
+            path,
+            "a link; melctl writes a split's files into its folder, and reads only those",
+        ));
+    }
     let mut file = mel_core::input::open_regular(path, false).map_err(|e| Error::read(path, e))?;
     let file_len = file.metadata().map_err(|e| Error::read(path, e))?.len();
     let mut pre = [0u8; 12];
@@ -108,6 +115,17 @@ pub(crate) fn open(path: &Path) -> Result<(NpyHeader, File)> {
         .checked_mul(ty.size() as u64)
         .ok_or_else(|| bad(path, format!("shape {shape:?} overflows")))?;
     check_extent(path, "data", data_offset, data_len, file_len)?;
+    // melctl's .npy files end with their data: bytes past it (a sparse 10 GB tail) are
+    // not a file melctl wrote.
+    if data_offset + data_len != file_len {
+        return Err(bad(
+            path,
+            format!(
+                "{} bytes follow the data its header describes; melctl's files end with their data",
+                file_len - data_offset - data_len
+            ),
+        ));
+    }
     let header = NpyHeader {
         ty,
         shape,

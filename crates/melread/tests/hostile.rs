@@ -435,3 +435,39 @@ fn an_output_folder_given_for_a_split_names_its_splits() {
         "{e}"
     );
 }
+
+/// An npy split's files must be its own: a link to a file elsewhere, or bytes past the
+/// data (a sparse 10 GB tail), were read without complaint.
+#[test]
+fn npy_files_that_are_links_or_run_past_their_data_are_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let out = build(
+        &t.path().join("n"),
+        Preset::Speech16k,
+        Dtype::F32,
+        Out::Npy,
+        &[("testing", 2)],
+    );
+    let d = out.join("testing.npy.d");
+    let mel = d.join("mel.npy");
+    let elsewhere = t.path().join("elsewhere.npy");
+    std::fs::rename(&mel, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &mel).unwrap();
+    let text = refusal(&d);
+    assert!(
+        text.contains("mel.npy") && text.contains("a link"),
+        "{text}"
+    );
+    std::fs::remove_file(&mel).unwrap();
+    std::fs::rename(&elsewhere, &mel).unwrap();
+    assert!(Split::open(&d).is_ok(), "restored");
+    let len = std::fs::metadata(&mel).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&mel)
+        .unwrap()
+        .set_len(len + (10 << 30))
+        .unwrap();
+    let text = refusal(&d);
+    assert!(text.contains("10737418240 bytes follow the data"), "{text}");
+}
