@@ -216,6 +216,9 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     start_workers(config.run.threads)?;
     let (dataset, source) = load_dataset(args)?;
     check_outputs(args, &dataset, &config, report_to_stdout)?;
+    if let Some(note) = split_names_note(args, &dataset) {
+        errln!("{note}");
+    }
     if !quiet {
         errln!(
             "{}: {}, {}, {}; clip {:?} {} per clip",
@@ -442,6 +445,26 @@ fn devices_json() -> serde_json::Value {
         })
         .collect();
     serde_json::json!({"cuda": cuda, "wgpu": {"adapters": adapters}})
+}
+
+/// A note when folder splits have no name a split usually has: `ROOT/dog/day1/*.wav`
+/// builds splits `dog` and `cat` of classes `day1`, `day2`, which is valid but rarely
+/// meant (a class-per-folder tree one level too deep).
+fn split_names_note(args: &BuildArgs, dataset: &mel_audio::Dataset) -> Option<String> {
+    const SPLIT_WORDS: [&str; 7] = ["train", "val", "test", "dev", "eval", "hold", "all"];
+    let names: Vec<&str> = dataset.splits.iter().map(|s| s.name.as_str()).collect();
+    let split_like = |n: &&str| {
+        let n = n.to_lowercase();
+        SPLIT_WORDS.iter().any(|w| n.contains(w))
+    };
+    if args.input.is_none() || names.iter().any(split_like) {
+        return None;
+    }
+    Some(format!(
+        "note: the folders {} are read as splits (ROOT/{{split}}/{{class}}/), with classes {}; if they are classes, put them in one folder: ROOT/{{class}}/ builds one split `all`",
+        names.join(", "),
+        dataset.label_names.join(", ")
+    ))
 }
 
 /// How a manifest without a split column is split unless `--split-ratio` says otherwise.

@@ -204,3 +204,32 @@ fn misleading_messages_name_the_real_cause() {
         "{err}"
     );
 }
+
+/// A class-per-folder tree one level too deep (`ROOT/dog/day1/*.wav`) builds splits `dog`
+/// and `cat`: valid, so built, but said (it was silent); a usual tree gets no note.
+#[test]
+fn splits_named_like_classes_are_pointed_out() {
+    let dir = Dir::new();
+    small_dataset(&dir);
+    for (from, to) in [
+        ("data/training/leak", "odd/dog/day1"),
+        ("data/testing/leak", "odd/cat/day2"),
+    ] {
+        std::fs::create_dir_all(dir.join(to).parent().unwrap()).unwrap();
+        std::fs::rename(dir.join(from), dir.join(to)).unwrap();
+    }
+    let o = dir
+        .melctl()
+        .args(["build", "-i", "odd", "-o", "o1", "-q"])
+        .expect_code(0);
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("note: the folders cat, dog are read as splits"),
+        "{err}"
+    );
+    let o = dir
+        .melctl()
+        .args(["build", "-i", "data", "-o", "o2", "-q"])
+        .expect_code(0);
+    assert!(!text(&o.stderr).contains("note:"), "{}", text(&o.stderr));
+}
