@@ -121,7 +121,7 @@ pub fn text(
         s,
         "         files whose data fails to decode are skipped in the build (use --on-error fail to stop)"
     )?;
-    writeln!(s, "backend  {backend}")?;
+    writeln!(s, "backend  {backend} (started to be sure it works)")?;
     for (split, loader) in loaders {
         writeln!(s, "loader   {split}: {loader}")?;
     }

@@ -6,7 +6,6 @@
 #[macro_use]
 mod term;
 mod advice;
-mod backend;
 mod build;
 mod cli;
 mod demo;
@@ -206,7 +205,7 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     if config.run.backend == BackendKind::Cpu && config.run.device.is_some() {
         anyhow::bail!("--device picks a GPU; --backend cpu uses none (drop one of them)");
     }
-    if let Some(available) = mel_loaders::select::available_memory() {
+    if let Some(available) = melkit::loaders::select::available_memory() {
         config.check_memory(&plan, available)?;
     }
     let report_to_stdout = args.report.as_deref() == Some(std::path::Path::new("-"));
@@ -215,7 +214,9 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     let _discovery = melkit::backend::prewarm(config.run.backend);
     start_workers(config.run.threads)?;
     let (dataset, source) = load_dataset(args)?;
-    check_outputs(args, &dataset, &config, report_to_stdout)?;
+    let settings = build::settings(config.clone(), args)?;
+    let builder = melkit::build::Build::new(&dataset, settings).map_err(build::in_words)?;
+    check_outputs(args, &builder, report_to_stdout)?;
     if let Some(note) = split_names_note(args, &dataset) {
         errln!("{note}");
     }
@@ -235,9 +236,18 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         );
     }
     if args.dry_run {
-        let dataset = build::only_splits(&dataset, &args.splits)?;
-        let chosen = backend::choose(&plan, &config)?;
-        let loaders = build::loader_choices(&dataset, &config)?;
+        let mut chosen_splits = dataset.clone();
+        chosen_splits
+            .splits
+            .retain(|s| builder.settings().builds(&s.name));
+        let dataset = chosen_splits;
+        // The backend is started to be sure it works (a CUDA device, a wgpu adapter), as
+        // the build would; the dry run says so.
+        let chosen = melkit::backend::choose_described(&plan, &config)?;
+        for line in &chosen.warnings {
+            errln!("{line}");
+        }
+        let loaders = builder.loader_choices().map_err(build::in_words)?;
         out!(
             "{}",
             dryrun::text(
@@ -264,21 +274,15 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         }
         errln!("\ninterrupted: stopping (each output is committed whole or not at all)");
     });
-    let opts = build::BuildOptions {
-        on_error: args.on_error,
-        only: args.splits.clone(),
-        resume: args.resume,
-    };
     let mut report = build::BuildReport::default();
-    let built = build::build(
-        &dataset,
-        &config,
-        &args.output,
-        &opts,
-        &progress,
-        cancel.clone(),
-        &mut report,
-    );
+    let built = builder
+        .run(
+            &args.output,
+            &build::Terminal::new(&progress),
+            cancel,
+            &mut report,
+        )
+        .map_err(build::in_words);
     if built.is_ok() && !quiet {
         let summary = report::text(&report, verbose);
         if report_to_stdout {
@@ -337,13 +341,12 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
 /// file of another kind; the report's folder must take a new file.
 fn check_outputs(
     args: &BuildArgs,
-    dataset: &mel_audio::Dataset,
-    config: &mel_core::Config,
+    builder: &melkit::build::Build<'_>,
     report_to_stdout: bool,
 ) -> Result<()> {
     use mel_core::outputs::{Guard, Output, Written};
     let mut guard = Guard::new();
-    build::protect_inputs(&mut guard, dataset);
+    builder.protect_inputs(&mut guard);
     let named = [
         (&args.manifest, "the manifest"),
         (&args.flags.config, "the configuration file"),
@@ -354,12 +357,7 @@ fn check_outputs(
             guard.input(p, what);
         }
     }
-    let opts = build::BuildOptions {
-        on_error: args.on_error,
-        only: args.splits.clone(),
-        resume: args.resume,
-    };
-    let mut outputs = build::planned_outputs(dataset, config, &args.output, &opts);
+    let mut outputs = builder.planned_outputs(&args.output);
     if let Some(path) = args.report.as_ref().filter(|_| !report_to_stdout) {
         outputs.push(Output::new(path, "the report", Written::Stream));
     }

@@ -1049,3 +1049,68 @@ fn the_extract_example_writes_the_spectrogram_melctl_build_stores() {
         }
     }
 }
+
+/// melkit's `build` example (the build as a library, issue 23) writes what `melctl build`
+/// writes with the same settings: every dataset and attribute of every split equal, and
+/// the same build record, but for the build's id.
+#[test]
+fn the_melkit_build_example_writes_what_melctl_build_writes() {
+    let example =
+        extract_example().with_file_name(format!("build{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        example.is_file(),
+        "melkit's build example is not built at {}: `cargo build -p melkit --features datasets --examples`",
+        example.display()
+    );
+    let dir = Dir::new();
+    dir.melctl()
+        .args(["demo", "--clips", "40", "--no-build", "demo"])
+        .stdout();
+    dir.melctl()
+        .args(["build", "-i", "demo/data", "-o", "cli", "-q"])
+        .args(["--backend", "cpu", "--loader", "stream"])
+        .expect_code(0);
+    dir.program(&example)
+        .args([
+            "--input",
+            "demo/data",
+            "--output",
+            "lib",
+            "--preset",
+            "leak-4k",
+        ])
+        .args(["--backend", "cpu"])
+        .expect_code(0);
+    let diff = dir.program("python3").args([
+        "-c",
+        r#"
+import json, h5py, numpy as np
+def dump(folder):
+    out = {}
+    for split in ["training", "validation", "testing"]:
+        with h5py.File(f"{folder}/{split}.h5", "r") as f:
+            for k, v in f.attrs.items():
+                out[f"{split}@{k}"] = repr(v)
+            def visit(name, obj):
+                if isinstance(obj, h5py.Dataset):
+                    out[f"{split}/{name}"] = (obj.dtype.str, obj.shape, obj[()].tobytes() if obj.dtype.kind != "O" else repr(list(obj[()])))
+                    for k, v in obj.attrs.items():
+                        out[f"{split}/{name}@{k}"] = repr(v)
+            f.visititems(visit)
+    rec = json.load(open(f"{folder}/melctl-build.json"))
+    out["record"] = sorted((s, e["output"]) for s, e in rec["splits"].items())
+    return out
+a, b = dump("cli"), dump("lib")
+print(sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)))
+print(len(a))
+"#,
+    ]).stdout();
+    let mut lines = diff.lines();
+    let differ = lines.next().unwrap_or_default();
+    let compared: usize = lines.next().unwrap_or("0").trim().parse().unwrap_or(0);
+    assert_eq!(
+        differ, "['testing@build_id', 'training@build_id', 'validation@build_id']",
+        "only the build ids differ"
+    );
+    assert!(compared > 30, "{compared} items compared");
+}

@@ -256,3 +256,59 @@ pub fn choose(plan: &MelPlan, req: &BackendRequest) -> Result<Chosen> {
         }
     }
 }
+
+/// A started backend with its description: which and why, and a warning for each backend
+/// `auto` tried that did not start.
+pub struct Described {
+    /// The backend.
+    pub backend: Box<dyn MelBackend>,
+    /// E.g. `cuda (auto: a CUDA device works)`, `wgpu on Intel Arc`.
+    pub line: String,
+    /// `warning: backend auto: cuda did not start, trying the next: ...`, one per backend.
+    pub warnings: Vec<String>,
+}
+
+/// Starts the backend `run.backend` names (device `run.device`), as [`choose`] does, and
+/// describes the choice.
+pub fn choose_described(plan: &MelPlan, config: &mel_core::Config) -> Result<Described> {
+    let request = BackendRequest {
+        kind: config.run.backend,
+        device: config.run.device.clone(),
+        // Chunks of a quarter batch (at least 64 clips) alternate between two buffer
+        // sets, so copies and compute of consecutive chunks overlap.
+        gpu_chunk_clips: (config.run.batch_clips / 4).max(64),
+    };
+    let chosen = choose(plan, &request)?;
+    let c = &chosen.choice;
+    let warnings = c
+        .skipped
+        .iter()
+        .map(|(kind, e)| {
+            format!(
+                "warning: backend auto: {} did not start, trying the next: {e}",
+                kind.name()
+            )
+        })
+        .collect();
+    let on = c
+        .device
+        .as_ref()
+        .map(|d| format!(" on {d}"))
+        .unwrap_or_default();
+    let line = match (c.kind, c.auto) {
+        (BackendKind::Wgpu, None) => format!("wgpu{on}"),
+        (kind, None) => kind.name().to_string(),
+        (_, Some(AutoReason::CudaDevice)) => "cuda (auto: a CUDA device works)".into(),
+        (_, Some(AutoReason::HardwareAdapter)) => {
+            format!("wgpu{on} (auto: no CUDA device; a hardware GPU adapter)")
+        }
+        (_, Some(AutoReason::NoGpu)) => {
+            "cpu (auto: no CUDA device and no hardware GPU adapter)".into()
+        }
+    };
+    Ok(Described {
+        backend: chosen.backend,
+        line,
+        warnings,
+    })
+}

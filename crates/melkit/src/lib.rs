@@ -33,6 +33,8 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+#[cfg(feature = "datasets")]
+pub mod build;
 pub mod demo;
 pub mod extract;
 

@@ -1,0 +1,499 @@
+//! Building a dataset in-process, with the guarantees of `melctl build`: per split, a
+//! loader → mel backend → sink pipeline into a temporary output; the output folder locked
+//! for the whole build; every split published only when all have succeeded, then the
+//! build record that names them; with `resume`, finished batches journalled and an
+//! interrupted build continued.
+//!
+//! ```no_run
+//! use std::sync::{Arc, atomic::AtomicBool};
+//! use melkit::build::{Build, BuildReport, BuildSettings, NoObserver};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dataset = melkit::audio::scan(std::path::Path::new("clips"))?;
+//! let settings = BuildSettings::new(melkit::Preset::Leak4k.config());
+//! let build = Build::new(&dataset, settings)?;
+//! let mut report = BuildReport::default();
+//! build.run("out".as_ref(), &NoObserver, &Arc::new(AtomicBool::new(false)), &mut report)?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Settings are resolved and validated once ([`Build::new`]); progress and notices reach
+//! the caller through an [`Observer`]; the library reads no environment variable and prints
+//! nothing.
+
+mod error;
+mod loaders;
+mod outputs;
+mod report;
+mod resume;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use mel_audio::{Dataset, FileEntry, Split};
+use mel_core::atomic::DirLock;
+use mel_core::config::LoaderKind;
+use mel_core::outputs::{Guard, Output};
+use mel_core::pipeline::{self, RunOptions};
+use mel_core::{ClipFailure, ClipMeta, Config, Finished, MelPlan, SinkSpec, SourceInfo};
+use mel_sinks::{Journal, publish_build, remove_journal};
+
+pub use error::{Error, Result};
+pub use outputs::{check_split_names, final_path};
+pub use report::{BuildReport, KeptSplit, SplitReport, peak_rss_bytes};
+
+/// What a build does with a file it cannot decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnError {
+    /// Leave it out, name it in the report, and build the rest.
+    #[default]
+    Skip,
+    /// Stop at the first one and write nothing.
+    Fail,
+}
+
+/// Everything a build needs besides the dataset, resolved once.
+#[derive(Debug, Clone)]
+pub struct BuildSettings {
+    /// The spectrogram, run and output configuration.
+    pub config: Config,
+    /// Skip or stop at a file that cannot be decoded.
+    pub on_error: OnError,
+    /// Splits to build; empty: all. The folder's other splits stay as they are.
+    pub only: Vec<String>,
+    /// Journal finished batches beside the output and continue an interrupted build.
+    pub resume: bool,
+    /// Where the memmap loader keeps decoded audio (needed when `run.loader` is `auto` or
+    /// `memmap`).
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl BuildSettings {
+    /// Settings for `config`: skip bad files, build every split, no journal, no cache.
+    pub fn new(config: Config) -> Self {
+        BuildSettings {
+            config,
+            on_error: OnError::Skip,
+            only: Vec::new(),
+            resume: false,
+            cache_dir: None,
+        }
+    }
+
+    /// Whether split `name` is one this build writes.
+    pub fn builds(&self, name: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|o| o == name)
+    }
+}
+
+/// Told what a build is doing, as it happens (from the calling thread and the pipeline's
+/// writer thread). Every method has a default that ignores it.
+pub trait Observer: Sync {
+    /// A line worth telling the user: a resume's state, a backend that did not start, a
+    /// file left from an earlier build.
+    fn notice(&self, _line: &str) {}
+    /// Split `split` starts computing `clips` clips.
+    fn split_started(&self, _split: &str, _clips: u64) {}
+    /// `n` more clips of the split being computed are done.
+    fn progress(&self, _n: u64) {}
+    /// The split being computed is done computing (it is published with the others).
+    fn split_finished(&self, _split: &str) {}
+}
+
+/// An observer that ignores everything.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoObserver;
+
+impl Observer for NoObserver {}
+
+/// A build of a dataset's splits, its settings checked.
+#[derive(Debug)]
+pub struct Build<'a> {
+    dataset: &'a Dataset,
+    settings: BuildSettings,
+    plan: MelPlan,
+}
+
+impl<'a> Build<'a> {
+    /// Checks `settings` against `dataset` once: the configuration (a mel plan), the split
+    /// names asked for, and a cache folder where the loader may need one.
+    pub fn new(dataset: &'a Dataset, settings: BuildSettings) -> Result<Self> {
+        let plan = MelPlan::from_config(&settings.config)?;
+        check_split_names(dataset, &settings.only)?;
+        let cached = matches!(
+            settings.config.run.loader,
+            LoaderKind::Auto | LoaderKind::Memmap
+        );
+        if cached && settings.cache_dir.is_none() {
+            return Err(Error::Core(mel_core::Error::config(
+                "run.cache_dir",
+                "the loader may use the decoded-audio cache, and no cache folder was given",
+            )));
+        }
+        Ok(Build {
+            dataset,
+            settings,
+            plan,
+        })
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &BuildSettings {
+        &self.settings
+    }
+
+    /// The mel plan every split is computed with.
+    pub fn plan(&self) -> &MelPlan {
+        &self.plan
+    }
+
+    /// The splits this build writes, in the dataset's order.
+    pub fn splits(&self) -> impl Iterator<Item = &'a Split> + '_ {
+        self.dataset
+            .splits
+            .iter()
+            .filter(|s| self.settings.builds(&s.name))
+    }
+
+    /// Every path a build into `out` writes, with what it is (for [`Guard::check`]).
+    pub fn planned_outputs(&self, out: &Path) -> Vec<Output> {
+        outputs::planned_outputs(self.dataset, &self.settings, out)
+    }
+
+    /// Protects every audio file of the dataset in `guard`.
+    pub fn protect_inputs(&self, guard: &mut Guard) {
+        outputs::protect_inputs(guard, self.dataset)
+    }
+
+    /// The loader each split would get and why, without building any; a preload too
+    /// large for memory is refused as the build would refuse it.
+    pub fn loader_choices(&self) -> Result<Vec<(String, String)>> {
+        loaders::check_preloads(&self.settings.config, self.splits())?;
+        self.splits()
+            .map(|s| {
+                let (choice, _) = loaders::loader_choice(
+                    self.dataset,
+                    &s.name,
+                    &s.files,
+                    &self.settings.config,
+                    self.cache_dir(),
+                )?;
+                Ok((s.name.clone(), loaders::describe(&choice)))
+            })
+            .collect()
+    }
+
+    fn cache_dir(&self) -> &Path {
+        self.settings.cache_dir.as_deref().unwrap_or(Path::new(""))
+    }
+
+    /// Builds the chosen splits into `out`, filling `report` as it goes. Every split is
+    /// finished under a temporary name first; only when all have succeeded are they
+    /// published, so a failed or cancelled build leaves the previous outputs as they
+    /// were. The output folder is locked for the whole build. Raising `cancel` stops the
+    /// build before its publish; once the publish has begun it completes.
+    pub fn run(
+        &self,
+        out: &Path,
+        observer: &dyn Observer,
+        cancel: &Arc<AtomicBool>,
+        report: &mut BuildReport,
+    ) -> Result<()> {
+        let started = Instant::now();
+        let r = self.run_inner(out, observer, cancel, report);
+        report.wall = started.elapsed();
+        report.peak_rss_bytes = peak_rss_bytes();
+        r
+    }
+
+    fn run_inner(
+        &self,
+        out: &Path,
+        observer: &dyn Observer,
+        cancel: &Arc<AtomicBool>,
+        report: &mut BuildReport,
+    ) -> Result<()> {
+        let (dataset, config, plan) = (self.dataset, &self.settings.config, &self.plan);
+        let (on_error, only, resume) = (
+            self.settings.on_error,
+            &self.settings.only,
+            self.settings.resume,
+        );
+        std::fs::create_dir_all(out).map_err(|e| mel_core::Error::io(out, e))?;
+        let _lock = DirLock::try_now(out)?;
+        report.ignored = dataset.ignored.clone();
+        let chosen_splits: Vec<&Split> = self.splits().collect();
+        if let Some(first) = chosen_splits.first()
+            && !only.is_empty()
+        {
+            resume::check_kept_splits_match(out, only, &first.name, &dataset.label_names, config)?;
+        }
+        if on_error == OnError::Fail
+            && let Some((split, u)) = chosen_splits
+                .iter()
+                .flat_map(|s| s.unreadable.iter().map(move |u| (s, u)))
+                .next()
+        {
+            return Err(Error::Stopped {
+                split: split.name.clone(),
+                cause: format!("{}: {}", u.path.display(), u.reason),
+            });
+        }
+        let threads = rayon::current_num_threads();
+        report.threads = threads;
+        // One backend for every split: device setup and kernel compilation happen once.
+        let chosen = crate::backend::choose_described(plan, config)?;
+        for line in &chosen.warnings {
+            observer.notice(line);
+        }
+        report.backend = chosen.line;
+        let mut backend = chosen.backend;
+        let mut finished: Vec<(String, Finished, Option<Journal>)> = Vec::new();
+        // Every output of this build carries its id; the build record names it once all
+        // are published.
+        let build_id = mel_core::record::new_build_id();
+        // A preload too large for memory is refused before any split is computed.
+        loaders::check_preloads(config, chosen_splits.iter().copied())?;
+        // Output buffers shared by the splits' runs (their pages are faulted in once).
+        let buffers = pipeline::OutputPool::default();
+        for split in chosen_splits {
+            let t0 = Instant::now();
+            let spec = SinkSpec {
+                split: split.name.clone(),
+                rows: split.files.len(),
+                plan: plan.clone(),
+                label_names: dataset.label_names.clone(),
+                provenance: config.resolved_json(),
+            };
+            // When resuming, the pipeline computes only what the journal lacks, into it.
+            let mut journal = None;
+            let mut todo: Vec<usize> = (0..split.files.len()).collect();
+            if resume {
+                let fingerprint = resume::journal_fingerprint(
+                    config,
+                    backend.name(),
+                    &dataset.label_names,
+                    split,
+                );
+                let j = Journal::open(out, &split.name, fingerprint, plan, split.files.len())?;
+                observer.notice(&format!(
+                    "{}: resume: {}",
+                    split.name,
+                    resume::describe_journal(j.state())
+                ));
+                let published = final_path(config, out, &split.name);
+                if let Some(build) = j.committed_build() {
+                    // The journal's word is checked against what is at the final path: a
+                    // later build may have replaced it.
+                    match melread::commit::verify_published(&published, &build) {
+                        Ok(()) => {
+                            observer.notice(&format!(
+                                "{}: resume: already built by the interrupted run; kept",
+                                split.name
+                            ));
+                            let skipped = resume::missing_from_kept(&published, split)?;
+                            // Failing on a bad file promises every file or nothing: a kept
+                            // split that lacks files breaks it as a skipped file would.
+                            if on_error == OnError::Fail
+                                && let Some(f) = skipped.first()
+                            {
+                                return Err(Error::KeptIncomplete {
+                                    output: published,
+                                    split: split.name.clone(),
+                                    missing: skipped.len(),
+                                    first: f.path.clone(),
+                                });
+                            }
+                            report.kept.push(KeptSplit {
+                                split: split.name.clone(),
+                                skipped,
+                                unreadable: split.unreadable.clone(),
+                            });
+                            continue;
+                        }
+                        Err(e) => observer.notice(&format!(
+                            "{}: resume: the interrupted run published this split, but it is no longer what is there ({}); building it again",
+                            split.name,
+                            one_line(&e.to_string())
+                        )),
+                    }
+                }
+                let done = j.done();
+                todo.retain(|&i| !done[i]);
+                journal = Some(j);
+            }
+            let files: Vec<FileEntry> = todo.iter().map(|&i| split.files[i].clone()).collect();
+            let (loader, loader_choice) = loaders::make_loader(
+                dataset,
+                &split.name,
+                &files,
+                config,
+                self.cache_dir(),
+                threads,
+                cancel,
+            )?;
+            let sink = match &journal {
+                Some(j) => j.sink(),
+                None => outputs::make_sink(config, out, spec.clone(), threads, &build_id)?,
+            };
+            observer.split_started(&split.name, files.len() as u64);
+            // Clip `i` of this run is file `todo[i]` of the split.
+            let meta = |i: usize| clip_meta(split, todo[i]);
+            let opts = RunOptions {
+                queue_depth: config.run.queue_depth,
+                stop_on_failure: on_error == OnError::Fail,
+                cancel: cancel.clone(),
+                buffers: buffers.clone(),
+            };
+            let result = pipeline::run(loader, backend.as_mut(), sink, &meta, &opts, &|n| {
+                observer.progress(n as u64)
+            });
+            observer.split_finished(&split.name);
+            let r = result.map_err(|e| match e {
+                e @ (mel_core::Error::Decode { .. }
+                | mel_core::Error::Unsupported { .. }
+                | mel_core::Error::Io { .. }
+                | mel_core::Error::Limit { .. })
+                    if on_error == OnError::Fail =>
+                {
+                    Error::Stopped {
+                        split: split.name.clone(),
+                        cause: e.to_string(),
+                    }
+                }
+                mel_core::Error::Cancelled => Error::Interrupted {
+                    split: Some(split.name.clone()),
+                    journaled: resume,
+                },
+                other => Error::Core(other),
+            })?;
+            let skipped: Vec<ClipFailure> = r
+                .failures
+                .iter()
+                .map(|f| ClipFailure {
+                    index: todo[f.index],
+                    path: split.files[todo[f.index]].path.clone(),
+                    ..f.clone()
+                })
+                .collect();
+            let (output, clips) = match journal.as_mut() {
+                Some(j) => {
+                    let sink = outputs::make_sink(config, out, spec, threads, &build_id)?;
+                    let f = j.assemble(sink, &|i| clip_meta(split, i))?;
+                    let clips = split.files.len() - skipped.len();
+                    (f, clips)
+                }
+                None => (r.output, r.rows),
+            };
+            let verdict = pipeline::verdict(&r.stages, r.wall.as_secs_f64(), &r.loader);
+            let classes = class_counts(&dataset.label_names, split, &skipped);
+            report.splits.push(SplitReport {
+                split: split.name.clone(),
+                files: split.files.len(),
+                clips,
+                classes,
+                provenance: output.provenance(),
+                skipped,
+                unreadable: split.unreadable.clone(),
+                output: output.final_path().to_path_buf(),
+                output_bytes: output.bytes(),
+                loader_choice,
+                loader: r.loader,
+                stages: r.stages,
+                queues: r.queues,
+                verdict,
+                wall: t0.elapsed(),
+            });
+            finished.push((split.name.clone(), output, journal));
+        }
+        // Every split succeeded. A plain build makes any journal of the splits it replaces
+        // stale: removed first, so no journal can vouch for an output it did not write.
+        if !resume {
+            for (name, _, _) in &finished {
+                remove_journal(out, name)?;
+            }
+        }
+        // Publish them all, then the build record that names them, then the journals' note.
+        let mut journals = Vec::new();
+        let mut published = Vec::new();
+        for (name, output, journal) in finished {
+            published.push((name, output));
+            journals.extend(journal);
+        }
+        // A whole build vouches only for what it built or kept from an interrupted
+        // publish; a build of some splits leaves the others as the record names them.
+        let kept: Vec<&str> = report.kept.iter().map(|k| k.split.as_str()).collect();
+        let keep = |name: &str| kept.contains(&name) || !self.settings.builds(name);
+        let built: Vec<String> = published.iter().map(|(n, _)| n.clone()).collect();
+        let dropped: Vec<String> = match mel_core::record::read(out) {
+            Ok(Some(r)) => r
+                .splits
+                .into_iter()
+                .filter(|(n, e)| !keep(n) && !built.contains(n) && out.join(&e.output).exists())
+                .map(|(_, e)| e.output)
+                .collect(),
+            _ => Vec::new(),
+        };
+        // The last point where a cancel stops the build: once the publish begins, it
+        // completes whole.
+        if cancel.load(Ordering::SeqCst) {
+            return Err(Error::Interrupted {
+                split: None,
+                journaled: resume,
+            });
+        }
+        publish_build(out, &build_id, published, &keep, config.output.fsync)?;
+        for name in dropped {
+            observer.notice(&format!(
+                "note: {} is left from an earlier build and is not part of this one (readers refuse it); remove it",
+                out.join(name).display()
+            ));
+        }
+        for mut j in journals {
+            j.mark_committed(&build_id)?;
+        }
+        report.published = true;
+        if resume {
+            let kept = report.kept.iter().map(|k| &k.split);
+            for name in report.splits.iter().map(|s| &s.split).chain(kept) {
+                remove_journal(out, name)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Clips written per class: the split's files of each class less those skipped.
+pub fn class_counts(
+    label_names: &[String],
+    split: &Split,
+    skipped: &[ClipFailure],
+) -> Vec<(String, usize)> {
+    let mut counts = vec![0usize; label_names.len()];
+    for f in &split.files {
+        counts[f.label as usize] += 1;
+    }
+    for s in skipped {
+        counts[split.files[s.index].label as usize] -= 1;
+    }
+    label_names.iter().cloned().zip(counts).collect()
+}
+
+/// The metadata of file `index` of `split`.
+fn clip_meta(split: &Split, index: usize) -> ClipMeta {
+    let f = &split.files[index];
+    ClipMeta {
+        index,
+        source: SourceInfo::default(),
+        label: f.label,
+        path: f.rel.clone(),
+    }
+}
+
+/// `message` on one line, its whitespace runs (an HDF5 error stack's line breaks) one space.
+fn one_line(message: &str) -> String {
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
+}
