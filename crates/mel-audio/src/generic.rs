@@ -88,15 +88,16 @@ pub(crate) fn probe(
         if let Some(ch) = s.channels {
             check_stream(path, audio, ch, s.rate.unwrap_or(0))?;
         }
-        let counted = s.count_rest(path, 0, None)?;
-        // In decoding's order: the limit is met while decoding, the promise at the end.
+        let decoded = s.count_rest(path, 0, None)?;
+        // In decoding's order: the limit is met while decoding (on the frames held then,
+        // before a padding known only at the end is dropped), the promise at the end.
         if let Some(rate) = s.rate.filter(|_| audio.trim == TrimPolicy::Center) {
             let limit = keep_limit(audio.clip_samples(), rate, audio);
-            if counted >= limit as u64 {
+            if s.trim.before_drop(decoded) >= limit as u64 {
                 return Err(too_long(path, limit, rate));
             }
         }
-        s.finish(path, counted).map(|_| ())
+        s.finish(path, s.trim.kept(decoded)).map(|_| ())
     })
 }
 
@@ -105,8 +106,11 @@ struct Stream<'s> {
     format: Box<dyn FormatReader + 's>,
     decoder: Box<dyn symphonia::core::codecs::audio::AudioDecoder>,
     track_id: u32,
-    /// Frames the header promises, where the container's count is one (not an estimate).
+    /// Frames the header promises, where the container's count is one (not an estimate),
+    /// less the frames `trim` drops.
     promised: Option<u64>,
+    /// The encoder priming and padding the container says to drop ([`crate::trim`]).
+    trim: crate::trim::Trim,
     channels: Option<usize>,
     rate: Option<u32>,
     bits: u16,
@@ -207,6 +211,13 @@ impl<'s> Stream<'s> {
             }
             _ => None,
         };
+        // Encoder priming and padding, which symphonia's MP4 and Matroska readers state
+        // (or not) but never drop.
+        let stated = match mss.byte_len() {
+            Some(len) => crate::trim::read(&mut mss, container, offset, len)
+                .map_err(|e| Error::read(path, e))?,
+            None => crate::trim::Stated::None,
+        };
         mss.seek(SeekFrom::Start(offset))
             .map_err(|e| Error::read(path, e))?;
         let format = open_reader(mss, container).map_err(|e| sym_error(path, e))?;
@@ -228,7 +239,20 @@ impl<'s> Stream<'s> {
             container,
             Container::Mp3 { tagged: false } | Container::Adts | Container::Mkv
         ) && !variable_caf;
-        let promised = aiff_frames.or(track.num_frames.filter(|_| promises));
+        // The sample table's length, in its time base, for an MP4 without an edit list.
+        let media = track.num_frames.map(|n| match track.time_base {
+            Some(tb) => (
+                n.saturating_mul(tb.numer.get() as u64),
+                tb.denom.get() as u64,
+            ),
+            None => (n, params.sample_rate.unwrap_or(0) as u64),
+        });
+        let trim = stated
+            .trim(track.id, params.sample_rate, media)
+            .map_err(|reason| Error::unsupported(path, reason))?;
+        let promised = aiff_frames
+            .or(track.num_frames.filter(|_| promises))
+            .map(|p| trim.kept(p));
         let track_id = track.id;
         let mut for_decoder = params.clone();
         if [ids::CODEC_ID_PCM_ALAW, ids::CODEC_ID_PCM_MULAW].contains(&params.codec) {
@@ -251,6 +275,7 @@ impl<'s> Stream<'s> {
             decoder,
             track_id,
             promised,
+            trim,
             channels: params.channels.as_ref().map(|c| c.count()),
             rate: params.sample_rate,
             bits: params.bits_per_sample.unwrap_or(0) as u16,
@@ -535,8 +560,15 @@ fn decode_inner(
         interleaved.resize(buf.samples_interleaved(), 0.0);
         buf.copy_to_slice_interleaved(&mut interleaved);
         check_finite(path, &interleaved, counted as usize, ch)?;
-        counted += (interleaved.len() / ch) as u64;
-        mix_interleaved(&interleaved, ch, audio.downmix, &mut mono);
+        let n = interleaved.len() / ch;
+        let kept = s.trim.window(counted, n);
+        counted += n as u64;
+        mix_interleaved(
+            &interleaved[kept.start * ch..kept.end * ch],
+            ch,
+            audio.downmix,
+            &mut mono,
+        );
         if mono.len() >= limit {
             if audio.trim == TrimPolicy::Center {
                 return Err(too_long(path, limit, r));
@@ -552,7 +584,9 @@ fn decode_inner(
     } else {
         0
     };
-    let frames = s.finish(path, counted.saturating_add(rest))?;
+    let frames = s.finish(path, s.trim.kept(counted.saturating_add(rest)))?;
+    // Padding known only at the end (Matroska's DiscardPadding) leaves the clip here.
+    mono.truncate(frames);
     let rate = rate.ok_or_else(|| bad("no audio samples".into()))?;
     fit_clip(&mono, rate, audio, dst)
         .map_err(|e| Error::limit(path.display().to_string(), e.to_string()))?;

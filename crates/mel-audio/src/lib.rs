@@ -12,6 +12,7 @@ pub mod open;
 pub mod resample;
 pub mod scan;
 mod sniff;
+mod trim;
 mod wav;
 
 pub use decode::{DecodeInfo, decode_bytes_into, decode_into, fit_clip, probe};
