@@ -292,6 +292,8 @@ impl CudaBackend {
             // SAFETY: pinned buffers are fully written before each copy reads them.
             let host_in = unsafe { ctx.alloc_pinned::<f32>(in_len) }.map_err(err)?;
             // Not write-combined: the host reads this one.
+            // SAFETY: the kernel's output is copied into the whole buffer before the host
+            // reads it.
             let host_out = unsafe { ctx.alloc_pinned_with_flags::<u8>(out_len, 0) }.map_err(err)?;
             let dev_in = stream.alloc_zeros::<f32>(in_len).map_err(err)?;
             let dev_out = stream.alloc_zeros::<u8>(out_len).map_err(err)?;

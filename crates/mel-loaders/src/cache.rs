@@ -166,7 +166,7 @@ impl CacheLoader {
             return Err(Error::output(
                 dir,
                 format!(
-                    "the cache folder is {}, not a folder; give --cache-dir a folder",
+                    "the cache folder is {}, not a folder (run.cache_dir)",
                     mel_core::input::describe(m.file_type())
                 ),
             ));

@@ -52,7 +52,7 @@ pub fn choose(kind: LoaderKind, cache_exists: bool) -> Choice {
 pub fn check_preload(decoded_bytes: u64, available: Option<u64>) -> Result<(), String> {
     match available {
         Some(avail) if decoded_bytes > avail / 2 => Err(format!(
-            "--loader preload would decode the whole split into {:.2} GB of RAM, over half the available memory ({:.2} GB); use --loader stream (bounded memory) or memmap",
+            "the preload loader would decode the whole split into {:.2} GB of RAM, over half the available memory ({:.2} GB); use the stream loader (bounded memory) or memmap (run.loader)",
             decoded_bytes as f64 / 1e9,
             avail as f64 / 1e9
         )),
@@ -69,7 +69,7 @@ mod tests {
         assert!(check_preload(500, Some(1000)).is_ok());
         assert!(check_preload(1 << 40, None).is_ok());
         let e = check_preload(501, Some(1000)).unwrap_err();
-        assert!(e.contains("--loader stream") && e.contains("GB"), "{e}");
+        assert!(e.contains("the stream loader") && e.contains("GB"), "{e}");
     }
 
     #[test]
