@@ -8,6 +8,7 @@ pub mod config;
 pub mod container;
 pub mod dsp;
 pub mod error;
+pub mod format;
 pub mod input;
 pub mod outputs;
 pub mod pipeline;

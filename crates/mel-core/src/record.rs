@@ -93,7 +93,10 @@ pub fn read(out: &Path) -> Result<Option<Record>> {
             && !split.contains(['/', '\\'])
             && !split.contains("..")
             && !split.chars().any(char::is_control);
-        if !plain || (e.output != format!("{split}.h5") && e.output != format!("{split}.npy.d")) {
+        let ours = [crate::format::HDF5_SUFFIX, crate::format::NPY_SUFFIX]
+            .iter()
+            .any(|suffix| e.output == crate::format::output_name(split, suffix));
+        if !plain || !ours {
             return Err(Error::Dataset {
                 root: p,
                 reason: format!(
@@ -128,10 +131,7 @@ pub fn write(out: &Path, record: &Record, durable: bool) -> Result<()> {
 /// `training`, `training.h5`); `None` for a name that is no split output.
 pub fn split_of(output: &Path) -> Option<(PathBuf, String, String)> {
     let file = output.file_name()?.to_str()?.to_string();
-    let split = file
-        .strip_suffix(".h5")
-        .or_else(|| file.strip_suffix(".npy.d"))?
-        .to_string();
+    let split = crate::format::split_of_name(&file)?.to_string();
     let dir = match output.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),

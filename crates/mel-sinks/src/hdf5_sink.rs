@@ -6,6 +6,7 @@ use std::path::Path;
 use hdf5::dataset::{AllocTime, FillTime};
 use hdf5::types::VarLenUnicode;
 use hdf5::{Dataset, Extent, File, Hyperslab, SimpleExtents, SliceOrIndex};
+use mel_core::format::{self, h5};
 use mel_core::{ClipMeta, Dtype, Error, OutputBuf, Result, Sink, SinkSpec};
 
 use mel_core::atomic::{self, Staged};
@@ -110,13 +111,16 @@ fn create_mel(
             .alloc_time(Some(AllocTime::Early))
             .fill_time(FillTime::Never);
     }
-    builder.create("mel")
+    builder.create(h5::MEL)
 }
 
 impl Hdf5Sink {
     /// Creates the temporary file and the `mel` dataset for `spec` in `out_dir`.
     pub fn create(out_dir: &Path, spec: SinkSpec, opts: Hdf5Options) -> Result<Self> {
-        let final_path = out_dir.join(format!("{}.h5", spec.split));
+        let final_path = out_dir.join(mel_core::format::output_name(
+            &spec.split,
+            mel_core::format::HDF5_SUFFIX,
+        ));
         atomic::remove_stale_partials(&final_path);
         let (staged, handle) = Staged::file(&final_path)?;
         // Reserve the disk space the file will take before HDF5 writes anything: a full
@@ -264,18 +268,18 @@ impl Hdf5Sink {
             .into_iter()
             .map(varlen)
             .collect::<Result<Vec<_>>>()?;
-        self.column("label", &labels)?;
-        self.column("path", &paths)?;
+        self.column(h5::LABEL, &labels)?;
+        self.column(h5::PATH, &paths)?;
         let sources = self.ledger.sources(rows);
         let rates: Vec<u32> = sources.iter().map(|s| s.rate).collect();
         let channels: Vec<u16> = sources.iter().map(|s| s.channels).collect();
         let frames: Vec<u64> = sources.iter().map(|s| s.frames).collect();
-        self.column("source_rate", &rates)?;
-        self.column("source_channels", &channels)?;
-        self.column("source_frames", &frames)?;
+        self.column(h5::SOURCE_RATE, &rates)?;
+        self.column(h5::SOURCE_CHANNELS, &channels)?;
+        self.column(h5::SOURCE_FRAMES, &frames)?;
         let stats = self.stats.finish();
-        self.column("mel_mean", &stats.mean)?;
-        self.column("mel_std", &stats.std)?;
+        self.column(h5::MEL_MEAN, &stats.mean)?;
+        self.column(h5::MEL_STD, &stats.std)?;
         let file = self.h5.file.as_ref().expect("file is open until finish");
         let e = self.h5err("writing attributes");
         let names = self
@@ -286,7 +290,7 @@ impl Hdf5Sink {
             .collect::<Result<Vec<_>>>()?;
         file.new_attr_builder()
             .with_data(&names)
-            .create("label_names")
+            .create(h5::LABEL_NAMES)
             .map_err(&e)?;
         let text_attr = |name: &str, value: &str| -> Result<()> {
             file.new_attr::<VarLenUnicode>()
@@ -296,16 +300,20 @@ impl Hdf5Sink {
                 .map_err(&e)
         };
         file.new_attr::<u64>()
-            .create("stats_count")
+            .create(h5::STATS_COUNT)
             .and_then(|a| a.write_scalar(&self.stats.count()))
             .map_err(&e)?;
-        text_attr("config", &self.spec.provenance)?;
+        file.new_attr::<u64>()
+            .create(format::FORMAT_VERSION)
+            .and_then(|a| a.write_scalar(&format::VERSION))
+            .map_err(&e)?;
+        text_attr(h5::CONFIG, &self.spec.provenance)?;
         if let Some(id) = &self.build_id {
-            text_attr("build_id", id)?;
+            text_attr(h5::BUILD_ID, id)?;
         }
-        text_attr("melctl_version", env!("CARGO_PKG_VERSION"))?;
-        text_attr("split", &self.spec.split)?;
-        text_attr("mel_dims", &self.spec.plan.dim_names().join(","))?;
+        text_attr(h5::MELCTL_VERSION, env!("CARGO_PKG_VERSION"))?;
+        text_attr(h5::SPLIT, &self.spec.split)?;
+        text_attr(h5::MEL_DIMS, &self.spec.plan.dim_names().join(","))?;
         let dtype_note = match self.spec.plan.dtype() {
             Dtype::Bf16 => {
                 "bfloat16 stored as uint16 bit patterns: torch.from_numpy(x.view(numpy.int16)).view(torch.bfloat16)"
@@ -314,7 +322,7 @@ impl Hdf5Sink {
         };
         self.mel()
             .new_attr::<VarLenUnicode>()
-            .create("dtype")
+            .create(h5::DTYPE)
             .map_err(&e)?
             .write_scalar(&varlen(dtype_note)?)
             .map_err(&e)?;
@@ -378,9 +386,9 @@ impl Hdf5Sink {
         let file = File::open(self.staged.path()).map_err(&e)?;
         let mut shape = vec![rows];
         shape.extend(self.spec.plan.clip_shape());
-        let mel = file.dataset("mel").map_err(&e)?.shape();
-        let labels = file.dataset("label").map_err(&e)?.shape();
-        let paths = file.dataset("path").map_err(&e)?.shape();
+        let mel = file.dataset(h5::MEL).map_err(&e)?.shape();
+        let labels = file.dataset(h5::LABEL).map_err(&e)?.shape();
+        let paths = file.dataset(h5::PATH).map_err(&e)?.shape();
         if mel != shape || labels != [rows] || paths != [rows] {
             return Err(self.err(format!(
                 "the finished file reads back as mel {mel:?}, label {labels:?}, path {paths:?}; {shape:?} was written"

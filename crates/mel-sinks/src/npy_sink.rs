@@ -76,10 +76,13 @@ fn descr(dtype: Dtype) -> &'static str {
 impl NpySink {
     /// Creates the temporary folder and a `mel.npy` sized for `spec.rows` rows.
     pub fn create(out_dir: &Path, spec: SinkSpec, opts: NpyOptions) -> Result<Self> {
-        let final_dir = out_dir.join(format!("{}.npy.d", spec.split));
+        let final_dir = out_dir.join(mel_core::format::output_name(
+            &spec.split,
+            mel_core::format::NPY_SUFFIX,
+        ));
         atomic::remove_stale_partials(&final_dir);
         let staged = Staged::dir(&final_dir)?;
-        let path = staged.path().join("mel.npy");
+        let path = staged.path().join(mel_core::format::NPY_MEL);
         let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
         let mut shape = vec![spec.rows];
         shape.extend(spec.plan.clip_shape());
@@ -119,7 +122,7 @@ impl NpySink {
             let name = p.file_name().unwrap_or_default().to_string_lossy();
             write_failed(final_dir, &format!("writing {name}"), &e)
         };
-        let label_path = dir.join("label.npy");
+        let label_path = dir.join(mel_core::format::NPY_LABEL);
         let mut bytes = npy_header("<i8", &[rows]);
         bytes.extend(
             self.ledger
@@ -131,6 +134,7 @@ impl NpySink {
         let plan = &self.spec.plan;
         let stats = self.stats.finish();
         let meta = serde_json::json!({
+            (mel_core::format::FORMAT_VERSION): mel_core::format::VERSION,
             "melctl_version": env!("CARGO_PKG_VERSION"),
             "split": self.spec.split,
             "rows": rows,
@@ -148,7 +152,7 @@ impl NpySink {
             "config": serde_json::from_str::<serde_json::Value>(&self.spec.provenance).unwrap_or_default(),
             "build_id": self.build_id,
         });
-        let meta_path = dir.join("meta.json");
+        let meta_path = dir.join(mel_core::format::NPY_META);
         std::fs::write(
             &meta_path,
             serde_json::to_vec_pretty(&meta).expect("meta serialises"),
@@ -281,10 +285,13 @@ mod tests {
         let last = f32::from_le_bytes(bytes[bytes.len() - 4..].try_into().unwrap());
         assert_eq!(last, (4 * plan.values_per_clip() - 1) as f32);
         let meta: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
+            serde_json::from_slice(&std::fs::read(dir.join(mel_core::format::NPY_META)).unwrap())
+                .unwrap();
         assert_eq!(meta["paths"][3], "c/3.wav");
         assert_eq!(
-            std::fs::read(dir.join("label.npy")).unwrap().len(),
+            std::fs::read(dir.join(mel_core::format::NPY_LABEL))
+                .unwrap()
+                .len(),
             HEADER_LEN + 4 * 8
         );
 
@@ -296,7 +303,8 @@ mod tests {
         again.write(0, &m, &d).unwrap();
         again.finish(1).unwrap().publish().unwrap();
         let meta: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
+            serde_json::from_slice(&std::fs::read(dir.join(mel_core::format::NPY_META)).unwrap())
+                .unwrap();
         assert_eq!(meta["rows"], 1);
         drop(Box::new(
             NpySink::create(t.path(), spec(3, Dtype::F32), NpyOptions::default()).unwrap(),

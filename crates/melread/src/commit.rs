@@ -20,7 +20,7 @@ pub fn stored_build(path: &Path) -> Result<Option<String>> {
         reason,
     };
     if path.is_dir() {
-        let meta = path.join("meta.json");
+        let meta = path.join(mel_core::format::NPY_META);
         let bytes = mel_core::input::read_bounded(&meta, MAX_META_BYTES)
             .map_err(|e| Error::read(&meta, e))?;
         let m: serde_json::Value = serde_json::from_slice(&bytes)

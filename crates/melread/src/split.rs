@@ -248,8 +248,14 @@ impl Split {
     /// [`open_in`](Self::open_in) with options.
     pub fn open_in_with(dir: impl AsRef<Path>, name: &str, opts: &OpenOptions) -> Result<Split> {
         let dir = dir.as_ref();
-        let h5 = dir.join(format!("{name}.h5"));
-        let npy = dir.join(format!("{name}.npy.d"));
+        let h5 = dir.join(mel_core::format::output_name(
+            name,
+            mel_core::format::HDF5_SUFFIX,
+        ));
+        let npy = dir.join(mel_core::format::output_name(
+            name,
+            mel_core::format::NPY_SUFFIX,
+        ));
         // Whatever is at either name is opened, and refused if it is not a regular file
         // or a folder (a FIFO named `training.h5` is an error naming it, not a hang).
         if h5.exists() {
@@ -952,7 +958,7 @@ fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
             "an npy folder has no HDF5 library path",
         ));
     }
-    let meta_path = dir.join("meta.json");
+    let meta_path = dir.join(mel_core::format::NPY_META);
     // A folder that is no npy split (an output folder given instead of one of its
     // splits): say so, rather than "meta.json: cannot read".
     if std::fs::symlink_metadata(&meta_path).is_err() {
@@ -960,7 +966,7 @@ fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
             .map(|d| {
                 d.flatten()
                     .filter_map(|e| e.file_name().to_str().map(str::to_string))
-                    .filter(|n| n.ends_with(".h5") || n.ends_with(".npy.d"))
+                    .filter(|n| mel_core::format::split_of_name(n).is_some())
                     .collect()
             })
             .unwrap_or_default();
@@ -983,7 +989,15 @@ fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
         .map_err(|e| Error::read(&meta_path, e))?;
     let meta: serde_json::Value = serde_json::from_slice(&meta_bytes)
         .map_err(|e| bad(&meta_path, format!("not valid JSON: {e}")))?;
-    let mel_path = dir.join("mel.npy");
+    let version = match &meta[mel_core::format::FORMAT_VERSION] {
+        serde_json::Value::Null => None,
+        v => Some(
+            v.as_u64()
+                .ok_or_else(|| bad(&meta_path, "format_version is not a whole number"))?,
+        ),
+    };
+    mel_core::format::check_version(version).map_err(|why| bad(&meta_path, why))?;
+    let mel_path = dir.join(mel_core::format::NPY_MEL);
     let (h, mel_file) = npy::open(&mel_path)?;
     let dtype = match h.ty {
         NpyType::F32 => Dtype::F32,
@@ -1002,7 +1016,7 @@ fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
     debug_assert_eq!(data_bytes, h.data_len);
     let rows = shape[0];
     let (access, store) = contiguous(&mel_path, mel_file, h.data_offset, h.data_len, opts.read)?;
-    let labels = npy::read_i64_vector(&dir.join("label.npy"), rows)?;
+    let labels = npy::read_i64_vector(&dir.join(mel_core::format::NPY_LABEL), rows)?;
     let strings = |key: &str| -> Result<Vec<String>> {
         meta[key]
             .as_array()
@@ -1022,7 +1036,11 @@ fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
         return Err(bad(&meta_path, format!("rows is {r}; mel.npy has {rows}")));
     }
     let label_names = strings("label_names")?;
-    check_labels(&dir.join("label.npy"), &labels, label_names.len())?;
+    check_labels(
+        &dir.join(mel_core::format::NPY_LABEL),
+        &labels,
+        label_names.len(),
+    )?;
     let dims = if meta["mel_dims"].is_null() {
         default_dims(shape.len())
     } else {
@@ -1082,7 +1100,7 @@ fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
     let name = meta["split"]
         .as_str()
         .map(str::to_string)
-        .unwrap_or_else(|| stem(dir, ".npy.d"));
+        .unwrap_or_else(|| stem(dir, mel_core::format::NPY_SUFFIX));
     Ok(Split {
         path: dir.to_path_buf(),
         format: Format::Npy,

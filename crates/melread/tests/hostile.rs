@@ -96,6 +96,9 @@ with h5py.File(f"{d}/long_label.h5", "w") as f:
 with h5py.File(f"{d}/twice_label.h5", "w") as f:
     mel(f); rest(f)
     f.attrs["label_names"] = np.array(["a", "a"], dtype=S)
+with h5py.File(f"{d}/future.h5", "w") as f:
+    mel(f); rest(f)
+    f.attrs["format_version"] = np.uint64(99)
 with h5py.File(f"{d}/bad_config.h5", "w") as f:
     mel(f); rest(f)
     f.attrs["config"] = "not json {"
@@ -470,4 +473,54 @@ fn npy_files_that_are_links_or_run_past_their_data_are_refused() {
         .unwrap();
     let text = refusal(&d);
     assert!(text.contains("10737418240 bytes follow the data"), "{text}");
+}
+
+/// Every output carries the format version it was written in, and a reader refuses a
+/// version it does not know by name (not as damage); files from before the version are
+/// read as version 1.
+#[test]
+fn the_format_version_is_written_and_checked() {
+    let t = tempfile::tempdir().unwrap();
+    let d = make(t.path());
+    assert_refused(
+        &d.join("future.h5"),
+        &["format_version 99, which this melctl does not read"],
+    );
+    assert!(
+        Split::open(d.join("ok.h5")).is_ok(),
+        "no version: version 1"
+    );
+    for out in [
+        Out::Hdf5 {
+            chunk_clips: 0,
+            gzip: 0,
+        },
+        Out::Npy,
+    ] {
+        let o = build(
+            &t.path().join(format!("v{}", matches!(out, Out::Npy))),
+            Preset::Speech16k,
+            Dtype::F16,
+            out,
+            &[("testing", 2)],
+        );
+        let (file, read) = if o.join("testing.h5").exists() {
+            (
+                o.join("testing.h5"),
+                "import h5py,sys; print(int(h5py.File(sys.argv[1]).attrs['format_version']))",
+            )
+        } else {
+            (
+                o.join("testing.npy.d/meta.json"),
+                "import json,sys; print(json.load(open(sys.argv[1]))['format_version'])",
+            )
+        };
+        let v = python(read, &[file.to_str().unwrap()]);
+        assert_eq!(
+            v.trim(),
+            mel_core::format::VERSION.to_string(),
+            "{}",
+            file.display()
+        );
+    }
 }

@@ -93,9 +93,10 @@ pub(super) fn protect_inputs(guard: &mut Guard, dataset: &Dataset) {
 
 /// Where the sink `output.sink` names puts split `split` under `out`.
 pub fn final_path(config: &Config, out: &Path, split: &str) -> PathBuf {
+    use mel_core::format::{HDF5_SUFFIX, NPY_SUFFIX, output_name};
     match config.output.sink {
-        SinkKind::Hdf5 => out.join(format!("{split}.h5")),
-        SinkKind::Npy => out.join(format!("{split}.npy.d")),
+        SinkKind::Hdf5 => out.join(output_name(split, HDF5_SUFFIX)),
+        SinkKind::Npy => out.join(output_name(split, NPY_SUFFIX)),
     }
 }
 

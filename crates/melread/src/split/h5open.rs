@@ -5,6 +5,7 @@ use std::path::Path;
 
 use hdf5::filters::Filter;
 use hdf5::types::{FloatSize, IntSize, TypeDescriptor, VarLenAscii, VarLenUnicode};
+use mel_core::format::{self, h5 as key};
 use mel_core::stats::MelStats;
 use mel_core::{Dtype, Error, Result};
 
@@ -81,7 +82,7 @@ fn mel_dtype(
     let desc = datatype
         .to_descriptor()
         .map_err(h5err(path, "mel's element type"))?;
-    let dtype_note = attr_string(mel, "dtype").unwrap_or_default();
+    let dtype_note = attr_string(mel, key::DTYPE).unwrap_or_default();
     let says_bf16 = dtype_note.starts_with("bf16")
         || dtype_note.starts_with("bfloat16")
         || config
@@ -239,9 +240,17 @@ fn chunk_store(
 pub(super) fn open_hdf5(path: &Path, opts: &OpenOptions) -> Result<Split> {
     let input = H5Input::open(path)?;
     let h5 = &input.h5;
-    let mel = input.require("mel")?;
+    // The format version first: a newer layout is named as such, not as damage.
+    let version = h5
+        .attr(format::FORMAT_VERSION)
+        .ok()
+        .map(|a| a.read_scalar::<u64>())
+        .transpose()
+        .map_err(h5err(path, "the format_version attribute"))?;
+    format::check_version(version).map_err(|why| bad(path, why))?;
+    let mel = input.require(key::MEL)?;
     let shape = mel.ds.shape();
-    let config: Option<serde_json::Value> = match attr_string(h5, "config") {
+    let config: Option<serde_json::Value> = match attr_string(h5, key::CONFIG) {
         Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
             bad(
                 path,
@@ -256,29 +265,29 @@ pub(super) fn open_hdf5(path: &Path, opts: &OpenOptions) -> Result<Split> {
     let (access, store) = mel_store(&input, &mel, little, &shape, dtype, data_bytes, opts)?;
 
     // Labels, paths, names, provenance, statistics.
-    let label = input.require("label")?;
-    check_rows(path, &label, "label", rows)?;
+    let label = input.require(key::LABEL)?;
+    check_rows(path, &label, key::LABEL, rows)?;
     let labels = label
         .ds
         .read_raw::<i64>()
         .map_err(h5err(path, "reading label"))?;
-    let pds = input.require("path")?;
-    check_rows(path, &pds, "path", rows)?;
-    let paths = strings(path, "path", pds.ds.read_raw::<VarLenUnicode>(), || {
+    let pds = input.require(key::PATH)?;
+    check_rows(path, &pds, key::PATH, rows)?;
+    let paths = strings(path, key::PATH, pds.ds.read_raw::<VarLenUnicode>(), || {
         pds.ds.read_raw::<VarLenAscii>()
     })?;
     let names_attr = h5
-        .attr("label_names")
+        .attr(key::LABEL_NAMES)
         .map_err(h5err(path, "no `label_names` attribute"))?;
-    input.check_attr(&names_attr, "label_names")?;
+    input.check_attr(&names_attr, key::LABEL_NAMES)?;
     let label_names = strings(
         path,
-        "label_names",
+        key::LABEL_NAMES,
         names_attr.read_raw::<VarLenUnicode>(),
         || names_attr.read_raw::<VarLenAscii>(),
     )?;
     check_labels(path, &labels, label_names.len())?;
-    let dims = match attr_string(h5, "mel_dims") {
+    let dims = match attr_string(h5, key::MEL_DIMS) {
         Some(d) => d.split(',').map(|s| s.trim().to_string()).collect(),
         None => default_dims(shape.len()),
     };
@@ -294,13 +303,16 @@ pub(super) fn open_hdf5(path: &Path, opts: &OpenOptions) -> Result<Split> {
     }
     let n_mels = shape[shape.len() - 2];
     let stats = match (
-        optional_column::<f64>(&input, path, "mel_mean", n_mels)?,
-        optional_column::<f64>(&input, path, "mel_std", n_mels)?,
+        optional_column::<f64>(&input, path, key::MEL_MEAN, n_mels)?,
+        optional_column::<f64>(&input, path, key::MEL_STD, n_mels)?,
     ) {
         (Some(mean), Some(std)) => {
             let count = h5
-                .attr("stats_count")
-                .or_else(|_| h5.dataset("mel_mean").and_then(|d| d.attr("stats_count")))
+                .attr(key::STATS_COUNT)
+                .or_else(|_| {
+                    h5.dataset(key::MEL_MEAN)
+                        .and_then(|d| d.attr(key::STATS_COUNT))
+                })
                 .and_then(|a| a.read_scalar::<u64>())
                 .unwrap_or(0);
             Some(MelStats { mean, std, count })
@@ -310,11 +322,11 @@ pub(super) fn open_hdf5(path: &Path, opts: &OpenOptions) -> Result<Split> {
     // Statistics over no values (a split with no clips) are not statistics.
     .filter(|s| s.count > 0);
     let provenance = Provenance {
-        source_rate: optional_column(&input, path, "source_rate", rows)?,
-        source_channels: optional_column(&input, path, "source_channels", rows)?,
-        source_frames: optional_column(&input, path, "source_frames", rows)?,
+        source_rate: optional_column(&input, path, key::SOURCE_RATE, rows)?,
+        source_channels: optional_column(&input, path, key::SOURCE_CHANNELS, rows)?,
+        source_frames: optional_column(&input, path, key::SOURCE_FRAMES, rows)?,
     };
-    let name = attr_string(h5, "split").unwrap_or_else(|| stem(path, ".h5"));
+    let name = attr_string(h5, key::SPLIT).unwrap_or_else(|| stem(path, format::HDF5_SUFFIX));
     Ok(Split {
         path: path.to_path_buf(),
         format: Format::Hdf5,
@@ -326,7 +338,7 @@ pub(super) fn open_hdf5(path: &Path, opts: &OpenOptions) -> Result<Split> {
         labels,
         paths,
         config,
-        version: attr_string(h5, "melctl_version"),
+        version: attr_string(h5, key::MELCTL_VERSION),
         stats,
         provenance,
         access,

@@ -1,0 +1,101 @@
+//! The on-disk format of a split, in one home: the outputs' names, the HDF5 dataset and
+//! attribute names, the npy folder's file names and the format version. The sinks write
+//! with these names and melread reads with them, so writer and reader cannot drift.
+
+/// The format version the sinks write (HDF5 root attribute and npy `meta.json` key
+/// [`FORMAT_VERSION`]). 1 is the format before the version was written (read as such);
+/// 2 added the version itself and `build_id`. Readers refuse a version above theirs.
+pub const VERSION: u64 = 2;
+
+/// The attribute (HDF5) or `meta.json` key holding the format version.
+pub const FORMAT_VERSION: &str = "format_version";
+
+/// A split's HDF5 output: `OUT/{split}.h5`.
+pub const HDF5_SUFFIX: &str = ".h5";
+/// A split's npy output folder: `OUT/{split}.npy.d/`.
+pub const NPY_SUFFIX: &str = ".npy.d";
+/// The npy folder's metadata file.
+pub const NPY_META: &str = "meta.json";
+/// The npy folder's spectrograms.
+pub const NPY_MEL: &str = "mel.npy";
+/// The npy folder's labels.
+pub const NPY_LABEL: &str = "label.npy";
+
+/// HDF5 datasets and attributes (npy `meta.json` keys of the same meaning share the name,
+/// but for the paths, which are `paths` there).
+pub mod h5 {
+    /// Dataset: the spectrograms, `[clips, ..., n_mels, frames]`.
+    pub const MEL: &str = "mel";
+    /// Dataset: each clip's class id.
+    pub const LABEL: &str = "label";
+    /// Dataset: each clip's path relative to the dataset root.
+    pub const PATH: &str = "path";
+    /// Datasets: per-mel-bin mean and standard deviation over the split.
+    pub const MEL_MEAN: &str = "mel_mean";
+    /// See [`MEL_MEAN`].
+    pub const MEL_STD: &str = "mel_std";
+    /// Datasets: each clip's source rate, channels and frames.
+    pub const SOURCE_RATE: &str = "source_rate";
+    /// See [`SOURCE_RATE`].
+    pub const SOURCE_CHANNELS: &str = "source_channels";
+    /// See [`SOURCE_RATE`].
+    pub const SOURCE_FRAMES: &str = "source_frames";
+    /// Root attribute: class names in id order.
+    pub const LABEL_NAMES: &str = "label_names";
+    /// Root attribute: values behind the statistics.
+    pub const STATS_COUNT: &str = "stats_count";
+    /// Root attribute: the resolved configuration, JSON.
+    pub const CONFIG: &str = "config";
+    /// Root attribute: the build this output belongs to.
+    pub const BUILD_ID: &str = "build_id";
+    /// Root attribute: the melctl version that wrote it.
+    pub const MELCTL_VERSION: &str = "melctl_version";
+    /// Root attribute: the split's name.
+    pub const SPLIT: &str = "split";
+    /// Root attribute: the names of `mel`'s axes, comma-separated.
+    pub const MEL_DIMS: &str = "mel_dims";
+    /// `mel` attribute: the stored dtype in words.
+    pub const DTYPE: &str = "dtype";
+}
+
+/// The output name of split `split` for a sink writing `suffix` ([`HDF5_SUFFIX`] or
+/// [`NPY_SUFFIX`]).
+pub fn output_name(split: &str, suffix: &str) -> String {
+    format!("{split}{suffix}")
+}
+
+/// The split an output name holds (`training.h5` → `training`), if it is one.
+pub fn split_of_name(name: &str) -> Option<&str> {
+    name.strip_suffix(HDF5_SUFFIX)
+        .or_else(|| name.strip_suffix(NPY_SUFFIX))
+}
+
+/// Refuses a format version this reader does not know (`None`: written before versions,
+/// read as 1).
+pub fn check_version(found: Option<u64>) -> Result<(), String> {
+    match found.unwrap_or(1) {
+        1..=VERSION => Ok(()),
+        v => Err(format!(
+            "{FORMAT_VERSION} {v}, which this melctl does not read (it reads 1 to {VERSION}); read it with a newer melctl"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_up_to_this_one_are_read_and_later_ones_refused() {
+        assert!(check_version(None).is_ok());
+        assert!(check_version(Some(1)).is_ok());
+        assert!(check_version(Some(VERSION)).is_ok());
+        let e = check_version(Some(VERSION + 1)).unwrap_err();
+        assert!(e.contains("does not read"), "{e}");
+        assert!(check_version(Some(0)).is_err());
+        assert_eq!(split_of_name("training.h5"), Some("training"));
+        assert_eq!(split_of_name("training.npy.d"), Some("training"));
+        assert_eq!(split_of_name("notes.txt"), None);
+        assert_eq!(output_name("x", NPY_SUFFIX), "x.npy.d");
+    }
+}
