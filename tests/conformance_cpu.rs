@@ -42,7 +42,7 @@ fn cpu_backend_conforms_on_every_golden_variant_and_dtype() {
 #[test]
 fn the_f32_transform_stays_within_its_documented_error() {
     // A float32 transform misses the 0.01 dB bound on bins ~100 dB below their
-    // spectrogram's peak (ARCHITECTURE.md, "Numerics"): this pins what it does reach, so
+    // spectrogram's peak (docs/numerics.md): this pins what it does reach, so
     // the option stays measured, not merely present.
     for isa in isas() {
         for transform in [Transform::Auto, Transform::RealFft] {

@@ -4,7 +4,7 @@
 //! segment computed once, the filterbank applied through its non-zero spans in f32, a
 //! vectorised log, output converted with `half`. Sizes the batched FFT does not cover
 //! run through realfft in the same precision.
-//! Precision policy and design: ARCHITECTURE.md, "Numerics" and "The CPU backend".
+//! Precision policy and design: docs/numerics.md and docs/backends.md, "The CPU backend".
 #![warn(missing_docs)]
 
 mod clip;
@@ -42,7 +42,7 @@ pub enum Precision {
     #[default]
     F64,
     /// f32 with the DC remedy: about twice as fast, but up to ~0.035 dB off on bins
-    /// 100 dB below their spectrogram's peak, over the 0.01 dB bound (ARCHITECTURE.md).
+    /// 100 dB below their spectrogram's peak, over the 0.01 dB bound (docs/numerics.md).
     F32,
 }
 
