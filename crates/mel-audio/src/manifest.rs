@@ -349,6 +349,16 @@ fn lexical(path: &Path) -> PathBuf {
     normal
 }
 
+/// The manifest's folder, absolute and normalised (`m.csv`'s parent is the empty path,
+/// which has no absolute form: it is `.`).
+fn manifest_folder(manifest: &Path) -> PathBuf {
+    let folder = manifest
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    lexical(folder)
+}
+
 /// What the split assignment hashes for a file: its normalised path relative to the
 /// manifest's folder `base` (with `/` separators), or its normalised absolute path when
 /// outside it.
@@ -423,9 +433,7 @@ fn assign(
             )));
         }
     }
-    let base = std::path::absolute(manifest.parent().unwrap_or(Path::new(".")))
-        .map(|b| lexical(&b))
-        .unwrap_or_default();
+    let base = manifest_folder(manifest);
     // Cumulative upper bounds of each split's share; a hash past the last bound (rounding)
     // goes to the last split with a share.
     let mut bounds = Vec::with_capacity(opts.ratios.len());
@@ -699,6 +707,23 @@ mod tests {
         for (file, split) in &plain {
             assert_eq!(&grown[file], split, "{file} moved when files were added");
         }
+    }
+
+    /// The key is the same however the manifest is named: `m.csv` (whose parent is the
+    /// empty path), `./m.csv` or its absolute path (a bare name moved 11 of 30 files).
+    #[test]
+    fn the_split_key_does_not_depend_on_how_the_manifest_is_named() {
+        let cwd = std::env::current_dir().unwrap();
+        let file = cwd.join("a/f1.wav");
+        let mut keys = Vec::new();
+        for manifest in [
+            PathBuf::from("m.csv"),
+            PathBuf::from("./m.csv"),
+            cwd.join("m.csv"),
+        ] {
+            keys.push(split_key(&file, &manifest_folder(&manifest)));
+        }
+        assert_eq!(keys, ["a/f1.wav", "a/f1.wav", "a/f1.wav"]);
     }
 
     /// A quoted CSV path keeps its spaces, as JSONL does: the row `"sp.wav ",b` named the
