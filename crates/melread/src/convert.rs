@@ -93,10 +93,7 @@ pub(crate) fn convert(
                 }
             }
             let finite = all_finite_f32(out);
-            if let Some(n) = norm {
-                n.apply(out);
-            }
-            finite
+            normalised(out, norm) && finite
         }
         (Dtype::F32, OutSlice::Half(_)) => {
             unreachable!("f32 data is never copied into half-precision output")
@@ -110,15 +107,24 @@ pub(crate) fn convert(
             }
             // Widening is exact, so the f32 values are finite exactly when the stored were.
             let finite = all_finite_f32(out);
-            if let Some(n) = norm {
-                n.apply(out);
-            }
-            finite
+            normalised(out, norm) && finite
         }
         (dtype, OutSlice::Half(out)) => {
             out.copy_from_slice(aligned_u16(bytes, halves));
             all_finite_half(out, dtype)
         }
+    }
+}
+
+/// Applies `norm` (if any) to `out`; whether the normalised values are still finite (a
+/// value far from the mean over a tiny std could overflow f32).
+fn normalised(out: &mut [f32], norm: Option<&Affine>) -> bool {
+    match norm {
+        Some(n) => {
+            n.apply(out);
+            all_finite_f32(out)
+        }
+        None => true,
     }
 }
 

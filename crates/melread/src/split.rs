@@ -210,6 +210,15 @@ fn check_strings(split: &Split) -> Result<()> {
     Ok(())
 }
 
+/// `v` as a person reads it: plain, or in exponent form when very large or small.
+fn shown(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() || (1e-4..1e6).contains(&v.abs()) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
 /// Refuses stored statistics no normalisation can use: a mean that is not finite, or a
 /// standard deviation that is not finite or is negative (melctl writes neither).
 fn check_stats(split: &Split) -> Result<()> {
@@ -222,14 +231,17 @@ fn check_stats(split: &Split) -> Result<()> {
                 &split.path,
                 format!(
                     "{name}[{bin}] is {}, which statistics cannot be",
-                    values[bin]
+                    shown(values[bin])
                 ),
             )),
             None => Ok(()),
         }
     };
-    bad_bin("mel_mean", &stats.mean, f64::is_finite)?;
-    bad_bin("mel_std", &stats.std, |v| v.is_finite() && v >= 0.0)
+    // Normalising computes (x - mean) * (1 / std) in f32: both must be finite there.
+    bad_bin("mel_mean", &stats.mean, |v| (v as f32).is_finite())?;
+    bad_bin("mel_std", &stats.std, |v| {
+        v.is_finite() && (v == 0.0 || (v > 0.0 && ((1.0 / v) as f32).is_finite()))
+    })
 }
 
 fn h5err(path: &Path, what: &str) -> impl Fn(hdf5::Error) -> Error {
@@ -591,9 +603,14 @@ impl<'a> Reader<'a> {
             false => Err(bad(
                 &self.split.path,
                 format!(
-                    "clip {clip}{} holds a value that is not finite (NaN or infinity), which \
+                    "clip {clip}{} holds a value that is not finite (NaN or infinity){}, which \
                      melctl never stores",
-                    segment.map(|s| format!(" segment {s}")).unwrap_or_default()
+                    segment.map(|s| format!(" segment {s}")).unwrap_or_default(),
+                    if norm.is_some() {
+                        ", stored or once normalised"
+                    } else {
+                        ""
+                    }
                 ),
             )),
         }

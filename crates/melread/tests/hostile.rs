@@ -81,7 +81,9 @@ for name, dtype, at in [("nan_f32", "f4", (1, 0, 2)), ("inf_f16", "f2", (0, 1, 1
         f.create_dataset("mel", data=m); rest(f)
 for name, mean, std in [("nan_mean", [0.0, np.nan], [1.0, 1.0]),
                         ("negative_std", [0.0, 0.0], [1.0, -1.0]),
-                        ("inf_std", [0.0, 0.0], [np.inf, 1.0])]:
+                        ("inf_std", [0.0, 0.0], [np.inf, 1.0]),
+                        ("tiny_std", [0.0, 0.0], [1.0, 1e-39]),
+                        ("huge_mean", [1e39, 0.0], [1.0, 1.0])]:
     with h5py.File(f"{d}/{name}.h5", "w") as f:
         mel(f); rest(f)
         f.create_dataset("mel_mean", data=np.array(mean))
@@ -257,6 +259,10 @@ fn values_and_statistics_melctl_never_stores_are_refused() {
     assert_refused(&d.join("nan_mean.h5"), &["mel_mean[1] is NaN"]);
     assert_refused(&d.join("negative_std.h5"), &["mel_std[1] is -1"]);
     assert_refused(&d.join("inf_std.h5"), &["mel_std[0] is inf"]);
+    // Normalising by a std whose inverse overflows f32 gave infinities (train blamed the
+    // learning rate), as would a mean beyond f32.
+    assert_refused(&d.join("tiny_std.h5"), &["mel_std[1] is 1e-39"]);
+    assert_refused(&d.join("huge_mean.h5"), &["mel_mean[0] is 1e39"]);
 }
 
 #[test]
