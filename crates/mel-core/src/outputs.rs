@@ -100,12 +100,18 @@ impl Guard {
                     first.what
                 )));
             }
-            // Inside another build's split folder: that build replaces it whole.
-            if let Some(split) = at
-                .ancestors()
-                .skip(1)
-                .find(|a| a.extension().is_some_and(|e| e == "d") && a.join("meta.json").is_file())
-            {
+            // Inside another build's split folder: that build replaces it whole. Looked for
+            // along the path as written and as the file system resolves it (through links).
+            let in_split = |p: &Path| -> Option<PathBuf> {
+                p.ancestors()
+                    .skip(1)
+                    .find(|a| {
+                        a.extension().is_some_and(|e| e == "d")
+                            && a.join(crate::format::NPY_META).is_file()
+                    })
+                    .map(Path::to_path_buf)
+            };
+            if let Some(split) = in_split(&at).or_else(|| in_split(&resolved(&o.path))) {
                 return Err(refuse(format!(
                     "the path is inside {}, a split folder that its build replaces whole; write it elsewhere",
                     split.display()
@@ -236,6 +242,30 @@ impl Guard {
 }
 
 /// `path` made absolute and normalised for comparison: its folder resolved (links
+/// `path` with its longest existing prefix resolved by the file system (links followed),
+/// the rest appended as written.
+fn resolved(path: &Path) -> PathBuf {
+    let abs = normalise(path);
+    let mut rest = Vec::new();
+    let mut existing = abs.as_path();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            let mut out = real;
+            for c in rest.iter().rev() {
+                out.push(c);
+            }
+            return out;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return abs,
+        }
+    }
+}
+
 /// included) where it exists, `.` and `..` removed lexically otherwise.
 pub fn normalise(path: &Path) -> PathBuf {
     let abs = if path.is_absolute() {

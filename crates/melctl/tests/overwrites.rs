@@ -269,6 +269,19 @@ fn a_split_folder_replaced_whole_never_takes_another_output_with_it() {
         dir.names("out/training.npy.d"),
         ["label.npy", "mel.npy", "meta.json"]
     );
+    // Nor through a link to it, with folders still to be made below (attack round 4).
+    std::fs::create_dir(dir.join("other")).unwrap();
+    std::os::unix::fs::symlink("../out/training.npy.d", dir.join("other/lnk")).unwrap();
+    let mut linked = dir.melctl();
+    linked
+        .args(["build", "-i", "data", "-o", "other/lnk/deeper"])
+        .args(["--config", "short.toml", "--backend", "cpu"]);
+    let err = refused(&mut linked);
+    assert!(err.contains("a split folder"), "{err}");
+    assert_eq!(
+        dir.names("out/training.npy.d"),
+        ["label.npy", "mel.npy", "meta.json"]
+    );
     // A folder someone put there is not deleted with the split: the rebuild is refused.
     std::fs::create_dir_all(dir.join("out/training.npy.d/mine")).unwrap();
     std::fs::write(dir.join("out/training.npy.d/mine/notes.txt"), b"keep").unwrap();
