@@ -192,6 +192,100 @@ pub(crate) fn adts_frames<R: Read + Seek>(
     Ok(Ok(()))
 }
 
+/// The length in bytes of the MPEG audio frame whose header is `h` (4 bytes), `Ok(None)`
+/// for a free-format frame (no length in its header), `Err` when `h` is no frame header.
+fn mpeg_frame_len(h: &[u8]) -> Result<Option<u64>, ()> {
+    if h.len() < 4 || h[0] != 0xff || h[1] & 0xe0 != 0xe0 {
+        return Err(());
+    }
+    let version = (h[1] >> 3) & 3; // 0: MPEG 2.5, 2: MPEG 2, 3: MPEG 1
+    let layer = (h[1] >> 1) & 3; // 1: III, 2: II, 3: I
+    let bitrate_index = (h[2] >> 4) as usize;
+    let rate_index = ((h[2] >> 2) & 3) as usize;
+    let padding = ((h[2] >> 1) & 1) as u64;
+    if version == 1 || layer == 0 || bitrate_index == 15 || rate_index == 3 {
+        return Err(());
+    }
+    if bitrate_index == 0 {
+        return Ok(None);
+    }
+    const KBPS_V1: [[u64; 15]; 3] = [
+        [
+            0, 32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 352, 384, 416, 448,
+        ],
+        [
+            0, 32, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384,
+        ],
+        [
+            0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320,
+        ],
+    ];
+    const KBPS_V2: [[u64; 15]; 2] = [
+        [
+            0, 32, 48, 56, 64, 80, 96, 112, 128, 144, 160, 176, 192, 224, 256,
+        ],
+        [0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160],
+    ];
+    const RATES: [u64; 3] = [44100, 48000, 32000];
+    let layer_row = (3 - layer) as usize; // 0: I, 1: II, 2: III
+    let (kbps, rate) = match version {
+        3 => (KBPS_V1[layer_row][bitrate_index], RATES[rate_index]),
+        2 => (
+            KBPS_V2[usize::from(layer_row > 0)][bitrate_index],
+            RATES[rate_index] / 2,
+        ),
+        _ => (
+            KBPS_V2[usize::from(layer_row > 0)][bitrate_index],
+            RATES[rate_index] / 4,
+        ),
+    };
+    let bits = kbps * 1000;
+    Ok(Some(match (layer_row, version) {
+        (0, _) => (12 * bits / rate + padding) * 4,
+        (2, 0 | 2) => 72 * bits / rate + padding,
+        _ => 144 * bits / rate + padding,
+    }))
+}
+
+/// Walks the MPEG audio frames from `start` to `end`: each must start with a frame header
+/// where the last one ended, and the last must end at `end` (symphonia's reader
+/// resynchronises past a damaged frame, dropping it, with no word). A free-format stream,
+/// whose headers hold no length, is not walked. `Err` is the one-line reason.
+pub(crate) fn mpeg_frames<R: Read + Seek>(
+    r: &mut R,
+    start: u64,
+    end: u64,
+) -> std::io::Result<Result<(), String>> {
+    let mut pos = start;
+    let mut frame = 0u64;
+    while pos < end {
+        let h = read_at(r, pos, 4)?;
+        let len = match mpeg_frame_len(&h) {
+            Ok(Some(len)) => len,
+            Ok(None) => return Ok(Ok(())),
+            Err(()) if pos + 4 > end || h.len() < 4 => {
+                return Ok(Err(format!(
+                    "truncated: the file ends inside the header of MP3 frame {frame} (byte {pos})"
+                )));
+            }
+            Err(()) => {
+                return Ok(Err(format!(
+                    "corrupt audio data: no MP3 frame header where frame {frame} should start, at byte {pos} (damaged data the reader would skip)"
+                )));
+            }
+        };
+        if pos + len > end {
+            return Ok(Err(format!(
+                "truncated: the file ends inside MP3 frame {frame} (bytes {pos} to {}, the stream has {end})",
+                pos + len
+            )));
+        }
+        pos += len;
+        frame += 1;
+    }
+    Ok(Ok(()))
+}
+
 /// The byte where the first frame of the native FLAC stream at `start` begins: past
 /// `fLaC` and the metadata blocks. `None` when the blocks run past `end`.
 pub(crate) fn flac_frames_start<R: Read + Seek>(

@@ -165,6 +165,9 @@ impl<'s> Stream<'s> {
                 Container::Adts => {
                     crate::framing::adts_frames(&mut source, offset, end).map_err(io)?
                 }
+                Container::Mp3 { .. } => {
+                    crate::framing::mpeg_frames(&mut source, offset, end).map_err(io)?
+                }
                 _ => Ok(()),
             };
             verdict.map_err(|reason| Error::decode(path, reason))?;

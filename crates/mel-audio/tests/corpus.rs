@@ -468,11 +468,93 @@ fn a_tagged_mp3_with_more_data_than_its_tag_counts_is_refused() {
             let alone = verdict(&corpus().join(name), &a);
             assert!(alone.is_ok(), "{name} alone: {alone:?}");
             let e = verdict(&joined, &a).unwrap_err();
+            // The second copy's ID3v2 tag sits where a frame should start (the frame
+            // walk names it); without tags the first Xing tag's count gives it away.
             assert!(
-                e.contains("inconsistent header") && e.contains("tag promises"),
+                (e.contains("inconsistent header") && e.contains("tag promises"))
+                    || e.contains("no MP3 frame header where frame"),
                 "{name}: {e}"
             );
         }
+    }
+}
+
+/// An MP3 without a Xing/LAME tag promises no frame count, so a damaged frame (its sync
+/// broken, bytes missing from it) or a cut inside the last one was skipped by the reader
+/// and the rest shifted, with exit 0 (attack round 4): the frame walk refuses each.
+#[test]
+fn a_damaged_or_cut_mp3_without_a_frame_count_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(corpus().join("clip.mp3")).unwrap();
+    // The frames' starts, walked here from the headers' fields (an independent reading of
+    // ISO 11172-3 / 13818-3; the fixture is MPEG 2.5 layer III at 8 kHz, variable rate).
+    let v1 = [
+        [
+            0, 32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 352, 384, 416, 448,
+        ],
+        [
+            0, 32, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384,
+        ],
+        [
+            0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320,
+        ],
+    ];
+    let v2 = [
+        [
+            0, 32, 48, 56, 64, 80, 96, 112, 128, 144, 160, 176, 192, 224, 256,
+        ],
+        [0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160],
+    ];
+    let mut starts = Vec::new();
+    let mut pos = 0usize;
+    while pos + 4 <= bytes.len() && bytes[pos] == 0xff {
+        starts.push(pos);
+        let h = &bytes[pos..pos + 4];
+        let (version, row) = ((h[1] >> 3) & 3, 3 - ((h[1] >> 1) & 3) as usize);
+        let (bi, pad) = ((h[2] >> 4) as usize, ((h[2] >> 1) & 1) as usize);
+        let base = [44100, 48000, 32000][((h[2] >> 2) & 3) as usize];
+        let (kbps, rate) = match version {
+            3 => (v1[row][bi], base),
+            2 => (v2[usize::from(row > 0)][bi], base / 2),
+            _ => (v2[usize::from(row > 0)][bi], base / 4),
+        };
+        pos += match (row, version) {
+            (0, _) => (12 * kbps * 1000 / rate + pad) * 4,
+            (2, 0 | 2) => 72 * kbps * 1000 / rate + pad,
+            _ => 144 * kbps * 1000 / rate + pad,
+        };
+    }
+    assert_eq!(pos, bytes.len(), "the fixture walks whole: {starts:?}");
+    assert!(starts.len() >= 8, "{starts:?}");
+    let a = AudioConfig {
+        sample_rate: 4096,
+        clip_seconds: 4.0,
+        ..AudioConfig::default()
+    };
+    assert!(verdict(&corpus().join("clip.mp3"), &a).is_ok());
+    let f = starts[5];
+    let mut no_sync = bytes.clone();
+    no_sync[f + 1] = 0;
+    let mut short = bytes.clone();
+    short.drain(f + 20..f + 40);
+    let cut = bytes[..starts[starts.len() - 1] + 30].to_vec();
+    for (name, data, says) in [
+        (
+            "no-sync.mp3",
+            no_sync,
+            "no MP3 frame header where frame 5 should start",
+        ),
+        (
+            "short.mp3",
+            short,
+            "no MP3 frame header where frame 6 should start",
+        ),
+        ("cut.mp3", cut, "truncated: the file ends inside MP3 frame"),
+    ] {
+        let p = t.path().join(name);
+        std::fs::write(&p, &data).unwrap();
+        let e = verdict(&p, &a).unwrap_err();
+        assert!(e.contains(says), "{name}: {e}");
     }
 }
 
