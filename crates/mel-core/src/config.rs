@@ -8,7 +8,6 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::plan::MelPlan;
 
 /// Worker threads a configuration may ask for.
 pub const MAX_THREADS: usize = 1024;
@@ -46,7 +45,7 @@ impl Default for Config {
 }
 
 /// Everything that determines the output values, and nothing else: the part of a
-/// [`Config`] a [`MelPlan`] is made from. Two builds with equal specs
+/// [`Config`] a [`MelPlan`](crate::plan::MelPlan) is made from. Two builds with equal specs
 /// write equal spectrograms, whatever their loaders, backends, sinks or thread counts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -815,35 +814,6 @@ impl Config {
         Ok(())
     }
 
-    /// Estimates the memory the pipeline's buffers take (queues of input and output
-    /// batches, the buffers in use, the streaming loader's batches) and refuses a
-    /// configuration that would take more than half of `available` bytes, naming the
-    /// fields, the figure and the limit. The preload loader's arena is sized separately
-    /// (`--loader auto` never picks it: it maps a cache or streams).
-    pub fn check_memory(&self, plan: &MelPlan, available: u64) -> Result<()> {
-        let batch = self.run.batch_clips as u128;
-        let input = batch * plan.clip_samples() as u128 * 4;
-        let output = batch * plan.bytes_per_clip() as u128;
-        let batches = 2 * self.run.queue_depth as u128 + 4;
-        let need = batches * (input + output);
-        let limit = available as u128 / 2;
-        if need > limit {
-            let gb = |b: u128| b as f64 / 1e9;
-            return Err(Error::limit(
-                "run.batch_clips × run.queue_depth",
-                format!(
-                    "the pipeline would hold about {:.2} GB of buffers ({batches} batches of {} clips × ({:.1} kB in + {:.1} kB out)); the limit is half the available memory, {:.2} GB",
-                    gb(need),
-                    self.run.batch_clips,
-                    plan.clip_samples() as f64 * 4.0 / 1e3,
-                    plan.bytes_per_clip() as f64 / 1e3,
-                    gb(limit)
-                ),
-            ));
-        }
-        Ok(())
-    }
-
     /// Parses a complete or partial TOML text on top of `base` (keys absent from the text keep `base`'s values).
     pub fn merge_toml(base: &Config, text: &str, source_name: Option<&str>) -> Result<Config> {
         let parse_err = |message: String| Error::ConfigParse {
@@ -969,18 +939,6 @@ mod tests {
                 .to_string()
                 .contains("run.threads")
         );
-        let mut c = Config::default();
-        c.run.batch_clips = 100_000;
-        c.check_options().unwrap();
-        let plan = MelPlan::from_config(&c).unwrap();
-        let e = c.check_memory(&plan, 8 << 30).unwrap_err().to_string();
-        assert!(
-            e.contains("run.batch_clips × run.queue_depth") && e.contains("GB"),
-            "{e}"
-        );
-        let c = Config::default();
-        c.check_memory(&MelPlan::from_config(&c).unwrap(), 8 << 30)
-            .unwrap();
     }
 
     #[test]

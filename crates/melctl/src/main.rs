@@ -206,7 +206,7 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         anyhow::bail!("--device picks a GPU; --backend cpu uses none (drop one of them)");
     }
     if let Some(available) = melkit::loaders::select::available_memory() {
-        config.check_memory(&plan, available)?;
+        mel_core::pipeline::check_memory(&config, &plan, available)?;
     }
     let report_to_stdout = args.report.as_deref() == Some(std::path::Path::new("-"));
     let (quiet, verbose) = (args.verbosity.quiet, args.verbosity.verbose);

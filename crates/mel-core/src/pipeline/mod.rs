@@ -3,11 +3,13 @@
 //! that keeps every value stored finite.
 
 pub mod finite;
+mod memory;
 mod metrics;
 mod queue;
 mod runner;
 mod verdict;
 
+pub use memory::{batches_in_flight, check_memory};
 pub use metrics::{QueueMetrics, StageMetrics};
 pub use runner::{OutputPool, RunOptions, RunResult, run};
 pub use verdict::{Stage, Verdict, verdict};

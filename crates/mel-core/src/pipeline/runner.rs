@@ -131,7 +131,10 @@ pub fn run(
     // A fixed set of output buffers, recycled first-in first-out: the queue's worth, one
     // being computed and one being written. Peak memory does not depend on the run's length.
     let (free_tx, free_rx) = mpsc::channel::<OutputBuf>();
-    for buf in opts.buffers.take(backend.plan().dtype(), depth + 2) {
+    for buf in opts
+        .buffers
+        .take(backend.plan().dtype(), super::batches_in_flight(depth))
+    {
         let _ = free_tx.send(buf);
     }
     let stop_flag = AtomicBool::new(false);

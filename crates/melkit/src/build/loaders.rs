@@ -100,7 +100,7 @@ pub(super) fn make_loader(
             batch,
             threads,
             &config.run.stream,
-            config.run.queue_depth + 2,
+            mel_core::pipeline::batches_in_flight(config.run.queue_depth),
         )?),
     };
     Ok((loader, line))
