@@ -152,44 +152,88 @@ pub(crate) fn ogg_pages<R: Read + Seek>(
     Ok(Ok(()))
 }
 
-/// Walks the ADTS frames from `start` to `end`: each must start with a frame header where
-/// the last one said it ends, and the last must end at `end`. `Err` is the one-line reason.
+/// What a frame walk found where a frame should start.
+enum Frame {
+    /// A frame of this many bytes, header included.
+    Len(u64),
+    /// A frame whose header holds no length (free-format MP3): the walk stops there.
+    Unmeasured,
+    /// The stream ends inside the header.
+    Cut,
+    /// No frame header.
+    NotAHeader,
+    /// A header that cannot be right, and why (`says it is 3 bytes long`).
+    Bad(String),
+}
+
+/// Walks the frames of a `name` stream (ADTS, MP3) from `start` to `end`: each must start
+/// with a header (`header` bytes, read by `measure`, told whether the stream has fewer
+/// left) where the last one said it ends, and the last must end at `end`. `Err` is the
+/// one-line reason.
+fn walk_frames<R: Read + Seek>(
+    r: &mut R,
+    start: u64,
+    end: u64,
+    name: &str,
+    header: usize,
+    measure: impl Fn(&[u8], bool) -> Frame,
+) -> std::io::Result<Result<(), String>> {
+    let mut pos = start;
+    let mut frame = 0u64;
+    while pos < end {
+        let h = read_at(r, pos, header)?;
+        let short = h.len() < header || pos + header as u64 > end;
+        let len = match measure(&h, short) {
+            Frame::Len(len) => len,
+            Frame::Unmeasured => return Ok(Ok(())),
+            Frame::Cut => {
+                return Ok(Err(format!(
+                    "truncated: the file ends inside the header of {name} frame {frame} (byte {pos})"
+                )));
+            }
+            Frame::NotAHeader => {
+                return Ok(Err(format!(
+                    "corrupt audio data: no {name} frame header where frame {frame} should start, at byte {pos} (damaged data the reader would skip)"
+                )));
+            }
+            Frame::Bad(why) => {
+                return Ok(Err(format!(
+                    "corrupt audio data: {name} frame {frame} (byte {pos}) {why}"
+                )));
+            }
+        };
+        if pos + len > end {
+            return Ok(Err(format!(
+                "truncated: the file ends inside {name} frame {frame} (bytes {pos} to {}, the stream has {end})",
+                pos + len
+            )));
+        }
+        pos += len;
+        frame += 1;
+    }
+    Ok(Ok(()))
+}
+
+/// Walks the ADTS frames from `start` to `end` ([`walk_frames`]).
 pub(crate) fn adts_frames<R: Read + Seek>(
     r: &mut R,
     start: u64,
     end: u64,
 ) -> std::io::Result<Result<(), String>> {
-    let mut pos = start;
-    let mut frame = 0u64;
-    while pos < end {
-        let h = read_at(r, pos, 7)?;
+    walk_frames(r, start, end, "ADTS", 7, |h, short| {
         let synced = h.len() >= 2 && h[0] == 0xff && h[1] & 0xf6 == 0xf0;
         if !synced {
-            return Ok(Err(format!(
-                "corrupt audio data: no ADTS frame header where frame {frame} should start, at byte {pos} (damaged data the reader would skip)"
-            )));
+            return Frame::NotAHeader;
         }
-        if h.len() < 7 || pos + 7 > end {
-            return Ok(Err(format!(
-                "truncated: the file ends inside the header of ADTS frame {frame} (byte {pos})"
-            )));
+        if short {
+            return Frame::Cut;
         }
         let size = ((h[3] as u64 & 3) << 11) | ((h[4] as u64) << 3) | (h[5] as u64 >> 5);
         if size < 7 {
-            return Ok(Err(format!(
-                "corrupt audio data: ADTS frame {frame} (byte {pos}) says it is {size} bytes long"
-            )));
+            return Frame::Bad(format!("says it is {size} bytes long"));
         }
-        if pos + size > end {
-            return Ok(Err(format!(
-                "truncated: the file ends inside ADTS frame {frame} (bytes {pos} to {}, the stream has {end})",
-                pos + size
-            )));
-        }
-        pos += size;
-        frame += 1;
-    }
-    Ok(Ok(()))
+        Frame::Len(size)
+    })
 }
 
 /// The length in bytes of the MPEG audio frame whose header is `h` (4 bytes), `Ok(None)`
@@ -247,43 +291,22 @@ fn mpeg_frame_len(h: &[u8]) -> Result<Option<u64>, ()> {
     }))
 }
 
-/// Walks the MPEG audio frames from `start` to `end`: each must start with a frame header
-/// where the last one ended, and the last must end at `end` (symphonia's reader
-/// resynchronises past a damaged frame, dropping it, with no word). A free-format stream,
-/// whose headers hold no length, is not walked. `Err` is the one-line reason.
+/// Walks the MPEG audio frames from `start` to `end` ([`walk_frames`]): symphonia's
+/// reader resynchronises past a damaged frame, dropping it, with no word. A free-format
+/// stream, whose headers hold no length, is not walked.
 pub(crate) fn mpeg_frames<R: Read + Seek>(
     r: &mut R,
     start: u64,
     end: u64,
 ) -> std::io::Result<Result<(), String>> {
-    let mut pos = start;
-    let mut frame = 0u64;
-    while pos < end {
-        let h = read_at(r, pos, 4)?;
-        let len = match mpeg_frame_len(&h) {
-            Ok(Some(len)) => len,
-            Ok(None) => return Ok(Ok(())),
-            Err(()) if pos + 4 > end || h.len() < 4 => {
-                return Ok(Err(format!(
-                    "truncated: the file ends inside the header of MP3 frame {frame} (byte {pos})"
-                )));
-            }
-            Err(()) => {
-                return Ok(Err(format!(
-                    "corrupt audio data: no MP3 frame header where frame {frame} should start, at byte {pos} (damaged data the reader would skip)"
-                )));
-            }
-        };
-        if pos + len > end {
-            return Ok(Err(format!(
-                "truncated: the file ends inside MP3 frame {frame} (bytes {pos} to {}, the stream has {end})",
-                pos + len
-            )));
+    walk_frames(r, start, end, "MP3", 4, |h, short| {
+        match mpeg_frame_len(h) {
+            Ok(Some(len)) => Frame::Len(len),
+            Ok(None) => Frame::Unmeasured,
+            Err(()) if short => Frame::Cut,
+            Err(()) => Frame::NotAHeader,
         }
-        pos += len;
-        frame += 1;
-    }
-    Ok(Ok(()))
+    })
 }
 
 /// The byte where the first frame of the native FLAC stream at `start` begins: past
