@@ -10,24 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-use util::{Dir, TestCommand};
-
-/// Short clips (1 s at 4096 Hz: 7 × 3 segments) keep every attack loop fast.
-const SHORT_CLIPS: &str = "[audio]\nclip_seconds = 1.0\n";
+use util::{Dir, SHORT_CLIPS, TestCommand};
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-/// `melctl demo --clips N --no-build` into `data/` and a config for short clips.
-fn scenario(clips: usize) -> Dir {
-    let dir = Dir::new();
-    dir.melctl()
-        .args(["demo", "--clips", &clips.to_string(), "--no-build", "demo"])
-        .stdout();
-    std::fs::rename(dir.join("demo/data"), dir.join("data")).unwrap();
-    dir.create("short.toml", SHORT_CLIPS);
-    dir
 }
 
 /// `melctl build` of `data/` into `out` with the short-clip config, the CPU backend and
@@ -130,7 +116,7 @@ fn a_kill_at_every_sync_point_leaves_the_previous_output_or_a_complete_new_one()
     if !strace() {
         return;
     }
-    let dir = scenario(9);
+    let dir = Dir::demo(9);
     dir.create(
         "nosync.toml",
         format!("{SHORT_CLIPS}[output]\nfsync = false\n"),
@@ -205,7 +191,7 @@ fn a_failed_write_at_any_point_is_an_error_and_nothing_reaches_a_final_path() {
     if !strace() {
         return;
     }
-    let dir = scenario(9);
+    let dir = Dir::demo(9);
     // The npy sink's rows and headers (pwrite64 in melctl's own code), every one in turn
     // (strace counts each thread's calls: `when=N` fails the N-th of every thread).
     let mut failures = 0;
@@ -270,7 +256,7 @@ fn mount_tmpfs(at: &Path, kib: usize) -> bool {
 
 #[test]
 fn a_full_disk_at_every_page_is_an_error_or_a_complete_output() {
-    let dir = scenario(4);
+    let dir = Dir::demo(4);
     let mnt = dir.join("mnt");
     if !mount_tmpfs(&mnt, 4096) {
         println!("skipped: cannot mount a tmpfs (needs root)");
@@ -342,7 +328,7 @@ fn nix_statvfs(p: &Path) -> (u64, u64) {
 
 #[test]
 fn misplaced_audio_is_refused_by_name_and_nothing_is_written() {
-    let dir = scenario(10);
+    let dir = Dir::demo(10);
     dir.create("data/training/stray.wav", b"RIFF");
     let err = build(&dir, "out", &[]).stderr_of_failure();
     assert!(
@@ -361,7 +347,7 @@ fn misplaced_audio_is_refused_by_name_and_nothing_is_written() {
 
 #[test]
 fn a_fifo_named_wav_is_a_failure_of_its_own_and_the_build_finishes() {
-    let dir = scenario(5);
+    let dir = Dir::demo(5);
     let fifo = dir.join("data/training/leak/zz.wav");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: a valid NUL-terminated path.
@@ -404,7 +390,7 @@ fn a_fifo_named_wav_is_a_failure_of_its_own_and_the_build_finishes() {
 
 #[test]
 fn an_interrupt_stops_the_build_within_two_seconds_with_exit_130() {
-    let dir = scenario(150);
+    let dir = Dir::demo(150);
     for loader in ["preload", "stream"] {
         let mut cmd = dir.melctl();
         cmd.args(["build", "-i", "data", "-o", "out", "--threads", "1"])
@@ -440,7 +426,7 @@ fn an_interrupt_stops_the_build_within_two_seconds_with_exit_130() {
 
 #[test]
 fn headers_and_settings_that_would_need_gigabytes_are_refused_without_aborting() {
-    let dir = scenario(5);
+    let dir = Dir::demo(5);
     // A 2 KB WAV that says 4,294,967,295 Hz.
     let mut w = b"RIFF\x00\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00".to_vec();
     w.extend_from_slice(&u32::MAX.to_le_bytes());
@@ -484,7 +470,7 @@ fn headers_and_settings_that_would_need_gigabytes_are_refused_without_aborting()
 
 #[test]
 fn manifest_names_cannot_escape_the_output_folder() {
-    let dir = scenario(5);
+    let dir = Dir::demo(5);
     let wav = std::fs::read_dir(dir.join("data/training/leak"))
         .unwrap()
         .next()
@@ -512,7 +498,7 @@ fn manifest_names_cannot_escape_the_output_folder() {
 
 #[test]
 fn a_second_build_of_the_same_output_is_refused_naming_the_first() {
-    let dir = scenario(120);
+    let dir = Dir::demo(120);
     let mut first = dir.melctl();
     first
         .args(["build", "-i", "data", "-o", "out", "--threads", "1"])
@@ -542,7 +528,7 @@ fn a_second_build_of_the_same_output_is_refused_naming_the_first() {
 
 #[test]
 fn on_error_fail_leaves_every_previous_output_exactly_as_it_was() {
-    let dir = scenario(10);
+    let dir = Dir::demo(10);
     build(&dir, "out", &[]).stdout();
     let before: Vec<Vec<u8>> = SPLITS
         .iter()
@@ -568,7 +554,7 @@ fn on_error_fail_leaves_every_previous_output_exactly_as_it_was() {
 
 #[test]
 fn a_report_that_cannot_be_written_is_found_before_any_work() {
-    let dir = scenario(5);
+    let dir = Dir::demo(5);
     let start = Instant::now();
     let err = build(&dir, "out", &["--report", "no/such/folder/r.json"]).stderr_of_failure();
     assert!(err.contains("cannot write the report"), "{err}");
@@ -581,7 +567,7 @@ fn resume_assembles_in_bounded_memory_and_leaves_no_journal() {
     // 1,400 full-length leak-4k clips (106 MB of f16 spectrograms): an assembly that held
     // the split would add ~100 MB over the same build without --resume. Batches of 16
     // keep the streaming loader's own bound (a fixed number of batches) small.
-    let dir = scenario(1400);
+    let dir = Dir::demo(1400);
     let peak = |out: &str, resume: bool| -> u64 {
         let report = format!("{out}.json");
         let mut c = dir.melctl();
@@ -625,7 +611,7 @@ fn resume_assembles_in_bounded_memory_and_leaves_no_journal() {
 
 #[test]
 fn skipped_clips_leave_the_output_no_larger_than_its_contents() {
-    let dir = scenario(10);
+    let dir = Dir::demo(10);
     dir.create("data/training/leak/zz-bad.wav", b"not audio");
     build(&dir, "out", &["--dtype", "f32"]).stdout();
     let (bits, label, _) = read_h5(&dir.join("out/training.h5")).unwrap_or_default();
@@ -643,7 +629,7 @@ fn skipped_clips_leave_the_output_no_larger_than_its_contents() {
 
 #[test]
 fn a_missing_manifest_file_is_listed_and_fails_with_on_error_fail() {
-    let dir = scenario(5);
+    let dir = Dir::demo(5);
     let wav: PathBuf = std::fs::read_dir(dir.join("data/training/leak"))
         .unwrap()
         .next()
@@ -686,7 +672,7 @@ fn a_missing_manifest_file_is_listed_and_fails_with_on_error_fail() {
 
 #[test]
 fn a_truncated_cache_during_a_build_is_explained_not_a_bare_sigbus() {
-    let dir = scenario(600);
+    let dir = Dir::demo(600);
     let cache = dir.join("cache");
     let args = [
         "build",
@@ -759,7 +745,7 @@ fn strict_counts_the_files_a_split_kept_from_an_interrupted_publish_lacks() {
     // Where the kill leaves training published with its journal committed, the next
     // --resume run keeps training as it is: it must still name the file the killed run
     // left out of it, and --strict must exit 3 for it.
-    let dir = scenario(9);
+    let dir = Dir::demo(9);
     dir.create("data/training/leak/zz-broken.wav", "RIFF....WAVEjunk");
     let mut kept = 0;
     for n in 1..60 {
@@ -845,7 +831,7 @@ fn an_interrupt_says_truly_whether_the_outputs_were_committed() {
     if !strace() {
         return;
     }
-    let dir = scenario(9);
+    let dir = Dir::demo(9);
     build(&dir, "prev", &["--dtype", "f32"]).stdout();
     let argv = build_argv(&["--split", "training", "-q"]);
     // During the publish: the first rename of the run is the publish's first.
@@ -883,7 +869,7 @@ fn a_kill_at_every_rename_of_a_publish_never_leaves_two_builds_readable_as_one()
     // split of either build may be left at its final path, but whatever melread (and so
     // inspect, show and --resume) opens must be of one build: the others are refused,
     // saying why.
-    let dir = scenario(9);
+    let dir = Dir::demo(9);
     for sink in ["hdf5", "npy"] {
         let _ = std::fs::remove_dir_all(dir.join("prev"));
         build(&dir, "prev", &["--sink", sink]).stdout();
@@ -951,7 +937,7 @@ fn a_journal_is_trusted_only_for_the_output_at_the_final_path() {
     // Issue 22: a --resume build killed after publishing but before removing its
     // journals, then a plain --dtype f32 build, then the original --resume: it must not
     // keep the f32 outputs as its own.
-    let dir = scenario(9);
+    let dir = Dir::demo(9);
     let journal = |s: &str| dir.join(format!("out/.{s}.resume"));
     let mut killed_at = None;
     for n in 1..200 {
@@ -1030,7 +1016,7 @@ fn a_full_disk_inside_the_hdf5_library_is_an_error_that_says_so() {
     // (metadata, small datasets, compressed chunks) as well as ours. Each run must end
     // with exit 1 naming the output and the full disk: never a crash, never the
     // library's bare "refused".
-    let dir = scenario(9);
+    let dir = Dir::demo(9);
     dir.create(
         "gzip.toml",
         format!("{SHORT_CLIPS}[hdf5]\nchunk_clips = 2\ngzip = 1\n"),

@@ -8,22 +8,13 @@ use std::process::Stdio;
 
 use util::Dir;
 
-/// A dataset of a few demo clips under `data/`.
-fn small_dataset(dir: &Dir) {
-    dir.melctl()
-        .args(["demo", "--clips", "10", "--no-build", "demo"])
-        .stdout();
-    std::fs::rename(dir.join("demo/data"), dir.join("data")).unwrap();
-}
-
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
 #[test]
 fn a_closed_stdout_ends_output_quietly() {
-    let dir = Dir::new();
-    small_dataset(&dir);
+    let dir = Dir::demo(10);
     dir.melctl()
         .args(["build", "--input", "data", "--output", "out", "-q"])
         .expect_code(0);
@@ -52,8 +43,7 @@ fn a_closed_stdout_ends_output_quietly() {
 
 #[test]
 fn a_failed_write_to_stdout_or_stderr_is_an_error_not_a_panic() {
-    let dir = Dir::new();
-    small_dataset(&dir);
+    let dir = Dir::demo(10);
     let full = || {
         std::fs::OpenOptions::new()
             .write(true)
@@ -100,8 +90,7 @@ fn a_failed_write_to_stdout_or_stderr_is_an_error_not_a_panic() {
 
 #[test]
 fn names_that_would_steer_the_terminal_are_printed_escaped() {
-    let dir = Dir::new();
-    small_dataset(&dir);
+    let dir = Dir::demo(10);
     // A hidden file is listed, not built: its name reaches the summary.
     dir.create("data/training/leak/.\u{1b}[2J.wav", "RIFF");
     let o = dir
@@ -117,8 +106,7 @@ fn names_that_would_steer_the_terminal_are_printed_escaped() {
 /// waited for the same lock for the cache, for ever (issue 22's second attack round).
 #[test]
 fn a_cache_folder_that_is_the_output_folder_is_refused_not_a_hang() {
-    let dir = Dir::new();
-    small_dataset(&dir);
+    let dir = Dir::demo(10);
     let mut child = dir
         .melctl()
         .args([
@@ -151,8 +139,7 @@ fn a_cache_folder_that_is_the_output_folder_is_refused_not_a_hang() {
 /// file that stopped an `--on-error fail` build went unnamed).
 #[test]
 fn a_failed_build_is_named_even_when_its_report_cannot_be_written() {
-    let dir = Dir::new();
-    small_dataset(&dir);
+    let dir = Dir::demo(10);
     dir.create("data/training/leak/zz-broken.wav", "RIFF....WAVEjunk");
     let o = dir
         .melctl()
@@ -178,8 +165,7 @@ fn a_failed_build_is_named_even_when_its_report_cannot_be_written() {
 /// "meta.json: cannot read".
 #[test]
 fn misleading_messages_name_the_real_cause() {
-    let dir = Dir::new();
-    small_dataset(&dir);
+    let dir = Dir::demo(10);
     dir.create("afile", b"x");
     for cache in ["/dev/null", "afile"] {
         let o = dir
@@ -209,8 +195,7 @@ fn misleading_messages_name_the_real_cause() {
 /// and `cat`: valid, so built, but said (it was silent); a usual tree gets no note.
 #[test]
 fn splits_named_like_classes_are_pointed_out() {
-    let dir = Dir::new();
-    small_dataset(&dir);
+    let dir = Dir::demo(10);
     for (from, to) in [
         ("data/training/leak", "odd/dog/day1"),
         ("data/testing/leak", "odd/cat/day2"),

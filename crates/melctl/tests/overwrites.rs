@@ -9,20 +9,7 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::time::Duration;
 
-use util::{Dir, TestCommand};
-
-const SHORT_CLIPS: &str = "[audio]\nclip_seconds = 1.0\n";
-
-/// `melctl demo --clips N --no-build` into `data/` and a config for short clips.
-fn scenario(clips: usize) -> Dir {
-    let dir = Dir::new();
-    dir.melctl()
-        .args(["demo", "--clips", &clips.to_string(), "--no-build", "demo"])
-        .stdout();
-    std::fs::rename(dir.join("demo/data"), dir.join("data")).unwrap();
-    dir.create("short.toml", SHORT_CLIPS);
-    dir
-}
+use util::{Dir, SHORT_CLIPS, TestCommand};
 
 /// `melctl build` of `data/` into `out` with the short-clip config and `extra`.
 fn build(dir: &Dir, extra: &[&str]) -> TestCommand {
@@ -61,7 +48,7 @@ fn refused(cmd: &mut TestCommand) -> String {
 
 #[test]
 fn a_report_never_replaces_an_output_an_input_or_the_configuration() {
-    let dir = scenario(6);
+    let dir = Dir::demo(6);
     build(&dir, &[]).stdout();
     let published = std::fs::read(dir.join("out/training.h5")).unwrap();
     let wav = an_input(&dir);
@@ -111,7 +98,7 @@ fn a_report_never_replaces_an_output_an_input_or_the_configuration() {
 
 #[test]
 fn show_never_replaces_the_output_it_reads() {
-    let dir = scenario(4);
+    let dir = Dir::demo(4);
     build(&dir, &[]).stdout();
     let before = std::fs::read(dir.join("out/training.h5")).unwrap();
     let err = dir
@@ -141,7 +128,7 @@ fn show_never_replaces_the_output_it_reads() {
 
 #[test]
 fn a_fifo_or_a_device_is_written_directly_and_stays_what_it_was() {
-    let dir = scenario(4);
+    let dir = Dir::demo(4);
     // A FIFO with a reader: the report arrives through it, and it is still a FIFO.
     let fifo = dir.join("report.fifo");
     mkfifo(&fifo);
@@ -189,7 +176,7 @@ fn a_fifo_or_a_device_is_written_directly_and_stays_what_it_was() {
 
 #[test]
 fn an_output_path_holding_something_else_is_refused_before_any_work() {
-    let dir = scenario(9);
+    let dir = Dir::demo(9);
     std::fs::create_dir(dir.join("out")).unwrap();
     mkfifo(&dir.join("out/training.h5"));
     let err = refused(&mut build(&dir, &[]));
@@ -224,7 +211,7 @@ fn a_report_to_this_process_stdout_is_written_to_it_not_renamed_over_the_link() 
     // `--report /dev/stdout` with stdout redirected to a file: a rename would replace the
     // system's /dev/stdout link with a regular file (as root). The same link, made in the
     // test's folder, must stay a link, and the report reach the redirected stdout.
-    let dir = scenario(4);
+    let dir = Dir::demo(4);
     let link = dir.join("stdout-link");
     std::os::unix::fs::symlink("/proc/self/fd/1", &link).unwrap();
     let captured = std::fs::File::create(dir.join("captured.txt")).unwrap();
@@ -247,7 +234,7 @@ fn a_report_to_this_process_stdout_is_written_to_it_not_renamed_over_the_link() 
 /// next rebuild without a word (issue 22 attack round).
 #[test]
 fn a_split_folder_replaced_whole_never_takes_another_output_with_it() {
-    let dir = scenario(4);
+    let dir = Dir::demo(4);
     build(&dir, &["--sink", "npy"]).stdout();
     let mut nested = dir.melctl();
     nested
@@ -303,7 +290,7 @@ fn a_split_folder_replaced_whole_never_takes_another_output_with_it() {
 #[test]
 fn the_fallback_cache_folder_is_private_to_the_user() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let dir = scenario(4);
+    let dir = Dir::demo(4);
     let tmp = dir.join("tmp");
     std::fs::create_dir(&tmp).unwrap();
     // SAFETY: getuid has no preconditions.

@@ -6,20 +6,7 @@
 
 mod util;
 
-use util::Dir;
-
-const SHORT_CLIPS: &str = "[audio]\nclip_seconds = 1.0\n";
-
-/// A demo dataset of `clips` clips under `data/`, and the short-clip configuration.
-fn scenario(clips: usize) -> Dir {
-    let dir = Dir::new();
-    dir.melctl()
-        .args(["demo", "--clips", &clips.to_string(), "--no-build", "demo"])
-        .stdout();
-    std::fs::rename(dir.join("demo/data"), dir.join("data")).unwrap();
-    dir.create("short.toml", SHORT_CLIPS);
-    dir
-}
+use util::{Dir, SHORT_CLIPS};
 
 fn build(dir: &Dir, extra: &[&str]) -> util::TestCommand {
     let mut c = dir.melctl();
@@ -35,7 +22,7 @@ fn text(b: &[u8]) -> String {
 
 #[test]
 fn a_whole_build_does_not_vouch_for_a_split_it_did_not_build() {
-    let dir = scenario(30);
+    let dir = Dir::demo(30);
     build(&dir, &["-q"]).expect_code(0);
     // The testing clips move into training, and testing is gone from the input.
     for e in walk(&dir.join("data/testing")) {
@@ -73,7 +60,7 @@ fn a_whole_build_does_not_vouch_for_a_split_it_did_not_build() {
 
 #[test]
 fn a_split_build_refuses_to_leave_splits_of_another_label_map_or_configuration() {
-    let dir = scenario(30);
+    let dir = Dir::demo(30);
     build(&dir, &["-q"]).expect_code(0);
     let before = std::fs::read(dir.join("out/training.h5")).unwrap();
     // A class only training has: class 0 would be `aaa` in training, `leak` elsewhere.
@@ -128,7 +115,7 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 /// (exit 0), and every split then failed to open.
 #[test]
 fn show_never_writes_over_the_build_record_or_another_split() {
-    let dir = scenario(30);
+    let dir = Dir::demo(30);
     build(&dir, &["-q"]).expect_code(0);
     for target in ["out/melctl-build.json", "out/validation.h5"] {
         let before = std::fs::read(dir.join(target)).unwrap();
@@ -181,7 +168,7 @@ fn show_never_writes_over_the_build_record_or_another_split() {
 /// (they differed by ~5e-15: the accumulator's blocks followed the batches).
 #[test]
 fn statistics_do_not_depend_on_the_batch_size() {
-    let dir = scenario(30);
+    let dir = Dir::demo(30);
     let stats = |out: &str, batch: &str| {
         dir.melctl()
             .args(["build", "-i", "data", "-o", out, "--config", "short.toml"])

@@ -12,6 +12,9 @@ use std::process::{Command, Output};
 
 use hound::{SampleFormat, WavSpec, WavWriter};
 
+/// A configuration of one-second clips, so builds are quick.
+pub const SHORT_CLIPS: &str = "[audio]\nclip_seconds = 1.0\n";
+
 /// A temporary folder a test builds its scenario in.
 pub struct Dir {
     root: tempfile::TempDir,
@@ -23,6 +26,18 @@ impl Dir {
         Dir {
             root: tempfile::tempdir().expect("a temporary folder"),
         }
+    }
+
+    /// A folder holding `melctl demo --clips N --no-build`'s dataset under `data/` and
+    /// the short-clip configuration as `short.toml`.
+    pub fn demo(clips: usize) -> Dir {
+        let dir = Dir::new();
+        dir.melctl()
+            .args(["demo", "--clips", &clips.to_string(), "--no-build", "demo"])
+            .stdout();
+        std::fs::rename(dir.join("demo/data"), dir.join("data")).unwrap();
+        dir.create("short.toml", SHORT_CLIPS);
+        dir
     }
 
     /// The folder.
