@@ -42,9 +42,8 @@ pub const AUDIO_EXTENSIONS: &[&str] = &[
 /// Offending paths named in a refusal, at most.
 const NAMED: usize = 12;
 
-/// The longest split or class name, in bytes: a split names files (`.NAME.partial-…`,
-/// `NAME.npy.d`) whose names the file system limits to 255 bytes.
-pub const MAX_NAME_BYTES: usize = 200;
+/// The longest split or class name, in bytes (the on-disk format's limit).
+pub use mel_core::format::MAX_NAME_BYTES;
 
 /// One audio file of a split.
 #[derive(Debug, Clone, PartialEq, Eq)]

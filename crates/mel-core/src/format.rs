@@ -10,6 +10,11 @@ pub const VERSION: u64 = 2;
 /// The attribute (HDF5) or `meta.json` key holding the format version.
 pub const FORMAT_VERSION: &str = "format_version";
 
+/// The longest split or class name, in bytes: a split names files (`.NAME.partial-…`,
+/// `NAME.npy.d`) whose names the file system limits to 255 bytes, and is stored in every
+/// output. The name check refuses longer names, and readers refuse them in a file.
+pub const MAX_NAME_BYTES: usize = 200;
+
 /// A split's HDF5 output: `OUT/{split}.h5`.
 pub const HDF5_SUFFIX: &str = ".h5";
 /// A split's npy output folder: `OUT/{split}.npy.d/`.

@@ -173,7 +173,7 @@ fn bad(path: &Path, reason: impl Into<String>) -> Error {
 pub const MAX_PATH_BYTES: usize = 4096;
 
 /// The longest class name melctl stores (its name check's limit).
-pub const MAX_LABEL_NAME_BYTES: usize = 200;
+pub const MAX_LABEL_NAME_BYTES: usize = mel_core::format::MAX_NAME_BYTES;
 
 /// Refuses paths and class names longer than melctl writes, and a class named twice: a
 /// tampered 300 MB path took `show` half an hour to lay out as a title, and two classes
