@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     if let Ok(plan) = MelPlan::from_config(&config) {
-        let _ = config.check_memory(&plan, 8 << 30);
+        let _ = mel_core::pipeline::check_memory(&config, &plan, 8 << 30);
         assert!(plan.values_per_clip() <= mel_core::plan::MAX_VALUES_PER_CLIP);
         assert!(plan.filterbank().len() <= mel_core::plan::MAX_FILTERBANK);
     }
