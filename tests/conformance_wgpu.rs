@@ -176,8 +176,8 @@ fn bad_arguments_and_adapters_are_clear_errors() {
     assert!(e.contains("the plan says f16"), "{e}");
     // A configuration whose workgroup would not fit: n_fft 8192 needs 128 KiB.
     let mut c = Config::default();
-    c.segment.long = mel_core::config::StageSetting::OFF;
-    c.segment.short = mel_core::config::StageSetting::OFF;
+    c.segment.long = mel_core::spec::StageSetting::OFF;
+    c.segment.short = mel_core::spec::StageSetting::OFF;
     c.mel.n_fft = 8192;
     c.mel.hop_length = Some(2048);
     let big = MelPlan::from_config(&c).unwrap();

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use mel_core::config::{AudioConfig, TrimPolicy};
+use mel_core::spec::{AudioConfig, TrimPolicy};
 
 fuzz_target!(|data: &[u8]| {
     for (name, trim) in [

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mel_core::config::{AudioConfig, TrimPolicy};
+use mel_core::spec::{AudioConfig, TrimPolicy};
 
 fuzz_target!(|data: &[u8]| {
     let dir = tempfile::tempdir().expect("a temporary folder");

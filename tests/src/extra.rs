@@ -1,8 +1,8 @@
 //! Checks beyond the goldens that every GPU backend runs: odd configurations against the
 //! direct-DFT reference, and a large random batch against the CPU backend.
 
-use mel_core::config::{PadMode, Stage, StageSetting, WindowKind};
 use mel_core::dsp::reference;
+use mel_core::spec::{PadMode, Stage, StageSetting, WindowKind};
 use mel_core::{Config, Dtype, LogScale, MelBackend, MelPlan, OutputBuf};
 
 use crate::compare;
@@ -30,7 +30,7 @@ pub fn odd_configs() -> Vec<Config> {
     c.mel.f_max = Some(3900.0);
     configs.push(c.clone());
     c.mel.power = 1.0;
-    c.mel.mel_scale = mel_core::config::MelScale::Slaney;
+    c.mel.mel_scale = mel_core::spec::MelScale::Slaney;
     c.log = LogScale::Ln { offset: 1e-3 };
     configs.push(c.clone());
     c.mel.center = false;

@@ -1,7 +1,7 @@
 //! Frames of a clip: each distinct segment padded as `torch.stft(center=True)` does
 //! (into a per-thread buffer), then frames taken `LANES` at a time in segment order.
 
-use mel_core::config::PadMode;
+use mel_core::spec::PadMode;
 
 use crate::tables::Tables;
 

@@ -2,9 +2,9 @@
 //! only place the backend looks into the plan.
 
 use mel_core::MelPlan;
-use mel_core::config::{LogScale, PadMode};
 use mel_core::dsp::WindowSpectrum;
 use mel_core::dsp::tables::SegmentCsr;
+use mel_core::spec::{LogScale, PadMode};
 
 /// One mel filter's non-zero span.
 #[derive(Debug, Clone)]

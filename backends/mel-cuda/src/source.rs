@@ -2,10 +2,10 @@
 //! definitions, the device's limits and the launch shape chosen within them, shared-memory
 //! size, and the constant tables.
 
-use mel_core::config::{LogScale, PadMode};
 use mel_core::dsp::{
     ComplexDw, FilterSpans, SegmentCsr, dft_twiddles, f32_dw, stockham_twiddles_dw, twiddles_dw,
 };
+use mel_core::spec::{LogScale, PadMode};
 use mel_core::{Dtype, Error, MelPlan, Result};
 
 /// The f64 kernel (verified on an H100), compiled by NVRTC with [`macros`].

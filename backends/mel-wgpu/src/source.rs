@@ -2,10 +2,10 @@
 //! either `fft.wgsl` with the FFT's stages generated here or `dft.wgsl` (as NVRTC macros
 //! specialise the CUDA kernel).
 
-use mel_core::config::{LogScale, PadMode};
 use mel_core::dsp::{
     ComplexDw, FilterSpans, SegmentCsr, f32_dw, stockham_twiddles_dw, twiddles_dw,
 };
+use mel_core::spec::{LogScale, PadMode};
 use mel_core::{Dtype, MelPlan};
 
 /// What both paths share: bindings, sample access, log, top_db, output conversion.
@@ -685,8 +685,8 @@ mod tests {
     fn too_little_workgroup_memory_is_a_clear_error() {
         let mut c = Config::default();
         c.audio.clip_seconds = 4.0;
-        c.segment.long = mel_core::config::StageSetting::OFF;
-        c.segment.short = mel_core::config::StageSetting::OFF;
+        c.segment.long = mel_core::spec::StageSetting::OFF;
+        c.segment.short = mel_core::spec::StageSetting::OFF;
         c.mel.n_fft = 4096;
         let plan = MelPlan::from_config(&c).unwrap();
         let e = Layout::choose(&plan, WORKGROUP, WG_32K).unwrap_err();
@@ -707,8 +707,8 @@ mod tests {
                 let mut c = Config::default();
                 c.audio.sample_rate = 16000;
                 c.audio.clip_seconds = 0.5;
-                c.segment.long = mel_core::config::StageSetting::OFF;
-                c.segment.short = mel_core::config::StageSetting::OFF;
+                c.segment.long = mel_core::spec::StageSetting::OFF;
+                c.segment.short = mel_core::spec::StageSetting::OFF;
                 c.mel.n_fft = n_fft;
                 c.mel.win_length = None;
                 c.mel.hop_length = Some((8000 / frames_hint).max(1));

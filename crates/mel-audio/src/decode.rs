@@ -2,61 +2,32 @@
 //! whatever the format or the target rate:
 //!
 //! 1. **One route per file, chosen from its content** ([`crate::sniff`]): RIFF/RF64 WAVE
-//!    goes to melctl's own parser ([`crate::wav`]; PCM, float and G.711 are converted
-//!    here, ADPCM by symphonia), every other supported container to its symphonia reader
-//!    ([`crate::generic`]); a known foreign format is refused by name. The target rate
+//!    goes to melctl's own reader ([`crate::wav`]; PCM, float and G.711 are converted
+//!    there, ADPCM by symphonia), every other supported container to its symphonia reader
+//!    ([`crate::symphonia_read`]); a known foreign format is refused by name. [`route`]
+//!    is the one place the choice is made. The target rate
 //!    plays no part in the choice: a file at another rate is read the same way, then
 //!    resampled.
-//! 2. **Frame counts come from the data** and one check, [`settle`], compares them with
+//! 2. **Frame counts come from the data** and one check, [`settle`](crate::clip::settle), compares them with
 //!    what the header promised: fewer frames than promised is "truncated", none at all is
 //!    "no audio", on every route. [`DecodeInfo::frames`] (stored as `source_frames`) is the
 //!    count the file really holds, so a short file is counted as padded.
-//! 3. Downmix ([`crate::mix`]), resampling and pad/trim are the same code for every route.
+//! 3. Downmix ([`crate::mix`]), resampling and pad/trim ([`crate::clip`]) are the same
+//!    code for every route.
 
 use std::io::{Read, Seek};
 use std::path::Path;
 
-use mel_core::config::{AudioConfig, PadPolicy, TrimPolicy};
+use mel_core::spec::AudioConfig;
 use mel_core::{Error, Result};
+use symphonia::core::io::MediaSource;
 
-use crate::mix::check_channel;
-use crate::resample::{MAX_FILE_SAMPLES, MAX_RATE};
+pub use crate::clip::{DecodeInfo, MAX_CLIPS_LONG, fit_clip};
 use crate::sniff::{Container, Refusal, sniff};
 use crate::wav::{Coding, WavHeader};
 
 /// The formats melctl decodes, as the refusal of an unrecognised file lists them.
 pub const FORMATS: &str = "WAV (PCM, float, A-law, µ-law, MS/IMA ADPCM; RIFF and RF64), FLAC, MP3, Ogg Vorbis, Ogg FLAC, AIFF/AIFF-C, CAF, MP4/M4A (AAC, ALAC), ADTS AAC and Matroska/WebM";
-
-/// What a decoded file was like.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DecodeInfo {
-    /// The file's sample rate, Hz.
-    pub rate: u32,
-    /// Frames the file holds, counted from its data (never only from its header).
-    pub frames: usize,
-    /// Channels in the file.
-    pub channels: u16,
-    /// Bits per sample (0 for codecs without one).
-    pub bits: u16,
-}
-
-/// The one check every route makes once it knows how many frames the file holds (`held`,
-/// counted from the data) and how many its header promised (`promised`, `None` when the
-/// format makes no promise): fewer than promised is a truncated file, none is no audio.
-/// Returns the frame count to report.
-pub(crate) fn settle(path: &Path, promised: Option<u64>, held: u64) -> Result<usize> {
-    if let Some(p) = promised.filter(|&p| p > held) {
-        return Err(Error::decode(
-            path,
-            format!("truncated data: the header promises {p} frames, the file holds {held}"),
-        ));
-    }
-    if held == 0 {
-        return Err(Error::decode(path, "no audio: the file holds no frames"));
-    }
-    usize::try_from(held)
-        .map_err(|_| Error::decode(path, "more frames than this machine can count"))
-}
 
 /// An input file read as a `Cursor` over its bytes reads, so that a file and its bytes
 /// give the same result on any seek: a seek past the end is allowed and reads nothing
@@ -129,13 +100,8 @@ fn open_source(path: &Path) -> Result<(FileSource, u64)> {
 /// (downmixed per `audio.downmix`). Short files are padded with zeros, long ones trimmed,
 /// per `audio`.
 pub fn decode_into(path: &Path, audio: &AudioConfig, dst: &mut [f32]) -> Result<DecodeInfo> {
-    let (mut file, len) = open_source(path)?;
-    match route(&mut file, len, path)? {
-        Route::Wav(h) => wav_decode(&mut file, &h, path, audio, dst),
-        Route::Symphonia(c, offset) => {
-            crate::generic::decode(Box::new(file), c, offset, path, audio, dst)
-        }
-    }
+    let (file, len) = open_source(path)?;
+    decode_source(file, len, path, audio, dst)
 }
 
 /// Decodes a file already read into memory (`bytes`, the whole file at `path`) into
@@ -146,11 +112,27 @@ pub fn decode_bytes_into(
     audio: &AudioConfig,
     dst: &mut [f32],
 ) -> Result<DecodeInfo> {
-    let mut cursor = std::io::Cursor::new(bytes);
-    match route(&mut cursor, bytes.len() as u64, path)? {
-        Route::Wav(h) => wav_decode(&mut cursor, &h, path, audio, dst),
+    decode_source(
+        std::io::Cursor::new(bytes),
+        bytes.len() as u64,
+        path,
+        audio,
+        dst,
+    )
+}
+
+/// Decodes `source` (the `len` bytes of the file at `path`) along its [`route`].
+fn decode_source<S: MediaSource>(
+    mut source: S,
+    len: u64,
+    path: &Path,
+    audio: &AudioConfig,
+    dst: &mut [f32],
+) -> Result<DecodeInfo> {
+    match route(&mut source, len, path)? {
+        Route::Wav(h) => crate::wav::read::decode(&mut source, &h, path, audio, dst),
         Route::Symphonia(c, offset) => {
-            crate::generic::decode(Box::new(cursor), c, offset, path, audio, dst)
+            crate::symphonia_read::decode(Box::new(source), c, offset, path, audio, dst)
         }
     }
 }
@@ -164,17 +146,9 @@ pub fn decode_bytes_into(
 pub fn probe(path: &Path, audio: &AudioConfig) -> Result<()> {
     let (mut file, len) = open_source(path)?;
     match route(&mut file, len, path)? {
-        Route::Wav(h) => {
-            check_stream(path, audio, h.channels as usize, h.rate)?;
-            let frames = settle(path, h.promised, h.held)?;
-            let limit = keep_limit(audio.clip_samples(), h.rate, audio);
-            if h.rate != audio.sample_rate && audio.trim == TrimPolicy::Center && frames > limit {
-                return Err(too_long(path, limit, h.rate));
-            }
-            Ok(())
-        }
+        Route::Wav(h) => crate::wav::read::probe(&h, path, audio),
         Route::Symphonia(c, offset) => {
-            crate::generic::probe(Box::new(file), c, offset, path, audio)
+            crate::symphonia_read::probe(Box::new(file), c, offset, path, audio)
         }
     }
 }
@@ -221,215 +195,11 @@ fn route<R: Read + Seek>(r: &mut R, len: u64, path: &Path) -> Result<Route> {
     }
 }
 
-/// The checks every route makes on a stream's layout before decoding it: the picked
-/// channel exists, and the rate is within what melctl resamples.
-pub(crate) fn check_stream(
-    path: &Path,
-    audio: &AudioConfig,
-    channels: usize,
-    rate: u32,
-) -> Result<()> {
-    check_channel(audio.downmix, channels, path)?;
-    if rate > MAX_RATE {
-        return Err(Error::limit(
-            path.display().to_string(),
-            format!("the sample rate {rate} Hz is above the limit of {MAX_RATE} Hz"),
-        ));
-    }
-    Ok(())
-}
-
-/// Source frames read beyond the kept part when trimming from the start, so that the
-/// resampler's filter sees real audio around the cut.
-pub(crate) const RESAMPLE_MARGIN: usize = 16_384;
-
-/// A file may hold at most this many clip lengths of audio when all of it is needed.
-pub const MAX_CLIPS_LONG: usize = 64;
-
-/// How many source frames at `rate` decoding keeps for a `clip`-sample row: beyond this,
-/// decoding stops (trim from the start) or the file is refused (trim from the centre
-/// needs all of it when it must be resampled). Never more than [`MAX_FILE_SAMPLES`].
-pub(crate) fn keep_limit(clip: usize, rate: u32, audio: &AudioConfig) -> usize {
-    let needed = (clip as u128 * rate as u128).div_ceil(audio.sample_rate.max(1) as u128);
-    let needed = usize::try_from(needed).unwrap_or(usize::MAX);
-    match audio.trim {
-        // The resampler's filter must see real audio around the cut: its reach grows
-        // with the filter the ratio and quality need.
-        TrimPolicy::Start => needed.saturating_add(RESAMPLE_MARGIN.max(crate::resample::reach(
-            rate,
-            audio.sample_rate,
-            audio.resample_quality,
-        ))),
-        TrimPolicy::Center => needed.saturating_mul(MAX_CLIPS_LONG).max(1 << 20),
-    }
-    .min(MAX_FILE_SAMPLES)
-}
-
-/// The error for a file longer than [`keep_limit`] allows when all of it is needed (the
-/// same words from decoding, which stops at the limit, and from the probe, which counts
-/// the whole file).
-pub(crate) fn too_long(path: &Path, limit: usize, rate: u32) -> Error {
-    Error::limit(
-        path.display().to_string(),
-        format!(
-            "longer than {MAX_CLIPS_LONG} clip lengths or {MAX_FILE_SAMPLES} samples (over {limit} frames at {rate} Hz); with audio.trim = \"start\" only the beginning is read"
-        ),
-    )
-}
-
-/// A decoded sample that is NaN or infinite, by frame, is an error.
-/// `samples` are `channels` interleaved, from frame `first_frame` of the file.
-pub(crate) fn check_finite(
-    path: &Path,
-    samples: &[f32],
-    first_frame: usize,
-    channels: usize,
-) -> Result<()> {
-    match samples.iter().position(|x| !x.is_finite()) {
-        Some(i) => Err(Error::decode(
-            path,
-            format!(
-                "non-finite sample (NaN or infinity) at frame {}",
-                first_frame + i / channels.max(1)
-            ),
-        )),
-        None => Ok(()),
-    }
-}
-
-/// PCM, float or G.711 WAV: the frame count from the data chunk's size checked against
-/// the file's length ([`settle`]), then only the frames needed are read. At the target
-/// rate those are the kept frames; at another rate the beginning (trim from the start) or
-/// the whole file (from the centre, bounded), resampled by [`fit_clip`].
-fn wav_decode<R: Read + Seek>(
-    r: &mut R,
-    h: &WavHeader,
-    path: &Path,
-    audio: &AudioConfig,
-    dst: &mut [f32],
-) -> Result<DecodeInfo> {
-    check_stream(path, audio, h.channels as usize, h.rate)?;
-    let frames = settle(path, h.promised, h.held)?;
-    let info = DecodeInfo {
-        rate: h.rate,
-        frames,
-        channels: h.channels,
-        bits: h.bits,
-    };
-    if let Coding::Float { .. } = h.coding {
-        // Every sample of every channel, whatever part the clip keeps: the verdict must
-        // not depend on the trim, the clip length or the rate.
-        let ch = h.channels as usize;
-        let samples = crate::wav::WavHeader { channels: 1, ..*h };
-        let (mut first, mut all) = (0, Vec::new());
-        while first < frames {
-            // At most 2^16 samples at a time, whatever the channel count.
-            let n = ((1usize << 16) / ch).max(1).min(frames - first);
-            all.clear();
-            read_wav_frames(r, &samples, first * ch, n * ch, audio, &mut all, path)?;
-            check_finite(path, &all, first, ch)?;
-            first += n;
-        }
-    }
-    if h.rate == audio.sample_rate {
-        let (kept, skip, pad_before) = placement(frames, dst.len(), audio);
-        let mut mono = Vec::with_capacity(kept);
-        read_wav_frames(r, h, skip, kept, audio, &mut mono, path)?;
-        dst.fill(0.0);
-        dst[pad_before..pad_before + kept].copy_from_slice(&mono);
-        return Ok(info);
-    }
-    let limit = keep_limit(dst.len(), h.rate, audio);
-    let take = match audio.trim {
-        TrimPolicy::Start => frames.min(limit),
-        TrimPolicy::Center if frames > limit => return Err(too_long(path, limit, h.rate)),
-        TrimPolicy::Center => frames,
-    };
-    let mut mono = Vec::with_capacity(take);
-    read_wav_frames(r, h, 0, take, audio, &mut mono, path)?;
-    fit_clip(&mono, h.rate, audio, dst)
-        .map_err(|e| Error::limit(path.display().to_string(), e.to_string()))?;
-    Ok(info)
-}
-
-/// Reads `count` frames from frame `first` of the WAV data into `mono`, in bounded
-/// chunks (whatever the channel count), downmixed.
-fn read_wav_frames<R: Read + Seek>(
-    r: &mut R,
-    h: &WavHeader,
-    first: usize,
-    count: usize,
-    audio: &AudioConfig,
-    mono: &mut Vec<f32>,
-    path: &Path,
-) -> Result<()> {
-    let frame = h.frame_bytes() as usize;
-    let per_chunk = ((1usize << 16) / frame).max(1);
-    r.seek(std::io::SeekFrom::Start(
-        h.data_start + first as u64 * frame as u64,
-    ))
-    .map_err(|e| Error::read(path, e))?;
-    let mut buf = vec![0u8; per_chunk.min(count.max(1)) * frame];
-    let mut left = count;
-    while left > 0 {
-        let n = per_chunk.min(left);
-        let bytes = &mut buf[..n * frame];
-        if let Err(e) = r.read_exact(bytes) {
-            return Err(match e.kind() {
-                std::io::ErrorKind::UnexpectedEof => Error::decode(
-                    path,
-                    format!(
-                        "truncated: the file ended while being read, after frame {} of {}",
-                        first + count - left,
-                        h.held
-                    ),
-                ),
-                _ => Error::read(path, e),
-            });
-        }
-        crate::wav::convert(bytes, h.coding, h.channels as usize, mono, audio.downmix);
-        left -= n;
-    }
-    Ok(())
-}
-
-/// Where the kept frames of a `frames`-long file go in a `clip`-long row:
-/// (frames kept, frames skipped at the start of the file, zeros before them in the row).
-pub(crate) fn placement(frames: usize, clip: usize, audio: &AudioConfig) -> (usize, usize, usize) {
-    let kept = frames.min(clip);
-    let skip = match audio.trim {
-        TrimPolicy::Start => 0,
-        TrimPolicy::Center => (frames - kept) / 2,
-    };
-    let pad_before = match audio.pad {
-        PadPolicy::End => 0,
-        PadPolicy::Both => (clip - kept) / 2,
-    };
-    (kept, skip, pad_before)
-}
-
-/// Brings mono samples at `rate` Hz into a clip row exactly as decoding a file does:
-/// resampled to `audio.sample_rate` (`resample`, `audio.resample_quality`), then padded or
-/// trimmed per `audio.pad` / `audio.trim`. `dst` is the row, `audio.clip_samples()` long.
-/// This is how live audio gets the same treatment as the files a dataset was built from.
-pub fn fit_clip(
-    mono: &[f32],
-    rate: u32,
-    audio: &AudioConfig,
-    dst: &mut [f32],
-) -> std::result::Result<(), crate::resample::ResampleError> {
-    let at_rate = crate::resample::resample(mono, rate, audio.sample_rate, audio.resample_quality)?;
-    let (kept, skip, pad_before) = placement(at_rate.len(), dst.len(), audio);
-    dst.fill(0.0);
-    dst[pad_before..pad_before + kept].copy_from_slice(&at_rate[skip..skip + kept]);
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use hound::{SampleFormat, WavSpec, WavWriter};
-    use mel_core::config::Downmix;
+    use mel_core::spec::{Downmix, PadPolicy, TrimPolicy};
 
     fn write(path: &Path, spec: WavSpec, frames: &[Vec<f64>]) {
         let mut w = WavWriter::create(path, spec).unwrap();

@@ -1,7 +1,7 @@
 //! One fingerprint of "these files with these audio settings", shared by everything that
 //! must notice a changed input: the memmap cache and the resume journal.
 
-use mel_core::config::AudioConfig;
+use mel_core::spec::AudioConfig;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::scan::FileEntry;

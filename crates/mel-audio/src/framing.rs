@@ -5,7 +5,7 @@
 //! exit 0; a file cut inside its last Ogg page or ADTS frame ended a frame early. These
 //! walks find such damage from the bytes alone, before any decoder sees them, and name it;
 //! FLAC, whose frames carry their own numbers, is checked on the packets instead
-//! ([`crate::generic`]). A trailing ID3v1 or APEv2 tag after a raw stream (FLAC, MP3,
+//! ([`crate::symphonia_read`]). A trailing ID3v1 or APEv2 tag after a raw stream (FLAC, MP3,
 //! ADTS) is not audio: [`audio_end`] finds where the stream ends before it, and the reader
 //! is bounded there (ffmpeg, sox and libsndfile read every frame of such files).
 

@@ -2,16 +2,17 @@
 //! fixed-length mono f32 row.
 #![warn(missing_docs)]
 
+mod clip;
 pub mod decode;
 pub mod fingerprint;
 mod framing;
-pub mod generic;
 pub mod manifest;
 mod mix;
 pub mod open;
 pub mod resample;
 pub mod scan;
 mod sniff;
+mod symphonia_read;
 mod trim;
 mod wav;
 

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use mel_core::config::Downmix;
+use mel_core::spec::Downmix;
 use mel_core::{Error, Result};
 
 /// Whether channel `c` contributes to the mono mix.

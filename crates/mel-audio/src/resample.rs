@@ -12,7 +12,7 @@
 //! large (48 kHz to 1 Hz) is done in two steps through a power-of-two multiple of the
 //! lower rate, each step meeting the contract on its own.
 
-use mel_core::config::ResampleQuality;
+use mel_core::spec::ResampleQuality;
 use realfft::num_complex::Complex;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 use std::cell::RefCell;

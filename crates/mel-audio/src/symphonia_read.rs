@@ -3,29 +3,25 @@
 //! its own reader at the offset [`crate::sniff`] found: symphonia's probe, which scans up
 //! to 1 MiB for any marker, is not used. The frame count is what decoding every packet
 //! gives: past the kept part (trim from the start) and in the dry run's probe the packets
-//! are decoded and counted, not kept, so that [`crate::decode::settle`] holds the file to
+//! are decoded and counted, not kept, so that [`crate::clip::settle`] holds the file to
 //! its header's promise as for WAV, and the count does not depend on the clip, the trim
 //! or the rate. Memory stays bounded: only the kept frames are held, and a file
 //! needed whole (trim from the centre) is refused beyond
-//! [`MAX_CLIPS_LONG`](crate::decode::MAX_CLIPS_LONG) clip lengths.
+//! [`MAX_CLIPS_LONG`](crate::clip::MAX_CLIPS_LONG) clip lengths.
 
 use std::io::{Seek, SeekFrom};
 use std::path::Path;
 
-use mel_core::config::{AudioConfig, TrimPolicy};
+use mel_core::spec::{AudioConfig, TrimPolicy};
 use mel_core::{Error, Result};
 use symphonia::core::codecs::audio::{AudioCodecId, AudioDecoderOptions, well_known as ids};
 use symphonia::core::errors::Error as SymError;
 use symphonia::core::formats::{FormatOptions, FormatReader, TrackType};
 use symphonia::core::io::{MediaSource, MediaSourceStream};
 
-use crate::decode::{
-    DecodeInfo, check_finite, check_stream, fit_clip, keep_limit, settle, too_long,
-};
+use crate::clip::{DecodeInfo, check_finite, check_stream, fit_clip, keep_limit, settle, too_long};
 use crate::mix::mix_interleaved;
 use crate::sniff::Container;
-
-pub use crate::decode::MAX_CLIPS_LONG;
 
 /// symphonia's error as the kind it is.
 fn sym_error(path: &Path, e: SymError) -> Error {

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use mel_audio::{decode_bytes_into, decode_into};
-use mel_core::config::{AudioConfig, Downmix, TrimPolicy};
+use mel_core::spec::{AudioConfig, Downmix, TrimPolicy};
 
 fn corpus() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/corpus")

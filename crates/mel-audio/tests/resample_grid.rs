@@ -9,7 +9,7 @@
 //! BENCHMARKS.md quotes.
 
 use mel_audio::resample::resample;
-use mel_core::config::ResampleQuality;
+use mel_core::spec::ResampleQuality;
 use std::f64::consts::PI;
 
 /// Source rates: the common recording rates, an odd one (8012 Hz, whose ratio to the

@@ -3,7 +3,7 @@
 //! resampler's filter reaches, at every rate and quality.
 
 use mel_audio::{decode_into, fit_clip};
-use mel_core::config::{AudioConfig, ResampleQuality, TrimPolicy};
+use mel_core::spec::{AudioConfig, ResampleQuality, TrimPolicy};
 
 /// Deterministic white noise in [-0.5, 0.5), as 16-bit samples.
 fn noise(n: usize) -> Vec<i16> {

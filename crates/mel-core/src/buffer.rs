@@ -2,7 +2,7 @@
 
 use half::{bf16, f16};
 
-use crate::config::Dtype;
+use crate::spec::Dtype;
 
 /// An owned buffer of output values in one of the stored dtypes.
 #[derive(Debug, Clone, PartialEq)]

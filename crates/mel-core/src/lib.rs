@@ -14,13 +14,15 @@ pub mod outputs;
 pub mod pipeline;
 pub mod plan;
 pub mod record;
+pub mod spec;
 pub mod stats;
 pub mod traits;
 
 pub use buffer::{OutputBuf, OutputSlice};
-pub use config::{Config, Dtype, LogScale, MelSpec, Preset};
+pub use config::{Config, Preset};
 pub use error::{Error, FailureKind, Result};
 pub use plan::MelPlan;
+pub use spec::{Dtype, LogScale, MelSpec};
 pub use traits::{
     ClipBatch, ClipFailure, ClipMeta, DeviceTimes, Finished, Loader, LoaderStats, MelBackend,
     Provenance, SampleBlock, SampleStore, Sink, SinkSpec, SourceInfo,

@@ -1,9 +1,10 @@
 //! The resolved, validated plan a backend executes: segmentation offsets,
 //! window, filterbank, frame counts and output shape, derived once from a [`MelSpec`].
 
-use crate::config::{Config, Dtype, LogScale, MelScale, MelSpec, PadMode};
+use crate::config::Config;
 use crate::dsp::{SparseFilterbank, frame_count, melscale_fbanks, window};
 use crate::error::{Error, Result};
+use crate::spec::{Dtype, LogScale, MelScale, MelSpec, PadMode};
 
 mod range;
 
@@ -601,7 +602,8 @@ impl MelPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Preset, StageSetting};
+    use crate::config::Preset;
+    use crate::spec::StageSetting;
 
     fn err(cfg: &Config) -> String {
         MelPlan::from_config(cfg).unwrap_err().to_string()
@@ -640,7 +642,7 @@ mod tests {
         assert!(e.contains("mel.win_length") && e.contains("512"), "{e}");
 
         let mut c = Config::default();
-        c.segment.long = StageSetting::On(crate::config::Stage {
+        c.segment.long = StageSetting::On(crate::spec::Stage {
             window: 50_000,
             hop: 512,
         });
@@ -688,11 +690,11 @@ mod tests {
         c.mel.n_mels = 100_000_000;
         assert!(err(&c).contains("mel.n_mels"), "{}", err(&c));
         let mut c = Config::default();
-        c.segment.long = StageSetting::On(crate::config::Stage {
+        c.segment.long = StageSetting::On(crate::spec::Stage {
             window: 1024,
             hop: 1,
         });
-        c.segment.short = StageSetting::On(crate::config::Stage {
+        c.segment.short = StageSetting::On(crate::spec::Stage {
             window: 512,
             hop: 1,
         });

@@ -25,9 +25,9 @@ use std::time::Instant;
 
 use mel_audio::FileEntry;
 use mel_core::atomic::{self, Staged};
-use mel_core::config::AudioConfig;
 use mel_core::container::{self, Section};
 use mel_core::outputs::{Guard, Output, Written};
+use mel_core::spec::AudioConfig;
 use mel_core::{
     ClipBatch, ClipFailure, Error, FailureKind, Loader, LoaderStats, Result, SampleBlock,
     SampleStore, SourceInfo,

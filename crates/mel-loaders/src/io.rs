@@ -57,7 +57,7 @@ pub fn read_file(
 /// from the file, reading only the kept frames). Returns what the file was.
 pub fn load_clip(
     path: &Path,
-    audio: &mel_core::config::AudioConfig,
+    audio: &mel_core::spec::AudioConfig,
     opts: ReadOptions,
     row: &mut [f32],
     buf: &mut Vec<u8>,

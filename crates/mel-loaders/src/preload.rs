@@ -7,7 +7,7 @@ use std::sync::Arc;
 use mel_audio::FileEntry;
 
 use crate::io::{DEFAULT_READ, load_clip, sort_outcomes};
-use mel_core::config::AudioConfig;
+use mel_core::spec::AudioConfig;
 use mel_core::{ClipBatch, ClipFailure, Loader, Result, SampleBlock, SourceInfo};
 use rayon::prelude::*;
 

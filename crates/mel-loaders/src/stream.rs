@@ -12,7 +12,8 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use mel_audio::FileEntry;
-use mel_core::config::{AudioConfig, StreamConfig};
+use mel_core::config::StreamConfig;
+use mel_core::spec::AudioConfig;
 use mel_core::{ClipBatch, ClipFailure, Error, Loader, LoaderStats, Result, SourceInfo};
 
 use crate::io::{ReadOptions, load_clip};

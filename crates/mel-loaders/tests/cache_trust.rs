@@ -9,7 +9,7 @@ use std::time::Duration;
 use hound::{SampleFormat, WavSpec, WavWriter};
 use mel_audio::FileEntry;
 use mel_core::Error;
-use mel_core::config::AudioConfig;
+use mel_core::spec::AudioConfig;
 use mel_loaders::{CacheKey, CacheLoader, CacheOutcome};
 
 fn audio(seconds: f64) -> AudioConfig {

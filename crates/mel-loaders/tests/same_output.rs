@@ -5,7 +5,8 @@ use std::path::Path;
 
 use hound::{SampleFormat, WavSpec, WavWriter};
 use mel_audio::FileEntry;
-use mel_core::config::{AudioConfig, StreamConfig};
+use mel_core::config::StreamConfig;
+use mel_core::spec::AudioConfig;
 use mel_core::{ClipFailure, Loader};
 use mel_loaders::{CacheKey, CacheLoader, CacheOutcome, PreloadLoader, StreamLoader};
 

@@ -42,6 +42,7 @@ pub use backend::{AutoReason, BackendRequest, Choice, Chosen, choose};
 pub use extract::{Extractor, Features};
 
 pub use mel_core::config::{self, BackendKind, DeviceSelector};
+pub use mel_core::spec;
 pub use mel_core::{
     ClipFailure, Config, Dtype, Error, FailureKind, LogScale, MelBackend, MelPlan, MelSpec,
     OutputBuf, Preset, Result,

@@ -76,7 +76,7 @@ pub(crate) struct WavHeader {
     /// Whole frames the header promises (`None`: "to the end of the file").
     pub promised: Option<u64>,
     /// Whole frames the file holds from `data_start`, up to the promise (fewer than
-    /// promised: truncated, which `decode::settle` reports).
+    /// promised: truncated, which `clip::settle` reports).
     pub held: u64,
 }
 
@@ -287,7 +287,7 @@ fn header(f: &[u8], data_start: u64, size: Option<u64>, len: u64) -> Result<WavH
         };
         return Err(bad(format!("no audio: the data chunk's size is 0{follow}")));
     }
-    // A promise beyond the file is judged by `decode::settle`, as on every route.
+    // A promise beyond the file is judged by `clip::settle`, as on every route.
     Ok(WavHeader {
         coding,
         channels,
@@ -333,7 +333,7 @@ pub(crate) fn convert(
     coding: Coding,
     channels: usize,
     out: &mut Vec<f32>,
-    downmix: mel_core::config::Downmix,
+    downmix: mel_core::spec::Downmix,
 ) {
     let sb = coding.sample_bytes();
     let frame = sb * channels;

@@ -1,6 +1,6 @@
 //! Mel filterbanks identical to `torchaudio.functional.melscale_fbanks`.
 
-use crate::config::{MelNorm, MelScale};
+use crate::spec::{MelNorm, MelScale};
 
 /// Hertz to mels on the given scale.
 pub fn hz_to_mel(freq: f64, scale: MelScale) -> f64 {

@@ -1,6 +1,6 @@
 //! Framing identical to `torch.stft(center=..., pad_mode=...)`.
 
-use crate::config::PadMode;
+use crate::spec::PadMode;
 
 /// Frames `torch.stft` produces for a signal of `len` samples.
 /// Returns 0 when the (padded) signal is shorter than one FFT.

@@ -3,9 +3,9 @@
 
 use std::f64::consts::PI;
 
-use crate::config::LogScale;
 use crate::dsp::pad_segment;
 use crate::plan::MelPlan;
+use crate::spec::LogScale;
 
 /// The spectrogram of one segment, `[n_mels][n_frames]`, before log compression, in f64.
 pub fn segment_mel(plan: &MelPlan, segment: &[f64]) -> Vec<f64> {

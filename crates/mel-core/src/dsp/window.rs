@@ -2,7 +2,7 @@
 
 use std::f64::consts::PI;
 
-use crate::config::WindowKind;
+use crate::spec::WindowKind;
 
 /// The periodic window of `win_length` samples, centred in `n_fft` samples of zeros
 /// (`torch.stft` pads `(n_fft - win_length) / 2` zeros on the left).

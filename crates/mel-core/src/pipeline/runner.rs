@@ -47,7 +47,7 @@ pub struct OutputPool(Arc<std::sync::Mutex<Vec<OutputBuf>>>);
 
 impl OutputPool {
     /// Up to `n` pooled buffers of `dtype` (others are dropped), topped up with empty ones.
-    fn take(&self, dtype: crate::config::Dtype, n: usize) -> Vec<OutputBuf> {
+    fn take(&self, dtype: crate::spec::Dtype, n: usize) -> Vec<OutputBuf> {
         let mut kept = std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()));
         kept.retain(|b| b.dtype() == dtype);
         kept.truncate(n);

@@ -5,9 +5,9 @@
 //! gives is refused with the figures; the largest sample the f32 arithmetic takes without
 //! overflowing anywhere is derived for the pipeline's per-clip check.
 
-use crate::config::{Dtype, LogScale};
 use crate::dsp::SparseFilterbank;
 use crate::error::{Error, Result};
+use crate::spec::{Dtype, LogScale};
 
 /// Headroom kept below `f32::MAX` for the intermediates of a transform (partial sums,
 /// the real-FFT split, compensated arithmetic's error terms): 2^4.

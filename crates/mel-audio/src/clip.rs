@@ -1,0 +1,152 @@
+//! Clip fitting: the contract every decoding route keeps once it knows what a file holds.
+//! The frame count is checked against the header's promise ([`settle`]), the stream's
+//! layout and length against the limits ([`check_stream`], [`keep_limit`]), the samples
+//! for NaN and infinity ([`check_finite`]), and the audio is brought into a fixed-length
+//! row ([`placement`], [`fit_clip`]) the same way for WAV, symphonia and live audio.
+
+use std::path::Path;
+
+use mel_core::spec::{AudioConfig, PadPolicy, TrimPolicy};
+use mel_core::{Error, Result};
+
+use crate::mix::check_channel;
+use crate::resample::{MAX_FILE_SAMPLES, MAX_RATE, ResampleError, reach, resample};
+
+/// What a decoded file was like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeInfo {
+    /// The file's sample rate, Hz.
+    pub rate: u32,
+    /// Frames the file holds, counted from its data (never only from its header).
+    pub frames: usize,
+    /// Channels in the file.
+    pub channels: u16,
+    /// Bits per sample (0 for codecs without one).
+    pub bits: u16,
+}
+
+/// The one check every route makes once it knows how many frames the file holds (`held`,
+/// counted from the data) and how many its header promised (`promised`, `None` when the
+/// format makes no promise): fewer than promised is a truncated file, none is no audio.
+/// Returns the frame count to report.
+pub(crate) fn settle(path: &Path, promised: Option<u64>, held: u64) -> Result<usize> {
+    if let Some(p) = promised.filter(|&p| p > held) {
+        return Err(Error::decode(
+            path,
+            format!("truncated data: the header promises {p} frames, the file holds {held}"),
+        ));
+    }
+    if held == 0 {
+        return Err(Error::decode(path, "no audio: the file holds no frames"));
+    }
+    usize::try_from(held)
+        .map_err(|_| Error::decode(path, "more frames than this machine can count"))
+}
+
+/// The checks every route makes on a stream's layout before decoding it: the picked
+/// channel exists, and the rate is within what melctl resamples.
+pub(crate) fn check_stream(
+    path: &Path,
+    audio: &AudioConfig,
+    channels: usize,
+    rate: u32,
+) -> Result<()> {
+    check_channel(audio.downmix, channels, path)?;
+    if rate > MAX_RATE {
+        return Err(Error::limit(
+            path.display().to_string(),
+            format!("the sample rate {rate} Hz is above the limit of {MAX_RATE} Hz"),
+        ));
+    }
+    Ok(())
+}
+
+/// Source frames read beyond the kept part when trimming from the start, so that the
+/// resampler's filter sees real audio around the cut.
+pub(crate) const RESAMPLE_MARGIN: usize = 16_384;
+
+/// A file may hold at most this many clip lengths of audio when all of it is needed.
+pub const MAX_CLIPS_LONG: usize = 64;
+
+/// How many source frames at `rate` decoding keeps for a `clip`-sample row: beyond this,
+/// decoding stops (trim from the start) or the file is refused (trim from the centre
+/// needs all of it when it must be resampled). Never more than [`MAX_FILE_SAMPLES`].
+pub(crate) fn keep_limit(clip: usize, rate: u32, audio: &AudioConfig) -> usize {
+    let needed = (clip as u128 * rate as u128).div_ceil(audio.sample_rate.max(1) as u128);
+    let needed = usize::try_from(needed).unwrap_or(usize::MAX);
+    match audio.trim {
+        // The resampler's filter must see real audio around the cut: its reach grows
+        // with the filter the ratio and quality need.
+        TrimPolicy::Start => needed.saturating_add(RESAMPLE_MARGIN.max(reach(
+            rate,
+            audio.sample_rate,
+            audio.resample_quality,
+        ))),
+        TrimPolicy::Center => needed.saturating_mul(MAX_CLIPS_LONG).max(1 << 20),
+    }
+    .min(MAX_FILE_SAMPLES)
+}
+
+/// The error for a file longer than [`keep_limit`] allows when all of it is needed (the
+/// same words from decoding, which stops at the limit, and from the probe, which counts
+/// the whole file).
+pub(crate) fn too_long(path: &Path, limit: usize, rate: u32) -> Error {
+    Error::limit(
+        path.display().to_string(),
+        format!(
+            "longer than {MAX_CLIPS_LONG} clip lengths or {MAX_FILE_SAMPLES} samples (over {limit} frames at {rate} Hz); with audio.trim = \"start\" only the beginning is read"
+        ),
+    )
+}
+
+/// A decoded sample that is NaN or infinite, by frame, is an error.
+/// `samples` are `channels` interleaved, from frame `first_frame` of the file.
+pub(crate) fn check_finite(
+    path: &Path,
+    samples: &[f32],
+    first_frame: usize,
+    channels: usize,
+) -> Result<()> {
+    match samples.iter().position(|x| !x.is_finite()) {
+        Some(i) => Err(Error::decode(
+            path,
+            format!(
+                "non-finite sample (NaN or infinity) at frame {}",
+                first_frame + i / channels.max(1)
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Where the kept frames of a `frames`-long file go in a `clip`-long row:
+/// (frames kept, frames skipped at the start of the file, zeros before them in the row).
+pub(crate) fn placement(frames: usize, clip: usize, audio: &AudioConfig) -> (usize, usize, usize) {
+    let kept = frames.min(clip);
+    let skip = match audio.trim {
+        TrimPolicy::Start => 0,
+        TrimPolicy::Center => (frames - kept) / 2,
+    };
+    let pad_before = match audio.pad {
+        PadPolicy::End => 0,
+        PadPolicy::Both => (clip - kept) / 2,
+    };
+    (kept, skip, pad_before)
+}
+
+/// Brings mono samples at `rate` Hz into a clip row exactly as decoding a file does:
+/// resampled to `audio.sample_rate` (`resample`, `audio.resample_quality`), then padded or
+/// trimmed per `audio.pad` / `audio.trim`. `dst` is the row, `audio.clip_samples()` long.
+/// This is how live audio gets the same treatment as the files a dataset was built from.
+pub fn fit_clip(
+    mono: &[f32],
+    rate: u32,
+    audio: &AudioConfig,
+    dst: &mut [f32],
+) -> std::result::Result<(), ResampleError> {
+    let at_rate = resample(mono, rate, audio.sample_rate, audio.resample_quality)?;
+    let (kept, skip, pad_before) = placement(at_rate.len(), dst.len(), audio);
+    dst.fill(0.0);
+    dst[pad_before..pad_before + kept].copy_from_slice(&at_rate[skip..skip + kept]);
+    Ok(())
+}
