@@ -104,6 +104,11 @@ pub enum Error {
     Cancelled,
 }
 
+/// `message` on one line: its whitespace runs (an HDF5 error stack's line breaks) one space.
+pub fn one_line(message: &str) -> String {
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 impl Error {
     /// Shorthand for [`Error::Config`].
     pub fn config(field: impl Into<String>, message: impl Into<String>) -> Self {

@@ -122,7 +122,7 @@ pub fn summarize(path: &Path, sample: usize) -> Result<Summary> {
         anyhow::anyhow!(
             "cannot read {} as a melctl output: {}",
             path.display(),
-            one_line(&e.to_string())
+            mel_core::error::one_line(&e.to_string())
         )
     })?;
     // One clip in memory at a time (melread bounds a clip's size).
@@ -162,11 +162,6 @@ pub fn summarize(path: &Path, sample: usize) -> Result<Summary> {
         version: split.melctl_version().unwrap_or_default().to_string(),
         config: split.config().cloned().unwrap_or_default(),
     })
-}
-
-/// A message that may span lines (HDF5's error stacks do) as one line.
-pub fn one_line(message: &str) -> String {
-    message.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The summary as text.

@@ -73,7 +73,7 @@ fn main() -> ExitCode {
 fn error_line(e: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in e.chain() {
-        let text = inspect::one_line(&cause.to_string());
+        let text = mel_core::error::one_line(&cause.to_string());
         if line.contains(&text) {
             continue;
         }

@@ -29,7 +29,7 @@ fn open(path: &Path) -> Result<Output> {
         anyhow::anyhow!(
             "cannot read {} as a melctl output: {}",
             path.display(),
-            crate::inspect::one_line(&e.to_string())
+            mel_core::error::one_line(&e.to_string())
         )
     })?;
     if split.clip_shape().len() < 2 || split.clips() == 0 {

@@ -317,7 +317,7 @@ impl<'a> Build<'a> {
                         Err(e) => observer.notice(&format!(
                             "{}: resume: the interrupted run published this split, but it is no longer what is there ({}); building it again",
                             split.name,
-                            one_line(&e.to_string())
+                            mel_core::error::one_line(&e.to_string())
                         )),
                     }
                 }
@@ -491,9 +491,4 @@ fn clip_meta(split: &Split, index: usize) -> ClipMeta {
         label: f.label,
         path: f.rel.clone(),
     }
-}
-
-/// `message` on one line, its whitespace runs (an HDF5 error stack's line breaks) one space.
-fn one_line(message: &str) -> String {
-    message.split_whitespace().collect::<Vec<_>>().join(" ")
 }
