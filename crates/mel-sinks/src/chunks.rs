@@ -142,7 +142,13 @@ impl ChunkWriter {
                     if level == 0 {
                         (c, raw)
                     } else {
-                        (c, Cow::Owned(deflate(&shuffle(&raw, elem), level)))
+                        (
+                            c,
+                            Cow::Owned(deflate(
+                                &mel_core::format::shuffle::shuffle(&raw, elem),
+                                level,
+                            )),
+                        )
                     }
                 })
                 .collect()
@@ -177,23 +183,6 @@ impl ChunkWriter {
     }
 }
 
-/// HDF5's shuffle filter: byte j of every element, for j = 0, 1, ...
-pub(crate) fn shuffle(raw: &[u8], elem: usize) -> Vec<u8> {
-    if elem <= 1 {
-        return raw.to_vec();
-    }
-    let n = raw.len() / elem;
-    let mut out = vec![0u8; raw.len()];
-    let (planes, tail) = out.split_at_mut(n * elem);
-    for (j, plane) in planes.chunks_exact_mut(n).enumerate() {
-        for (o, e) in plane.iter_mut().zip(raw.chunks_exact(elem)) {
-            *o = e[j];
-        }
-    }
-    tail.copy_from_slice(&raw[n * elem..]);
-    out
-}
-
 /// HDF5's deflate filter: a zlib stream at `level` (libdeflate: on leak-4k f16 chunks
 /// of 16 clips, level 1 compresses 2.04× at ~130 MB/s per core where zlib's level 1
 /// gives 1.71× at ~100 MB/s; BENCHMARKS.md).
@@ -219,19 +208,6 @@ pub(crate) fn deflate(raw: &[u8], level: u8) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn shuffle_groups_bytes_by_position() {
-        let raw = [1u8, 2, 3, 4, 5, 6];
-        assert_eq!(shuffle(&raw, 2), [1, 3, 5, 2, 4, 6]);
-        // One whole 4-byte element and a 2-byte tail, kept at the end as HDF5 does.
-        assert_eq!(shuffle(&raw, 4), raw);
-        assert_eq!(
-            shuffle(&[1, 2, 3, 4, 5, 6, 7, 8], 4),
-            [1, 5, 2, 6, 3, 7, 4, 8]
-        );
-        assert_eq!(shuffle(&raw, 1), raw);
-    }
 
     #[test]
     fn deflate_round_trips_through_zlib_at_every_level() {

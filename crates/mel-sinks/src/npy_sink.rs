@@ -23,10 +23,9 @@ use mel_core::{ClipMeta, Dtype, Error, Finished, OutputBuf, Provenance, Result, 
 
 use crate::errors::write_failed;
 use crate::rows::RowLedger;
+use mel_core::format::meta;
+use mel_core::format::npy::{self, HEADER_LEN, NpyType};
 use mel_core::stats::StatsAccumulator;
-
-/// Header bytes reserved for `mel.npy` (a multiple of 64, room for any shape).
-const HEADER_LEN: usize = 256;
 
 /// Options of the npy sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -47,32 +46,6 @@ pub struct NpySink {
     build_id: Option<String>,
 }
 
-/// The `.npy` v1.0 header for `descr` and `shape`, padded to `HEADER_LEN` bytes.
-fn npy_header(descr: &str, shape: &[usize]) -> Vec<u8> {
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let shape_text = if dims.len() == 1 {
-        format!("({},)", dims[0])
-    } else {
-        format!("({})", dims.join(", "))
-    };
-    let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_text}, }}");
-    let mut h = b"\x93NUMPY\x01\x00".to_vec();
-    let len = (HEADER_LEN - 10) as u16;
-    h.extend_from_slice(&len.to_le_bytes());
-    h.extend_from_slice(dict.as_bytes());
-    h.resize(HEADER_LEN - 1, b' ');
-    h.push(b'\n');
-    h
-}
-
-fn descr(dtype: Dtype) -> &'static str {
-    match dtype {
-        Dtype::F32 => "<f4",
-        Dtype::F16 => "<f2",
-        Dtype::Bf16 => "<u2",
-    }
-}
-
 impl NpySink {
     /// Creates the temporary folder and a `mel.npy` sized for `spec.rows` rows.
     pub fn create(out_dir: &Path, spec: SinkSpec, opts: NpyOptions) -> Result<Self> {
@@ -87,7 +60,7 @@ impl NpySink {
         let mut shape = vec![spec.rows];
         shape.extend(spec.plan.clip_shape());
         let failed = |what, e| write_failed(&final_dir, what, &e);
-        file.write_all_at(&npy_header(descr(spec.plan.dtype()), &shape), 0)
+        file.write_all_at(&npy::header(NpyType::of(spec.plan.dtype()), &shape), 0)
             .map_err(|e| failed("writing the header of mel.npy", e))?;
         file.set_len((HEADER_LEN + spec.rows * spec.plan.bytes_per_clip()) as u64)
             .map_err(|e| failed("sizing mel.npy", e))?;
@@ -123,7 +96,7 @@ impl NpySink {
             write_failed(final_dir, &format!("writing {name}"), &e)
         };
         let label_path = dir.join(mel_core::format::NPY_LABEL);
-        let mut bytes = npy_header("<i8", &[rows]);
+        let mut bytes = npy::header(NpyType::I64, &[rows]);
         bytes.extend(
             self.ledger
                 .labels(rows)
@@ -134,23 +107,23 @@ impl NpySink {
         let plan = &self.spec.plan;
         let stats = self.stats.finish();
         let meta = serde_json::json!({
-            (mel_core::format::FORMAT_VERSION): mel_core::format::VERSION,
-            "melctl_version": env!("CARGO_PKG_VERSION"),
-            "split": self.spec.split,
-            "rows": rows,
-            "mel_dims": plan.dim_names(),
-            "dtype": plan.dtype().name(),
-            "dtype_note": if plan.dtype() == Dtype::Bf16 { "bfloat16 stored as uint16 bit patterns" } else { "" },
-            "label_names": self.spec.label_names,
-            "paths": self.ledger.paths(rows),
-            "mel_mean": stats.mean,
-            "mel_std": stats.std,
-            "stats_count": self.stats.count(),
-            "source_rate": self.ledger.sources(rows).iter().map(|s| s.rate).collect::<Vec<_>>(),
-            "source_channels": self.ledger.sources(rows).iter().map(|s| s.channels).collect::<Vec<_>>(),
-            "source_frames": self.ledger.sources(rows).iter().map(|s| s.frames).collect::<Vec<_>>(),
-            "config": serde_json::from_str::<serde_json::Value>(&self.spec.provenance).unwrap_or_default(),
-            "build_id": self.build_id,
+            (meta::FORMAT_VERSION): mel_core::format::VERSION,
+            (meta::MELCTL_VERSION): env!("CARGO_PKG_VERSION"),
+            (meta::SPLIT): self.spec.split,
+            (meta::ROWS): rows,
+            (meta::MEL_DIMS): plan.dim_names(),
+            (meta::DTYPE): plan.dtype().name(),
+            (meta::DTYPE_NOTE): if plan.dtype() == Dtype::Bf16 { "bfloat16 stored as uint16 bit patterns" } else { "" },
+            (meta::LABEL_NAMES): self.spec.label_names,
+            (meta::PATHS): self.ledger.paths(rows),
+            (meta::MEL_MEAN): stats.mean,
+            (meta::MEL_STD): stats.std,
+            (meta::STATS_COUNT): self.stats.count(),
+            (meta::SOURCE_RATE): self.ledger.sources(rows).iter().map(|s| s.rate).collect::<Vec<_>>(),
+            (meta::SOURCE_CHANNELS): self.ledger.sources(rows).iter().map(|s| s.channels).collect::<Vec<_>>(),
+            (meta::SOURCE_FRAMES): self.ledger.sources(rows).iter().map(|s| s.frames).collect::<Vec<_>>(),
+            (meta::CONFIG): serde_json::from_str::<serde_json::Value>(&self.spec.provenance).unwrap_or_default(),
+            (meta::BUILD_ID): self.build_id,
         });
         let meta_path = dir.join(mel_core::format::NPY_META);
         std::fs::write(
@@ -198,7 +171,7 @@ impl Sink for NpySink {
             let mut shape = vec![rows];
             shape.extend(self.spec.plan.clip_shape());
             let failed = |what, e| write_failed(self.staged.final_path(), what, &e);
-            file.write_all_at(&npy_header(descr(self.spec.plan.dtype()), &shape), 0)
+            file.write_all_at(&npy::header(NpyType::of(self.spec.plan.dtype()), &shape), 0)
                 .map_err(|e| failed("rewriting the header of mel.npy", e))?;
             file.set_len((HEADER_LEN + rows * self.spec.plan.bytes_per_clip()) as u64)
                 .map_err(|e| failed("shrinking mel.npy", e))?;

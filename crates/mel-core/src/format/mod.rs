@@ -1,6 +1,11 @@
 //! The on-disk format of a split, in one home: the outputs' names, the HDF5 dataset and
-//! attribute names, the npy folder's file names and the format version. The sinks write
-//! with these names and melread reads with them, so writer and reader cannot drift.
+//! attribute names, the npy folder's file names and `meta.json` keys, the format version,
+//! the `.npy` header writer and parser ([`npy`]) and HDF5's byte shuffle ([`shuffle`]).
+//! The sinks write with these and melread reads with them, so writer and reader cannot
+//! drift (arrow's IPC keeps its reader, writer and magic together the same way).
+
+pub mod npy;
+pub mod shuffle;
 
 /// The format version the sinks write (HDF5 root attribute and npy `meta.json` key
 /// [`FORMAT_VERSION`]). 1 is the format before the version was written (read as such);
@@ -73,6 +78,24 @@ pub fn output_name(split: &str, suffix: &str) -> String {
 pub fn split_of_name(name: &str) -> Option<&str> {
     name.strip_suffix(HDF5_SUFFIX)
         .or_else(|| name.strip_suffix(NPY_SUFFIX))
+}
+
+/// The npy folder's `meta.json` keys. Those of the same meaning as an HDF5 name share it
+/// ([`h5`]); these are the npy folder's own.
+pub mod meta {
+    pub use super::FORMAT_VERSION;
+    pub use super::h5::{
+        BUILD_ID, CONFIG, LABEL_NAMES, MEL_DIMS, MEL_MEAN, MEL_STD, MELCTL_VERSION,
+        SOURCE_CHANNELS, SOURCE_FRAMES, SOURCE_RATE, SPLIT, STATS_COUNT,
+    };
+    /// Rows (clips) in the split.
+    pub const ROWS: &str = "rows";
+    /// Each clip's path relative to the dataset root (HDF5: the `path` dataset).
+    pub const PATHS: &str = "paths";
+    /// The stored dtype in words (HDF5: the `mel` dataset's `dtype` attribute).
+    pub const DTYPE: &str = "dtype";
+    /// How bf16 is stored, in words (empty for other dtypes).
+    pub const DTYPE_NOTE: &str = "dtype_note";
 }
 
 /// Refuses a format version this reader does not know (`None`: written before versions,
