@@ -25,8 +25,7 @@ use hdf5::plist::dataset_create::Layout;
 use hdf5::{IndexType, IterationOrder, LinkType};
 use mel_core::{Error, Result};
 
-use crate::npy::check_extent;
-use crate::split::MAX_CHUNK_BYTES;
+use crate::limits::{MAX_CHUNK_BYTES, bad, check_extent};
 
 /// Deflate never inflates more than 1032 bytes out of one stored byte; a deflated dataset
 /// claiming more than this many times the file's length is refused before it is read.
@@ -81,13 +80,6 @@ pub(crate) struct Checked {
     pub ds: hdf5::Dataset,
     /// Where its elements are.
     pub storage: Storage,
-}
-
-fn bad(path: &Path, reason: impl Into<String>) -> Error {
-    Error::Dataset {
-        root: path.to_path_buf(),
-        reason: reason.into(),
-    }
 }
 
 impl H5Input {

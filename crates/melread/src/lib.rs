@@ -58,6 +58,7 @@ mod compat;
 mod convert;
 pub mod eval;
 mod h5file;
+mod limits;
 mod loader;
 mod npy;
 mod order;
@@ -67,6 +68,9 @@ mod split;
 pub mod tensor;
 
 pub use convert::Affine;
+pub use limits::{
+    MAX_CHUNK_BYTES, MAX_LABEL_NAME_BYTES, MAX_META_BYTES, MAX_PATH_BYTES, MAX_VALUES_PER_CLIP,
+};
 pub use loader::{
     Batch, BufferStats, Epoch, ItemId, Loader, LoaderOptions, MAX_BATCH_BYTES, Output, Values,
 };
@@ -74,8 +78,7 @@ pub use mel_core::stats::MelStats;
 pub use mel_core::{Dtype, Error, Result};
 pub use order::{Shuffle, Unit};
 pub use split::{
-    Access, DEFAULT_CHUNK_CACHE, Format, MAX_CHUNK_BYTES, MAX_LABEL_NAME_BYTES, MAX_META_BYTES,
-    MAX_PATH_BYTES, MAX_VALUES_PER_CLIP, OpenOptions, Provenance, ReadMode, Reader, Split,
+    Access, DEFAULT_CHUNK_CACHE, Format, OpenOptions, Provenance, ReadMode, Reader, Split,
 };
 #[cfg(feature = "candle")]
 pub use tensor::TensorFloat;

@@ -8,6 +8,8 @@ use std::path::Path;
 
 use mel_core::{Error, Result};
 
+use crate::limits::{bad, check_extent};
+
 /// The longest header accepted (numpy writes under 1 KiB; melctl writes 256 bytes).
 const MAX_HEADER: usize = 1 << 20;
 
@@ -46,13 +48,6 @@ pub(crate) struct NpyHeader {
     pub data_offset: u64,
     /// Bytes of data the shape implies.
     pub data_len: u64,
-}
-
-fn bad(path: &Path, reason: impl Into<String>) -> Error {
-    Error::Dataset {
-        root: path.to_path_buf(),
-        reason: reason.into(),
-    }
 }
 
 /// Opens the `.npy` file at `path` (a regular file, opened without blocking) and reads
@@ -133,26 +128,6 @@ pub(crate) fn open(path: &Path) -> Result<(NpyHeader, File)> {
         data_len,
     };
     Ok((header, file))
-}
-
-/// Refuses `len` bytes at `offset` that do not lie inside a file of `file_len` bytes.
-pub(crate) fn check_extent(
-    path: &Path,
-    what: &str,
-    offset: u64,
-    len: u64,
-    file_len: u64,
-) -> Result<()> {
-    match offset.checked_add(len) {
-        Some(end) if end <= file_len => Ok(()),
-        _ => Err(bad(
-            path,
-            format!(
-                "truncated or corrupt: {what} spans bytes {offset}..{} but the file has {file_len} bytes",
-                offset as u128 + len as u128
-            ),
-        )),
-    }
 }
 
 fn read_up_to(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -301,19 +276,5 @@ mod tests {
         assert!(parse_dict("{'descr': '<f4', 'shape': (1,), }").is_err());
         assert!(parse_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (1, x), }").is_err());
         assert!(parse_dict("not a dict").is_err());
-    }
-
-    #[test]
-    fn extents_beyond_the_file_are_refused() {
-        let p = Path::new("x.npy");
-        assert!(check_extent(p, "data", 10, 90, 100).is_ok());
-        let e = check_extent(p, "data", 10, 91, 100)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("truncated or corrupt") && e.contains("10..101"),
-            "{e}"
-        );
-        assert!(check_extent(p, "data", u64::MAX, 2, 100).is_err());
     }
 }

@@ -26,23 +26,16 @@ use mel_core::{Dtype, Error, Result};
 use ndarray::{Array2, ArrayD};
 
 use crate::convert::{self, Affine, OutSlice};
+use crate::limits::{
+    MAX_LABEL_NAME_BYTES, MAX_META_BYTES, MAX_PATH_BYTES, MAX_VALUES_PER_CLIP, bad,
+};
 use crate::npy::{self, NpyType};
 use mel_core::stats::{MelStats, StatsAccumulator};
 
 mod h5open;
 
-/// The most values one clip may hold (melctl writes no more): every buffer sized from a
-/// clip is bounded by this, whatever a file claims.
-pub const MAX_VALUES_PER_CLIP: usize = mel_core::plan::MAX_VALUES_PER_CLIP;
-
-/// The largest `meta.json` read (it lists every clip's path).
-pub const MAX_META_BYTES: u64 = 1 << 30;
-
 /// Decoded chunks of `mel` each [`Reader`] keeps by default (chunked layouts).
 pub const DEFAULT_CHUNK_CACHE: usize = 4;
-
-/// The largest chunk (after inflating) the reader decodes: 256 MiB.
-pub const MAX_CHUNK_BYTES: usize = 256 << 20;
 
 /// The two file formats melctl writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,19 +154,6 @@ enum Store {
     /// The HDF5 library.
     Library(Library),
 }
-
-fn bad(path: &Path, reason: impl Into<String>) -> Error {
-    Error::Dataset {
-        root: path.to_path_buf(),
-        reason: reason.into(),
-    }
-}
-
-/// The longest clip path melctl stores (Linux's `PATH_MAX`).
-pub const MAX_PATH_BYTES: usize = 4096;
-
-/// The longest class name melctl stores (its name check's limit).
-pub const MAX_LABEL_NAME_BYTES: usize = mel_core::format::MAX_NAME_BYTES;
 
 /// Refuses paths and class names longer than melctl writes, and a class named twice: a
 /// tampered 300 MB path took `show` half an hour to lay out as a title, and two classes

@@ -10,10 +10,11 @@ use mel_core::stats::MelStats;
 use mel_core::{Dtype, Error, Result};
 
 use super::{
-    Access, ChunkFilter, ChunkStore, Format, Library, MAX_CHUNK_BYTES, OpenOptions, Provenance,
-    ReadMode, Split, Store, bad, check_labels, check_shape, contiguous, default_dims, h5err, stem,
+    Access, ChunkFilter, ChunkStore, Format, Library, OpenOptions, Provenance, ReadMode, Split,
+    Store, bad, check_labels, check_shape, contiguous, default_dims, h5err, stem,
 };
 use crate::h5file::{Checked, H5Input, Storage, StoredChunk};
+use crate::limits::MAX_CHUNK_BYTES;
 
 /// A scalar string attribute of `loc`, if present.
 fn attr_string(loc: &hdf5::Location, name: &str) -> Option<String> {
