@@ -12,8 +12,8 @@
 //!   Fletcher-32): an unknown filter is refused rather than looked up as a plugin;
 //! - every element has storage inside the file: contiguous bytes within the file's length,
 //!   every chunk present (none left to fill values) and within the file, chunks no larger
-//!   than [`MAX_CHUNK_BYTES`](crate::MAX_CHUNK_BYTES), and no more logical bytes than the
-//!   file can hold (times deflate's largest ratio when deflated).
+//!   than [`MAX_CHUNK_BYTES`], and no more logical bytes than the file can hold (times
+//!   deflate's largest ratio when deflated).
 //!
 //! So every allocation a read makes is sized from bytes the file really holds.
 

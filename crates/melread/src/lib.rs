@@ -60,7 +60,6 @@ pub mod eval;
 mod h5file;
 mod limits;
 mod loader;
-mod npy;
 mod order;
 pub mod sigbus;
 mod split;
