@@ -12,8 +12,8 @@
 //!   Fletcher-32): an unknown filter is refused rather than looked up as a plugin;
 //! - every element has storage inside the file: contiguous bytes within the file's length,
 //!   every chunk present (none left to fill values) and within the file, chunks no larger
-//!   than [`MAX_CHUNK_BYTES`](crate::MAX_CHUNK_BYTES), and no more logical bytes than the
-//!   file can hold (times deflate's largest ratio when deflated).
+//!   than [`MAX_CHUNK_BYTES`], and no more logical bytes than the file can hold (times
+//!   deflate's largest ratio when deflated).
 //!
 //! So every allocation a read makes is sized from bytes the file really holds.
 
@@ -25,8 +25,7 @@ use hdf5::plist::dataset_create::Layout;
 use hdf5::{IndexType, IterationOrder, LinkType};
 use mel_core::{Error, Result};
 
-use crate::npy::check_extent;
-use crate::split::MAX_CHUNK_BYTES;
+use crate::limits::{MAX_CHUNK_BYTES, bad, check_extent};
 
 /// Deflate never inflates more than 1032 bytes out of one stored byte; a deflated dataset
 /// claiming more than this many times the file's length is refused before it is read.
@@ -81,13 +80,6 @@ pub(crate) struct Checked {
     pub ds: hdf5::Dataset,
     /// Where its elements are.
     pub storage: Storage,
-}
-
-fn bad(path: &Path, reason: impl Into<String>) -> Error {
-    Error::Dataset {
-        root: path.to_path_buf(),
-        reason: reason.into(),
-    }
 }
 
 impl H5Input {

@@ -58,8 +58,8 @@ mod compat;
 mod convert;
 pub mod eval;
 mod h5file;
+mod limits;
 mod loader;
-mod npy;
 mod order;
 pub mod sigbus;
 mod split;
@@ -67,6 +67,9 @@ mod split;
 pub mod tensor;
 
 pub use convert::Affine;
+pub use limits::{
+    MAX_CHUNK_BYTES, MAX_LABEL_NAME_BYTES, MAX_META_BYTES, MAX_PATH_BYTES, MAX_VALUES_PER_CLIP,
+};
 pub use loader::{
     Batch, BufferStats, Epoch, ItemId, Loader, LoaderOptions, MAX_BATCH_BYTES, Output, Values,
 };
@@ -74,8 +77,7 @@ pub use mel_core::stats::MelStats;
 pub use mel_core::{Dtype, Error, Result};
 pub use order::{Shuffle, Unit};
 pub use split::{
-    Access, DEFAULT_CHUNK_CACHE, Format, MAX_CHUNK_BYTES, MAX_LABEL_NAME_BYTES, MAX_META_BYTES,
-    MAX_PATH_BYTES, MAX_VALUES_PER_CLIP, OpenOptions, Provenance, ReadMode, Reader, Split,
+    Access, DEFAULT_CHUNK_CACHE, Format, OpenOptions, Provenance, ReadMode, Reader, Split,
 };
 #[cfg(feature = "candle")]
 pub use tensor::TensorFloat;

@@ -3,17 +3,17 @@
 
 use std::path::Path;
 
-use hdf5::filters::Filter;
 use hdf5::types::{FloatSize, IntSize, TypeDescriptor, VarLenAscii, VarLenUnicode};
 use mel_core::format::{self, h5 as key};
 use mel_core::stats::MelStats;
 use mel_core::{Dtype, Error, Result};
 
-use super::{
-    Access, ChunkFilter, ChunkStore, Format, Library, MAX_CHUNK_BYTES, OpenOptions, Provenance,
-    ReadMode, Split, Store, bad, check_labels, check_shape, contiguous, default_dims, h5err, stem,
-};
-use crate::h5file::{Checked, H5Input, Storage, StoredChunk};
+use super::checks::{check_labels, check_shape};
+use super::chunks::ChunkStore;
+use super::store::{Library, Store, contiguous, h5err};
+use super::{Access, Format, OpenOptions, Provenance, ReadMode, Split, default_dims, stem};
+use crate::h5file::{Checked, H5Input, Storage};
+use crate::limits::bad;
 
 /// A scalar string attribute of `loc`, if present.
 fn attr_string(loc: &hdf5::Location, name: &str) -> Option<String> {
@@ -161,7 +161,7 @@ fn mel_store(
                 ));
             }
             let clip_bytes = data_bytes / shape[0].max(1) as u64;
-            let store = chunk_store(
+            let store = ChunkStore::new(
                 file()?,
                 chunk,
                 filters,
@@ -171,69 +171,11 @@ fn mel_store(
                 clip_bytes,
             );
             match store {
-                Ok(store) => {
-                    let access = Access::Chunks {
-                        clips_per_chunk: store.clips_per_chunk,
-                        deflate: store.filters.contains(&ChunkFilter::Deflate),
-                        shuffle: store.filters.contains(&ChunkFilter::Shuffle),
-                    };
-                    Ok((access, Store::Chunks(store)))
-                }
+                Ok(store) => Ok((store.access(), Store::Chunks(store))),
                 Err(why) => Ok((Access::Library(why), Store::Library(lib()))),
             }
         }
     }
-}
-
-/// Indexes a chunked `mel` (already checked: every chunk present, inside the file and on
-/// the chunk grid) for direct decoding, or says why the library must read it.
-fn chunk_store(
-    file: std::fs::File,
-    chunk: &[usize],
-    filters: &[Filter],
-    stored: &[StoredChunk],
-    shape: &[usize],
-    elem: usize,
-    clip_bytes: u64,
-) -> std::result::Result<ChunkStore, String> {
-    if chunk[1..] != shape[1..] {
-        return Err(format!(
-            "mel's chunks {chunk:?} do not hold whole clips of {:?}",
-            &shape[1..]
-        ));
-    }
-    let clips_per_chunk = chunk[0];
-    // H5Input bounded the chunk's size by MAX_CHUNK_BYTES.
-    let chunk_bytes = (clip_bytes * clips_per_chunk as u64) as usize;
-    debug_assert!(chunk_bytes <= MAX_CHUNK_BYTES);
-    let mut pipeline = Vec::new();
-    for f in filters {
-        match f {
-            Filter::Shuffle => pipeline.push(ChunkFilter::Shuffle),
-            Filter::Deflate(_) => pipeline.push(ChunkFilter::Deflate),
-            other => return Err(format!("mel has the filter {other:?}")),
-        }
-    }
-    let mut index: Vec<(usize, u64, u64, u32)> = stored
-        .iter()
-        .map(|c| {
-            (
-                (c.offset[0] / clips_per_chunk as u64) as usize,
-                c.addr,
-                c.size,
-                c.mask,
-            )
-        })
-        .collect();
-    index.sort_unstable_by_key(|e| e.0);
-    Ok(ChunkStore {
-        file,
-        clips_per_chunk,
-        chunk_bytes,
-        index,
-        filters: pipeline,
-        elem,
-    })
 }
 
 /// Opens `path` as a melctl HDF5 output.

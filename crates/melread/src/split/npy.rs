@@ -1,12 +1,19 @@
-//! A strict reader of `.npy` headers (format versions 1, 2 and 3): the element type,
-//! the shape and where the data starts. Everything is checked against the file's real
-//! length before anything is allocated from it.
+//! An npy split, `OUT/{split}.npy.d/`: a strict reader of `.npy` headers (format versions
+//! 1, 2 and 3: the element type, the shape and where the data starts), and the opener of
+//! the folder (`meta.json`, `mel.npy`, `label.npy`). Everything is checked against the
+//! file's real length before anything is allocated from it.
 
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
-use mel_core::{Error, Result};
+use mel_core::stats::MelStats;
+use mel_core::{Dtype, Error, Result};
+
+use super::checks::{check_labels, check_shape};
+use super::store::contiguous;
+use super::{Format, OpenOptions, Provenance, ReadMode, Split, default_dims, stem};
+use crate::limits::{MAX_META_BYTES, bad, check_extent};
 
 /// The longest header accepted (numpy writes under 1 KiB; melctl writes 256 bytes).
 const MAX_HEADER: usize = 1 << 20;
@@ -46,13 +53,6 @@ pub(crate) struct NpyHeader {
     pub data_offset: u64,
     /// Bytes of data the shape implies.
     pub data_len: u64,
-}
-
-fn bad(path: &Path, reason: impl Into<String>) -> Error {
-    Error::Dataset {
-        root: path.to_path_buf(),
-        reason: reason.into(),
-    }
 }
 
 /// Opens the `.npy` file at `path` (a regular file, opened without blocking) and reads
@@ -133,26 +133,6 @@ pub(crate) fn open(path: &Path) -> Result<(NpyHeader, File)> {
         data_len,
     };
     Ok((header, file))
-}
-
-/// Refuses `len` bytes at `offset` that do not lie inside a file of `file_len` bytes.
-pub(crate) fn check_extent(
-    path: &Path,
-    what: &str,
-    offset: u64,
-    len: u64,
-    file_len: u64,
-) -> Result<()> {
-    match offset.checked_add(len) {
-        Some(end) if end <= file_len => Ok(()),
-        _ => Err(bad(
-            path,
-            format!(
-                "truncated or corrupt: {what} spans bytes {offset}..{} but the file has {file_len} bytes",
-                offset as u128 + len as u128
-            ),
-        )),
-    }
 }
 
 fn read_up_to(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -280,6 +260,179 @@ fn read_at(path: &Path, file: &File, offset: u64, len: usize) -> Result<Vec<u8>>
     Ok(buf)
 }
 
+/// Opens the npy split folder `dir`: `meta.json` (bounded, JSON, a known format version),
+/// `mel.npy` mapped or read in place, `label.npy`, and every list `meta.json` holds checked
+/// against `mel`'s rows and mel bins.
+pub(super) fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
+    if opts.read == ReadMode::Library {
+        return Err(Error::unsupported(
+            dir,
+            "an npy folder has no HDF5 library path",
+        ));
+    }
+    let meta_path = dir.join(mel_core::format::NPY_META);
+    // A folder that is no npy split (an output folder given instead of one of its
+    // splits): say so, rather than "meta.json: cannot read".
+    if std::fs::symlink_metadata(&meta_path).is_err() {
+        let mut splits: Vec<String> = std::fs::read_dir(dir)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| e.file_name().to_str().map(str::to_string))
+                    .filter(|n| mel_core::format::split_of_name(n).is_some())
+                    .collect()
+            })
+            .unwrap_or_default();
+        splits.sort();
+        let hint = match splits.first() {
+            Some(first) => format!(
+                "; it holds the splits {}: give one of them, e.g. {}",
+                splits.join(", "),
+                dir.join(first).display()
+            ),
+            None => String::new(),
+        };
+        return Err(bad(
+            dir,
+            format!("a folder without meta.json is no npy split{hint}"),
+        ));
+    }
+    // A regular file only, opened without blocking, read up to a bound on the bytes read.
+    let meta_bytes = mel_core::input::read_bounded(&meta_path, MAX_META_BYTES)
+        .map_err(|e| Error::read(&meta_path, e))?;
+    let meta: serde_json::Value = serde_json::from_slice(&meta_bytes)
+        .map_err(|e| bad(&meta_path, format!("not valid JSON: {e}")))?;
+    let version = match &meta[mel_core::format::FORMAT_VERSION] {
+        serde_json::Value::Null => None,
+        v => Some(
+            v.as_u64()
+                .ok_or_else(|| bad(&meta_path, "format_version is not a whole number"))?,
+        ),
+    };
+    mel_core::format::check_version(version).map_err(|why| bad(&meta_path, why))?;
+    let mel_path = dir.join(mel_core::format::NPY_MEL);
+    let (h, mel_file) = open(&mel_path)?;
+    let dtype = match h.ty {
+        NpyType::F32 => Dtype::F32,
+        NpyType::F16 => Dtype::F16,
+        NpyType::U16 if meta["dtype"] == "bf16" => Dtype::Bf16,
+        NpyType::U16 => {
+            return Err(bad(
+                &mel_path,
+                "mel is <u2 but meta.json's dtype is not bf16",
+            ));
+        }
+        NpyType::I64 => return Err(bad(&mel_path, "mel is int64")),
+    };
+    let shape = h.shape.clone();
+    let data_bytes = check_shape(&mel_path, &shape, dtype.size())?;
+    debug_assert_eq!(data_bytes, h.data_len);
+    let rows = shape[0];
+    let (access, store) = contiguous(&mel_path, mel_file, h.data_offset, h.data_len, opts.read)?;
+    let labels = read_i64_vector(&dir.join(mel_core::format::NPY_LABEL), rows)?;
+    let strings = |key: &str| -> Result<Vec<String>> {
+        meta[key]
+            .as_array()
+            .and_then(|a| a.iter().map(|v| v.as_str().map(str::to_string)).collect())
+            .ok_or_else(|| bad(&meta_path, format!("{key} is not a list of strings")))
+    };
+    let paths = strings("paths")?;
+    if paths.len() != rows {
+        return Err(bad(
+            &meta_path,
+            format!("{} paths for {rows} rows of mel", paths.len()),
+        ));
+    }
+    if let Some(r) = meta["rows"].as_u64()
+        && r != rows as u64
+    {
+        return Err(bad(&meta_path, format!("rows is {r}; mel.npy has {rows}")));
+    }
+    let label_names = strings("label_names")?;
+    check_labels(
+        &dir.join(mel_core::format::NPY_LABEL),
+        &labels,
+        label_names.len(),
+    )?;
+    let dims = if meta["mel_dims"].is_null() {
+        default_dims(shape.len())
+    } else {
+        strings("mel_dims")?
+    };
+    if dims.len() != shape.len() {
+        return Err(bad(
+            &meta_path,
+            format!(
+                "mel_dims names {} axes, mel has {}",
+                dims.len(),
+                shape.len()
+            ),
+        ));
+    }
+    let numbers = |key: &str, len: usize| -> Result<Option<Vec<f64>>> {
+        match &meta[key] {
+            serde_json::Value::Null => Ok(None),
+            v => v
+                .as_array()
+                .filter(|a| a.len() == len)
+                .and_then(|a| a.iter().map(|x| x.as_f64()).collect::<Option<Vec<_>>>())
+                .map(Some)
+                .ok_or_else(|| bad(&meta_path, format!("{key} is not a list of {len} numbers"))),
+        }
+    };
+    let n_mels = shape[shape.len() - 2];
+    let stats = match (numbers("mel_mean", n_mels)?, numbers("mel_std", n_mels)?) {
+        (Some(mean), Some(std)) => Some(MelStats {
+            mean,
+            std,
+            count: meta["stats_count"].as_u64().unwrap_or(0),
+        }),
+        _ => None,
+    }
+    .filter(|s| s.count > 0);
+    let int_column = |key: &str, max: f64| -> Result<Option<Vec<f64>>> {
+        let v = numbers(key, rows)?;
+        if let Some(v) = &v
+            && v.iter().any(|&x| x < 0.0 || x > max || x.fract() != 0.0)
+        {
+            return Err(bad(
+                &meta_path,
+                format!("{key} holds a value that is not a count"),
+            ));
+        }
+        Ok(v)
+    };
+    let provenance = Provenance {
+        source_rate: int_column("source_rate", u32::MAX as f64)?
+            .map(|v| v.into_iter().map(|x| x as u32).collect()),
+        source_channels: int_column("source_channels", u16::MAX as f64)?
+            .map(|v| v.into_iter().map(|x| x as u16).collect()),
+        source_frames: int_column("source_frames", u64::MAX as f64)?
+            .map(|v| v.into_iter().map(|x| x as u64).collect()),
+    };
+    let name = meta["split"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| stem(dir, mel_core::format::NPY_SUFFIX));
+    Ok(Split {
+        path: dir.to_path_buf(),
+        format: Format::Npy,
+        name,
+        shape,
+        dims,
+        dtype,
+        label_names,
+        labels,
+        paths,
+        config: Some(meta["config"].clone()).filter(|c| !c.is_null()),
+        version: meta["melctl_version"].as_str().map(str::to_string),
+        stats,
+        provenance,
+        access,
+        store,
+        chunk_cache: opts.chunk_cache,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,19 +454,5 @@ mod tests {
         assert!(parse_dict("{'descr': '<f4', 'shape': (1,), }").is_err());
         assert!(parse_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (1, x), }").is_err());
         assert!(parse_dict("not a dict").is_err());
-    }
-
-    #[test]
-    fn extents_beyond_the_file_are_refused() {
-        let p = Path::new("x.npy");
-        assert!(check_extent(p, "data", 10, 90, 100).is_ok());
-        let e = check_extent(p, "data", 10, 91, 100)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("truncated or corrupt") && e.contains("10..101"),
-            "{e}"
-        );
-        assert!(check_extent(p, "data", u64::MAX, 2, 100).is_err());
     }
 }

@@ -1,0 +1,183 @@
+//! Reading items (a clip, or one of its segments) of a split on one thread: the stored
+//! bytes from wherever the store keeps them, a least-recently-used cache of decoded chunks
+//! for chunked layouts, and the conversion to f32 that checks every value finite.
+
+use std::os::unix::fs::FileExt;
+
+use mel_core::{Error, Result};
+
+use super::{Split, Store};
+use crate::convert::{self, Affine, OutSlice};
+use crate::limits::bad;
+
+/// Reads items of one [`Split`] on one thread, reusing its buffers (and, for chunked
+/// layouts, up to [`OpenOptions::chunk_cache`](crate::OpenOptions::chunk_cache) decoded
+/// chunks).
+pub struct Reader<'a> {
+    split: &'a Split,
+    scratch: Vec<u8>,
+    halves: Vec<u16>,
+    cache: Vec<CachedChunk>,
+    inflater: Option<libdeflater::Decompressor>,
+    tick: u64,
+}
+
+/// One decoded chunk in a reader's cache, and when it was last used.
+struct CachedChunk {
+    index: usize,
+    bytes: Vec<u8>,
+    used: u64,
+}
+
+impl<'a> Reader<'a> {
+    /// A reader of `split` with empty buffers and an empty chunk cache.
+    pub(super) fn new(split: &'a Split) -> Reader<'a> {
+        Reader {
+            split,
+            scratch: Vec::new(),
+            halves: Vec::new(),
+            cache: Vec::new(),
+            inflater: None,
+            tick: 0,
+        }
+    }
+
+    /// The split read.
+    pub fn split(&self) -> &'a Split {
+        self.split
+    }
+
+    /// Reads clip `clip` as f32 into `out` (`values_per_clip` values), normalised by
+    /// `norm` if given.
+    pub fn read_clip(&mut self, clip: usize, out: &mut [f32], norm: Option<&Affine>) -> Result<()> {
+        self.read_into(clip, None, OutSlice::F32(out), norm)
+    }
+
+    /// Reads segment `segment` of clip `clip` as f32 into `out` (`values_per_segment`
+    /// values), normalised by `norm` if given.
+    pub fn read_segment(
+        &mut self,
+        clip: usize,
+        segment: usize,
+        out: &mut [f32],
+        norm: Option<&Affine>,
+    ) -> Result<()> {
+        self.read_into(clip, Some(segment), OutSlice::F32(out), norm)
+    }
+
+    /// The stored little-endian bytes of clip `clip` (or one of its segments).
+    pub fn raw(&mut self, clip: usize, segment: Option<usize>) -> Result<&[u8]> {
+        self.item_bytes(clip, segment)
+    }
+
+    /// Reads an item (a clip, or one segment) into `out`: converted to f32 (and
+    /// normalised) or copied as stored.
+    pub(crate) fn read_into(
+        &mut self,
+        clip: usize,
+        segment: Option<usize>,
+        out: OutSlice<'_>,
+        norm: Option<&Affine>,
+    ) -> Result<()> {
+        let dtype = self.split.dtype;
+        let (_, len) = self.split.item_range(clip, segment)?;
+        let want = len / dtype.size();
+        if out.len() != want {
+            return Err(Error::Shape(format!(
+                "an output of {} values for an item of {want}",
+                out.len()
+            )));
+        }
+        let mut halves = std::mem::take(&mut self.halves);
+        let r = self
+            .item_bytes(clip, segment)
+            .map(|bytes| convert::convert(bytes, dtype, out, norm, &mut halves));
+        self.halves = halves;
+        match r? {
+            true => Ok(()),
+            false => Err(bad(
+                &self.split.path,
+                format!(
+                    "clip {clip}{} holds a value that is not finite (NaN or infinity){}, which \
+                     melctl never stores",
+                    segment.map(|s| format!(" segment {s}")).unwrap_or_default(),
+                    if norm.is_some() {
+                        ", stored or once normalised"
+                    } else {
+                        ""
+                    }
+                ),
+            )),
+        }
+    }
+
+    /// The stored bytes of an item, wherever they come from.
+    fn item_bytes(&mut self, clip: usize, segment: Option<usize>) -> Result<&[u8]> {
+        let split = self.split;
+        let (offset, len) = split.item_range(clip, segment)?;
+        match &split.store {
+            Store::Map { map, start } => Ok(&map[start + offset..start + offset + len]),
+            Store::Pread { file, base } => {
+                self.scratch.resize(len, 0);
+                file.read_exact_at(&mut self.scratch, base + offset as u64)
+                    .map_err(|e| Error::read(&split.path, e))?;
+                Ok(&self.scratch)
+            }
+            Store::Library(lib) => {
+                lib.read(split, clip, segment, &mut self.scratch)?;
+                Ok(&self.scratch)
+            }
+            Store::Chunks(chunks) => {
+                let index = clip / chunks.clips_per_chunk;
+                let slot = self.chunk(index)?;
+                let clip_bytes = split.values_per_clip() * split.elem();
+                let within = offset - index * chunks.clips_per_chunk * clip_bytes;
+                Ok(&self.cache[slot].bytes[within..within + len])
+            }
+        }
+    }
+
+    /// The cache slot holding decoded chunk `index`, decoding it if needed.
+    fn chunk(&mut self, index: usize) -> Result<usize> {
+        self.tick += 1;
+        if let Some(slot) = self.cache.iter().position(|c| c.index == index) {
+            self.cache[slot].used = self.tick;
+            return Ok(slot);
+        }
+        let Store::Chunks(chunks) = &self.split.store else {
+            unreachable!("chunk() is only called for chunked stores")
+        };
+        let capacity = self.split.chunk_cache.max(1);
+        let slot = if self.cache.len() < capacity {
+            self.cache.push(CachedChunk {
+                index,
+                bytes: Vec::new(),
+                used: self.tick,
+            });
+            self.cache.len() - 1
+        } else {
+            let lru = (0..self.cache.len())
+                .min_by_key(|&i| self.cache[i].used)
+                .expect("a non-empty cache");
+            self.cache[lru].index = usize::MAX;
+            lru
+        };
+        let inflater = self
+            .inflater
+            .get_or_insert_with(libdeflater::Decompressor::new);
+        let mut bytes = std::mem::take(&mut self.cache[slot].bytes);
+        chunks.decode(
+            &self.split.path,
+            index,
+            &mut self.scratch,
+            &mut bytes,
+            inflater,
+        )?;
+        self.cache[slot] = CachedChunk {
+            index,
+            bytes,
+            used: self.tick,
+        };
+        Ok(slot)
+    }
+}
