@@ -6,10 +6,10 @@
 
 use std::path::Path;
 
+use mel_core::format::h5::BUILD_ID;
 use mel_core::{Error, Result, record};
 
-/// The most bytes of an npy split's `meta.json` read for its build id.
-const MAX_META_BYTES: u64 = 1 << 31;
+use crate::limits::MAX_META_BYTES;
 
 /// The build id stored in the split output at `path` (HDF5 root attribute `build_id`,
 /// or `build_id` in an npy folder's `meta.json`); `None` when it has none. An output
@@ -25,17 +25,14 @@ pub fn stored_build(path: &Path) -> Result<Option<String>> {
             .map_err(|e| Error::read(&meta, e))?;
         let m: serde_json::Value = serde_json::from_slice(&bytes)
             .map_err(|e| bad(format!("meta.json is not valid JSON: {e}")))?;
-        return Ok(m
-            .get("build_id")
-            .and_then(|v| v.as_str())
-            .map(str::to_string));
+        return Ok(m.get(BUILD_ID).and_then(|v| v.as_str()).map(str::to_string));
     }
     // Opened like every other HDF5 input: a regular file without blocking, links refused.
     let input = crate::h5file::H5Input::open(path)?;
-    let Ok(attr) = input.h5.attr("build_id") else {
+    let Ok(attr) = input.h5.attr(BUILD_ID) else {
         return Ok(None);
     };
-    input.check_attr(&attr, "build_id")?;
+    input.check_attr(&attr, BUILD_ID)?;
     let id: hdf5::types::VarLenUnicode = attr
         .read_scalar()
         .map_err(|e| bad(format!("its build_id attribute does not read: {e}")))?;

@@ -159,7 +159,7 @@ impl ChunkStore {
                         ));
                     }
                     dst.resize(self.chunk_bytes, 0);
-                    unshuffle(src, dst, self.elem);
+                    mel_core::format::shuffle::unshuffle(src, dst, self.elem);
                 }
             }
             have_in_scratch = !have_in_scratch;
@@ -178,39 +178,5 @@ impl ChunkStore {
             ));
         }
         Ok(())
-    }
-}
-
-/// Undoes HDF5's byte shuffle: byte `b` of element `i` was stored at `b * n + i`.
-fn unshuffle(src: &[u8], dst: &mut [u8], elem: usize) {
-    let n = src.len() / elem;
-    for (b, plane) in src.chunks_exact(n).enumerate().take(elem) {
-        for (i, &v) in plane.iter().enumerate() {
-            dst[i * elem + b] = v;
-        }
-    }
-    // HDF5 leaves bytes past the last whole element in place.
-    let tail = n * elem;
-    dst[tail..].copy_from_slice(&src[tail..]);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn unshuffle_inverts_hdf5s_shuffle() {
-        let elem = 2;
-        let raw: Vec<u8> = (0..20u8).collect();
-        let n = raw.len() / elem;
-        let mut shuffled = vec![0; raw.len()];
-        for i in 0..n {
-            for b in 0..elem {
-                shuffled[b * n + i] = raw[i * elem + b];
-            }
-        }
-        let mut back = vec![0; raw.len()];
-        unshuffle(&shuffled, &mut back, elem);
-        assert_eq!(back, raw);
     }
 }

@@ -14,33 +14,8 @@ use super::checks::{check_labels, check_shape};
 use super::store::contiguous;
 use super::{Format, OpenOptions, Provenance, ReadMode, Split, default_dims, stem};
 use crate::limits::{MAX_META_BYTES, bad, check_extent};
-
-/// The longest header accepted (numpy writes under 1 KiB; melctl writes 256 bytes).
-const MAX_HEADER: usize = 1 << 20;
-
-/// Element types the reader takes from `.npy` files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum NpyType {
-    /// `<f4`.
-    F32,
-    /// `<f2`.
-    F16,
-    /// `<u2` (melctl's bf16 bit patterns).
-    U16,
-    /// `<i8`.
-    I64,
-}
-
-impl NpyType {
-    /// Bytes per element.
-    pub(crate) fn size(self) -> usize {
-        match self {
-            NpyType::F32 => 4,
-            NpyType::F16 | NpyType::U16 => 2,
-            NpyType::I64 => 8,
-        }
-    }
-}
+use mel_core::format::meta;
+use mel_core::format::npy::{MAX_HEADER, NpyType, parse_dict, preamble};
 
 /// A parsed `.npy` header.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,22 +46,7 @@ pub(crate) fn open(path: &Path) -> Result<(NpyHeader, File)> {
     let file_len = file.metadata().map_err(|e| Error::read(path, e))?.len();
     let mut pre = [0u8; 12];
     let got = read_up_to(&mut file, &mut pre).map_err(|e| Error::read(path, e))?;
-    if got < 10 || &pre[..6] != b"\x93NUMPY" {
-        return Err(bad(path, "not a .npy file (no \\x93NUMPY magic)"));
-    }
-    let (header_len, start) = match pre[6] {
-        1 => (u16::from_le_bytes([pre[8], pre[9]]) as usize, 10usize),
-        2 | 3 if got == 12 => (
-            u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]) as usize,
-            12usize,
-        ),
-        v => {
-            return Err(bad(
-                path,
-                format!(".npy format version {v} is not supported"),
-            ));
-        }
-    };
+    let (header_len, start) = preamble(&pre[..got]).map_err(|why| bad(path, why))?;
     if header_len > MAX_HEADER {
         return Err(Error::limit(
             path.display().to_string(),
@@ -144,92 +104,6 @@ fn read_up_to(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
         }
     }
     Ok(got)
-}
-
-/// Parses numpy's header dictionary: `{'descr': '<f2', 'fortran_order': False, 'shape': (3, 4), }`.
-fn parse_dict(text: &str) -> std::result::Result<(NpyType, Vec<usize>), String> {
-    let body = text
-        .trim_end_matches(['\n', ' ', '\0'])
-        .trim()
-        .strip_prefix('{')
-        .and_then(|t| t.trim_end().strip_suffix('}'))
-        .ok_or_else(|| format!("the .npy header is not a dictionary: {text:?}"))?;
-    let mut descr = None;
-    let mut fortran = None;
-    let mut shape = None;
-    let mut rest = body.trim();
-    while !rest.is_empty() {
-        let (key, after) =
-            quoted(rest).ok_or_else(|| format!("bad .npy header key in {text:?}"))?;
-        let after = after
-            .trim_start()
-            .strip_prefix(':')
-            .ok_or_else(|| format!("bad .npy header near {key:?}"))?
-            .trim_start();
-        let (value, after) = match key {
-            "descr" => {
-                let (v, a) = quoted(after).ok_or("bad 'descr' in the .npy header")?;
-                descr = Some(v.to_string());
-                (v, a)
-            }
-            "fortran_order" => {
-                let (v, a) = if let Some(a) = after.strip_prefix("False") {
-                    (false, a)
-                } else if let Some(a) = after.strip_prefix("True") {
-                    (true, a)
-                } else {
-                    return Err("bad 'fortran_order' in the .npy header".into());
-                };
-                fortran = Some(v);
-                ("", a)
-            }
-            "shape" => {
-                let inner = after
-                    .strip_prefix('(')
-                    .ok_or("bad 'shape' in the .npy header")?;
-                let close = inner.find(')').ok_or("bad 'shape' in the .npy header")?;
-                let dims = inner[..close]
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|d| !d.is_empty())
-                    .map(|d| d.trim_end_matches('L').parse::<usize>())
-                    .collect::<std::result::Result<Vec<_>, _>>()
-                    .map_err(|_| format!("bad shape {:?} in the .npy header", &inner[..close]))?;
-                shape = Some(dims);
-                ("", &inner[close + 1..])
-            }
-            other => return Err(format!("unknown key {other:?} in the .npy header")),
-        };
-        let _ = value;
-        rest = after.trim_start();
-        rest = rest.strip_prefix(',').unwrap_or(rest).trim_start();
-    }
-    if fortran != Some(false) {
-        return Err("only C-order .npy arrays are read (fortran_order must be False)".into());
-    }
-    let descr = descr.ok_or("the .npy header has no 'descr'")?;
-    let ty = match descr.as_str() {
-        "<f4" => NpyType::F32,
-        "<f2" => NpyType::F16,
-        "<u2" => NpyType::U16,
-        "<i8" => NpyType::I64,
-        d => {
-            return Err(format!(
-                "element type {d:?} is not one melctl writes (<f4, <f2, <u2, <i8)"
-            ));
-        }
-    };
-    let shape = shape.ok_or("the .npy header has no 'shape'")?;
-    Ok((ty, shape))
-}
-
-/// A single-quoted string at the start of `s` (after whitespace), and what follows it.
-fn quoted(s: &str) -> Option<(&str, &str)> {
-    let s = s.trim_start();
-    let q = s.chars().next().filter(|c| *c == '\'' || *c == '"')?;
-    let inner = &s[1..];
-    let end = inner.find(q)?;
-    Some((&inner[..end], &inner[end + 1..]))
 }
 
 /// Reads a whole small `.npy` vector of `<i8` with `rows` elements.
@@ -301,7 +175,7 @@ pub(super) fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
         .map_err(|e| Error::read(&meta_path, e))?;
     let meta: serde_json::Value = serde_json::from_slice(&meta_bytes)
         .map_err(|e| bad(&meta_path, format!("not valid JSON: {e}")))?;
-    let version = match &meta[mel_core::format::FORMAT_VERSION] {
+    let version = match &meta[meta::FORMAT_VERSION] {
         serde_json::Value::Null => None,
         v => Some(
             v.as_u64()
@@ -314,7 +188,7 @@ pub(super) fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
     let dtype = match h.ty {
         NpyType::F32 => Dtype::F32,
         NpyType::F16 => Dtype::F16,
-        NpyType::U16 if meta["dtype"] == "bf16" => Dtype::Bf16,
+        NpyType::U16 if meta[meta::DTYPE] == "bf16" => Dtype::Bf16,
         NpyType::U16 => {
             return Err(bad(
                 &mel_path,
@@ -335,28 +209,28 @@ pub(super) fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
             .and_then(|a| a.iter().map(|v| v.as_str().map(str::to_string)).collect())
             .ok_or_else(|| bad(&meta_path, format!("{key} is not a list of strings")))
     };
-    let paths = strings("paths")?;
+    let paths = strings(meta::PATHS)?;
     if paths.len() != rows {
         return Err(bad(
             &meta_path,
             format!("{} paths for {rows} rows of mel", paths.len()),
         ));
     }
-    if let Some(r) = meta["rows"].as_u64()
+    if let Some(r) = meta[meta::ROWS].as_u64()
         && r != rows as u64
     {
         return Err(bad(&meta_path, format!("rows is {r}; mel.npy has {rows}")));
     }
-    let label_names = strings("label_names")?;
+    let label_names = strings(meta::LABEL_NAMES)?;
     check_labels(
         &dir.join(mel_core::format::NPY_LABEL),
         &labels,
         label_names.len(),
     )?;
-    let dims = if meta["mel_dims"].is_null() {
+    let dims = if meta[meta::MEL_DIMS].is_null() {
         default_dims(shape.len())
     } else {
-        strings("mel_dims")?
+        strings(meta::MEL_DIMS)?
     };
     if dims.len() != shape.len() {
         return Err(bad(
@@ -380,11 +254,14 @@ pub(super) fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
         }
     };
     let n_mels = shape[shape.len() - 2];
-    let stats = match (numbers("mel_mean", n_mels)?, numbers("mel_std", n_mels)?) {
+    let stats = match (
+        numbers(meta::MEL_MEAN, n_mels)?,
+        numbers(meta::MEL_STD, n_mels)?,
+    ) {
         (Some(mean), Some(std)) => Some(MelStats {
             mean,
             std,
-            count: meta["stats_count"].as_u64().unwrap_or(0),
+            count: meta[meta::STATS_COUNT].as_u64().unwrap_or(0),
         }),
         _ => None,
     }
@@ -402,14 +279,14 @@ pub(super) fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
         Ok(v)
     };
     let provenance = Provenance {
-        source_rate: int_column("source_rate", u32::MAX as f64)?
+        source_rate: int_column(meta::SOURCE_RATE, u32::MAX as f64)?
             .map(|v| v.into_iter().map(|x| x as u32).collect()),
-        source_channels: int_column("source_channels", u16::MAX as f64)?
+        source_channels: int_column(meta::SOURCE_CHANNELS, u16::MAX as f64)?
             .map(|v| v.into_iter().map(|x| x as u16).collect()),
-        source_frames: int_column("source_frames", u64::MAX as f64)?
+        source_frames: int_column(meta::SOURCE_FRAMES, u64::MAX as f64)?
             .map(|v| v.into_iter().map(|x| x as u64).collect()),
     };
-    let name = meta["split"]
+    let name = meta[meta::SPLIT]
         .as_str()
         .map(str::to_string)
         .unwrap_or_else(|| stem(dir, mel_core::format::NPY_SUFFIX));
@@ -423,36 +300,12 @@ pub(super) fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
         label_names,
         labels,
         paths,
-        config: Some(meta["config"].clone()).filter(|c| !c.is_null()),
-        version: meta["melctl_version"].as_str().map(str::to_string),
+        config: Some(meta[meta::CONFIG].clone()).filter(|c| !c.is_null()),
+        version: meta[meta::MELCTL_VERSION].as_str().map(str::to_string),
         stats,
         provenance,
         access,
         store,
         chunk_cache: opts.chunk_cache,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_numpy_and_melctl_headers() {
-        let (t, s) = parse_dict(
-            "{'descr': '<f2', 'fortran_order': False, 'shape': (4, 79, 3, 32, 5), }    \n",
-        )
-        .unwrap();
-        assert_eq!((t, s), (NpyType::F16, vec![4, 79, 3, 32, 5]));
-        let (t, s) =
-            parse_dict("{'descr': '<i8', 'fortran_order': False, 'shape': (7,), }").unwrap();
-        assert_eq!((t, s), (NpyType::I64, vec![7]));
-        let (_, s) = parse_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (), }").unwrap();
-        assert!(s.is_empty());
-        assert!(parse_dict("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }").is_err());
-        assert!(parse_dict("{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }").is_err());
-        assert!(parse_dict("{'descr': '<f4', 'shape': (1,), }").is_err());
-        assert!(parse_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (1, x), }").is_err());
-        assert!(parse_dict("not a dict").is_err());
-    }
 }
