@@ -1,15 +1,37 @@
-//! The two kernels' sources as NVRTC compiles them (`mel.cu`, `mel_f32.cu`), their entry
-//! points, and [`CudaKernel`], which names one.
+//! The two kernels as NVRTC compiles them: each source is `mel_common.cuh` (what both
+//! share) followed by the kernel's own file, `mel.cu` or `mel_f32.cu`, with `#line`
+//! marks so that a compiler's messages name the file and line they come from; their entry
+//! points; and [`CudaKernel`], which names one.
+
+/// What both kernels share, written once (padding, launch bounds, where a block's
+/// segments and frames lie, the mel sums, the log / top_db epilogue, the stores):
+/// `mel_common.cuh`, in front of each kernel's own source.
+pub const COMMON_SOURCE: &str = include_str!("mel_common.cuh");
+
+/// `mel_common.cuh`, then the kernel file `$file`, each from its own line 1.
+macro_rules! behind_common {
+    ($file:literal) => {
+        concat!(
+            "#line 1 \"mel_common.cuh\"\n",
+            include_str!("mel_common.cuh"),
+            "#line 1 \"",
+            $file,
+            "\"\n",
+            include_str!($file)
+        )
+    };
+}
 
 /// The f64 kernel (verified on an H100), compiled by NVRTC with
-/// [`macros`](crate::codegen::macros).
-pub const KERNEL_SOURCE: &str = include_str!("mel.cu");
+/// [`macros`](crate::codegen::macros): `mel_common.cuh`, then `mel.cu`.
+pub const KERNEL_SOURCE: &str = behind_common!("mel.cu");
 
 /// The f64 kernel's entry point.
 pub const KERNEL_NAME: &str = "mel_kernel";
 
-/// The f32 kernel (compensated double-word arithmetic, no double anywhere).
-pub const KERNEL_SOURCE_F32: &str = include_str!("mel_f32.cu");
+/// The f32 kernel (compensated double-word arithmetic, no double anywhere):
+/// `mel_common.cuh`, then `mel_f32.cu`.
+pub const KERNEL_SOURCE_F32: &str = behind_common!("mel_f32.cu");
 
 /// The f32 kernel's entry point.
 pub const KERNEL_NAME_F32: &str = "mel_kernel_f32";
@@ -46,7 +68,7 @@ impl CudaKernel {
         }
     }
 
-    /// The kernel's source.
+    /// The kernel's source, the shared header included.
     pub fn source(self) -> &'static str {
         match self {
             CudaKernel::F64 => KERNEL_SOURCE,
@@ -72,6 +94,45 @@ impl std::str::FromStr for CudaKernel {
             "f64" => Ok(CudaKernel::F64),
             "f32" => Ok(CudaKernel::F32),
             _ => Err(format!("unknown CUDA kernel {s:?} (f64 or f32)")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The definitions each kernel takes from the shared header, and nowhere else.
+    const SHARED: [&str; 12] = [
+        "typedef unsigned short u16;",
+        "#if MIN_BLOCKS > 0",
+        "int pad_idx(int i)",
+        "float padded_sample(const float *seg, int p)",
+        "const float *segment_start(",
+        "BlockSegments block_segments(",
+        "void mel_sums_pair(",
+        "void mel_sums(",
+        "float log_scale(float v)",
+        "u16 f16_bits(float v)",
+        "void store(void *out, long i, float v)",
+        "void finish_segments(",
+    ];
+
+    #[test]
+    fn both_kernels_are_the_shared_header_then_their_own_file() {
+        for kernel in CudaKernel::ALL {
+            let src = kernel.source();
+            let own = src
+                .strip_prefix("#line 1 \"mel_common.cuh\"\n")
+                .and_then(|s| s.strip_prefix(COMMON_SOURCE))
+                .unwrap_or_else(|| panic!("{}: the header does not come first", kernel.name()));
+            let line = format!("#line 1 \"{}\"\n", kernel.file());
+            let own = own.strip_prefix(line.as_str()).expect("the kernel's #line");
+            assert!(own.contains(&format!("void BOUNDS\n{}(", kernel.entry())));
+            for s in SHARED {
+                assert_eq!(src.matches(s).count(), 1, "{}: {s}", kernel.name());
+                assert!(COMMON_SOURCE.contains(s), "{s}");
+            }
         }
     }
 }
