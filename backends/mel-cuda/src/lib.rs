@@ -11,9 +11,13 @@
 //! a machine without CUDA; [`CudaBackend::new`] then fails with a clear message.
 #![warn(missing_docs)]
 
+pub mod codegen;
 pub mod driver;
 pub mod emu;
-pub mod source;
+pub mod kernel;
+pub mod launch;
+pub mod tables;
+mod timing;
 
 use std::sync::Arc;
 
@@ -27,7 +31,9 @@ use mel_core::{DeviceTimes, Error, MelBackend, MelPlan, OutputSlice, Result};
 use rayon::prelude::*;
 
 pub use driver::{DeviceInfo, add_nvrtc_dirs, devices};
-pub use source::{CudaKernel, DeviceLimits, KERNEL_SOURCE, KERNEL_SOURCE_F32, Shape, Tables};
+pub use kernel::{CudaKernel, KERNEL_SOURCE, KERNEL_SOURCE_F32};
+pub use launch::{DeviceLimits, Shape};
+pub use tables::Tables;
 
 fn err(message: impl std::fmt::Display) -> Error {
     Error::Device {
@@ -40,16 +46,12 @@ fn err(message: impl std::fmt::Display) -> Error {
 /// NVRTC, no GPU: the conformance tests use it to check both sources on machines without one.
 pub fn compile_ptx(plan: &MelPlan, kernel: CudaKernel, shape: Shape, arch: &str) -> Result<Ptx> {
     driver::ensure_nvrtc()?;
-    let mut options = source::macros(plan, shape)?;
+    let mut options = codegen::macros(plan, shape)?;
     options.push(format!("--gpu-architecture={arch}"));
     options.push("--std=c++17".into());
-    let name = match kernel {
-        CudaKernel::F64 => "mel.cu",
-        CudaKernel::F32 => "mel_f32.cu",
-    };
     let opts = CompileOptions {
         options,
-        name: Some(name.into()),
+        name: Some(kernel.file().into()),
         ..Default::default()
     };
     cudarc::nvrtc::compile_ptx_with_opts(kernel.source(), opts).map_err(|e| {
@@ -65,7 +67,7 @@ pub fn compile_ptx(plan: &MelPlan, kernel: CudaKernel, shape: Shape, arch: &str)
 pub fn ptxas_report(plan: &MelPlan, kernel: CudaKernel, shape: Shape, sm: &str) -> Result<String> {
     use cudarc::nvrtc::result as nvrtc;
     driver::ensure_nvrtc()?;
-    let mut options = source::macros(plan, shape)?;
+    let mut options = codegen::macros(plan, shape)?;
     options.push(format!("--gpu-architecture={sm}"));
     options.push("--std=c++17".into());
     options.push("--ptxas-options=-v".into());
@@ -383,33 +385,6 @@ impl CudaBackend {
             );
         }
         Ok(())
-    }
-
-    /// Times the kernel alone on `clips` resident clips: `reps` launches, each timed with
-    /// device events. Returns milliseconds per launch.
-    pub fn time_kernel(&mut self, clips: usize, reps: usize) -> Result<Vec<f32>> {
-        let stream = self.ctx.new_stream().map_err(err)?;
-        let n = clips * self.plan.clip_samples();
-        let host: Vec<f32> = (0..n)
-            .map(|i| (((i as u64).wrapping_mul(2654435761) >> 7) % 65536) as f32 / 32768.0 - 1.0)
-            .collect();
-        let input = stream.clone_htod(&host).map_err(err)?;
-        let mut output = stream
-            .alloc_zeros::<u8>(clips * self.plan.bytes_per_clip())
-            .map_err(err)?;
-        let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-        let mut times = Vec::with_capacity(reps);
-        for _ in 0..reps.max(1) + 2 {
-            let a = self.ctx.new_event(flags).map_err(err)?;
-            let b = self.ctx.new_event(flags).map_err(err)?;
-            a.record(&stream).map_err(err)?;
-            self.kernel.launch(&stream, &input, clips, &mut output)?;
-            b.record(&stream).map_err(err)?;
-            b.synchronize().map_err(err)?;
-            times.push(a.elapsed_ms(&b).map_err(err)?);
-        }
-        times.drain(..2); // warm-up
-        Ok(times)
     }
 }
 

@@ -2,8 +2,9 @@
 // padding, window) -> FFT -> power -> mel (non-zero filter spans) -> log -> output
 // dtype, written in the final [clip][long][short][mel][frame] layout.
 //
-// Compiled by NVRTC at run time with the plan's constants as macros (see
-// `kernel.rs`), so every loop bound is known to the compiler.
+// Compiled by NVRTC at run time behind mel_common.cuh (what both kernels share: padding,
+// launch bounds, the mel sums, the log / top_db epilogue, the stores), with the plan's
+// constants as macros (`mel_cuda::codegen`), so every loop bound is known to the compiler.
 //
 // One block handles SEGS distinct segments (SEGS * N_FRAMES frames). Each warp owns
 // one buffer of N_FFT complex values in shared memory and transforms frames two at a
@@ -12,15 +13,11 @@
 // power spectra (stored as float) that the mel filters read. The transform and power
 // run in double precision:
 // a float FFT misses torchaudio's float64 reference by up to 0.03 dB on bins about
-// 100 dB below the peak (ARCHITECTURE.md). Power is rounded to float once computed
-// (relative error 6e-8, far below the bound); mel sums, log and output are float.
+// 100 dB below the peak (docs/numerics.md, "Precision policy"). Power is rounded to float
+// once computed (relative error 6e-8, far below the bound); mel sums, log and output are
+// float.
 //
-// Required macros: N_FFT, POW2 (1 if N_FFT is a power of two), N_FREQS, HOP,
-// N_FRAMES, SEG_LEN, PAD, REFLECT, POWER, N_MELS, N_WEIGHTS (non-zero filter weights), CLIP_SAMPLES, N_DISTINCT,
-// LOG_KIND (0 none, 1 dB, 2 ln), LOG_MUL, AMIN, HAS_TOP_DB, TOP_DB, LN_OFFSET,
-// OUT_KIND (0 f32, 1 f16, 2 bf16), SEGS, WARPS, MIN_BLOCKS (0: no register cap).
-
-typedef unsigned short u16;
+// Required macros: mel_common.cuh's.
 
 struct cplx { double x, y; };
 
@@ -69,12 +66,6 @@ __device__ __forceinline__ void dft8(cplx *v) {
         v[2 * p + 1] = b[p];
     }
 }
-
-// Shared-memory position of complex element i: one 16-byte pad after every 8 values,
-// so the stride-8 writes of a radix-8 stage fall in distinct banks within each
-// quarter warp (8 lanes move 16 bytes each per shared-memory wavefront).
-__device__ __forceinline__ int pad_idx(int i) { return i + (i >> 3); }
-constexpr int BUF_LEN = N_FFT + N_FFT / 8;
 
 // One in-place Stockham stage of radix R by one warp: every lane first gathers all of
 // its butterflies' inputs (through `load`: shared memory, or for the first stage the
@@ -158,50 +149,6 @@ __device__ __forceinline__ void fft_from(cplx *buf, const cplx *stw, int lane, F
 }
 #endif
 
-__device__ __forceinline__ float log_scale(float v) {
-#if LOG_KIND == 1
-    return LOG_MUL * log10f(fmaxf(v, AMIN));
-#elif LOG_KIND == 2
-    return logf(v + LN_OFFSET);
-#else
-    return v;
-#endif
-}
-
-__device__ __forceinline__ void store(void *out, long i, float v) {
-#if OUT_KIND == 0
-    ((float *)out)[i] = v;
-#elif OUT_KIND == 1
-    u16 h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    ((u16 *)out)[i] = h;
-#else
-    unsigned int u = __float_as_uint(v);
-    u16 h;
-    if ((u & 0x7fffffffu) > 0x7f800000u) h = (u16)((u >> 16) | 0x40u);  // quiet NaN
-    else h = (u16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);             // round to nearest even
-    ((u16 *)out)[i] = h;
-#endif
-}
-
-// The sample at padded position p of the segment starting at seg (torch.stft centre padding).
-__device__ __forceinline__ double padded_sample(const float *seg, int p) {
-    int s = p - PAD;
-#if REFLECT
-    s = s < 0 ? -s : s;
-    s = s >= SEG_LEN ? 2 * (SEG_LEN - 1) - s : s;
-    return (double)seg[s];
-#else
-    return (s >= 0 && s < SEG_LEN) ? (double)seg[s] : 0.0;
-#endif
-}
-
-#if MIN_BLOCKS > 0
-#define BOUNDS __launch_bounds__(WARPS * 32, MIN_BLOCKS)
-#else
-#define BOUNDS __launch_bounds__(WARPS * 32)
-#endif
-
 extern "C" __global__ void BOUNDS
 mel_kernel(const float *__restrict__ clips, int n_clips, void *__restrict__ out,
            const double *__restrict__ window,      // [N_FFT]
@@ -229,40 +176,22 @@ mel_kernel(const float *__restrict__ clips, int n_clips, void *__restrict__ out,
     for (int i = threadIdx.x; i < N_WEIGHTS; i += blockDim.x) fw[i] = f_w[i];
     __syncthreads();
 
-    const long total_segs = (long)n_clips * N_DISTINCT;
-    const long seg0 = (long)blockIdx.x * SEGS;
-    const int segs_here = (int)min((long)SEGS, total_segs - seg0);
-    const int frames = segs_here * N_FRAMES;
+    const BlockSegments blk = block_segments(n_clips);
     cplx *buf = bufs + warp * BUF_LEN;
 
 #if POW2
     // Two real frames per complex transform.
-    for (int pair = warp; 2 * pair < frames; pair += WARPS) {
-        const int fa = 2 * pair, fb = 2 * pair + 1;
-        const bool has_b = fb < frames;
-        const float *sa, *sb;
-        int ta, tb;
-        {
-            long s = seg0 + fa / N_FRAMES;
-            sa = clips + (s / N_DISTINCT) * (long)CLIP_SAMPLES + offsets[s % N_DISTINCT];
-            ta = fa % N_FRAMES;
-            long u = seg0 + (has_b ? fb : fa) / N_FRAMES;
-            sb = clips + (u / N_DISTINCT) * (long)CLIP_SAMPLES + offsets[u % N_DISTINCT];
-            tb = (has_b ? fb : fa) % N_FRAMES;
-        }
+    for (int pair = warp; 2 * pair < blk.frames; pair += WARPS) {
+        const FramePair p = frame_pair(clips, offsets, blk.seg0, pair, blk.frames);
         // The windowed frames go straight from global memory into the first stage.
         auto input = [=](int n) -> cplx {
             double w = win[n];
-            double a = w * padded_sample(sa, ta * HOP + n);
-            double b = has_b ? w * padded_sample(sb, tb * HOP + n) : 0.0;
+            double a = w * padded_sample(p.sa, p.ta * HOP + n);
+            double b = p.has_b ? w * padded_sample(p.sb, p.tb * HOP + n) : 0.0;
             return {a, b};
         };
         fft_from<1>(buf, tw, lane, input);
-        const int ga = fa / N_FRAMES, gb = fb / N_FRAMES;
-        const int tfa = fa % N_FRAMES, tfb = fb % N_FRAMES;
-        // Separate the two spectra and take their power (double), then store it as
-        // float over the transform buffer: pw[k] for frame a, pw[N_FREQS + k] for frame b.
-        constexpr int PER_LANE_K = (N_FREQS + 31) / 32;
+        // Separate the two spectra and take their power (double), rounded to float once.
         float pa[PER_LANE_K], pb[PER_LANE_K];
 #pragma unroll
         for (int q = 0; q < PER_LANE_K; q++) {
@@ -281,37 +210,14 @@ mel_kernel(const float *__restrict__ clips, int n_clips, void *__restrict__ out,
                 pb[q] = (float)b2;
             }
         }
-        __syncwarp();
-        float *pw = (float *)buf;
-#pragma unroll
-        for (int q = 0; q < PER_LANE_K; q++) {
-            int k = lane + 32 * q;
-            if (k < N_FREQS) {
-                pw[k] = pa[q];
-                pw[N_FREQS + k] = pb[q];
-            }
-        }
-        __syncwarp();
-        for (int m = lane; m < N_MELS; m += 32) {
-            float acc_a = 0.0f, acc_b = 0.0f;
-            const int k0 = f_start[m], len = f_len[m], off = f_off[m];
-            for (int i = 0; i < len; i++) {
-                float w = fw[off + i];
-                acc_a = fmaf(w, pw[k0 + i], acc_a);
-                acc_b = fmaf(w, pw[N_FREQS + k0 + i], acc_b);
-            }
-            mel[(ga * N_MELS + m) * N_FRAMES + tfa] = acc_a;
-            if (has_b) mel[(gb * N_MELS + m) * N_FRAMES + tfb] = acc_b;
-        }
-        __syncwarp();
+        mel_sums_pair((float *)buf, pa, pb, p, f_start, f_len, f_off, fw, mel, lane);
     }
 #else
     // Any n_fft: a direct real DFT per frame (slower; correct for every size).
     double *x = (double *)buf;            // N_FFT reals
     double *pw = x + N_FFT;               // N_FREQS reals (fits: 2 * N_FFT >= N_FFT + N_FREQS)
-    for (int f = warp; f < frames; f += WARPS) {
-        long s = seg0 + f / N_FRAMES;
-        const float *sg = clips + (s / N_DISTINCT) * (long)CLIP_SAMPLES + offsets[s % N_DISTINCT];
+    for (int f = warp; f < blk.frames; f += WARPS) {
+        const float *sg = segment_start(clips, offsets, blk.seg0 + f / N_FRAMES);
         const int t = f % N_FRAMES;
         for (int n = lane; n < N_FFT; n += 32) x[n] = win[n] * padded_sample(sg, t * HOP + n);
         __syncwarp();
@@ -332,45 +238,10 @@ mel_kernel(const float *__restrict__ clips, int n_clips, void *__restrict__ out,
             pw[k] = p;
         }
         __syncwarp();
-        const int g = f / N_FRAMES;
-        for (int m = lane; m < N_MELS; m += 32) {
-            float acc = 0.0f;
-            const int k0 = f_start[m], len = f_len[m], off = f_off[m];
-            for (int i = 0; i < len; i++) acc = fmaf(fw[off + i], (float)pw[k0 + i], acc);
-            mel[(g * N_MELS + m) * N_FRAMES + t] = acc;
-        }
-        __syncwarp();
+        mel_sums(pw, f, f_start, f_len, f_off, fw, mel, lane);
     }
 #endif
     __syncthreads();
 
-    // Log, top_db against each segment's own peak, conversion, and every output place.
-    constexpr int VPS = N_MELS * N_FRAMES;
-    for (int g = warp; g < segs_here; g += WARPS) {
-        float *v = mel + g * VPS;
-        float peak = __int_as_float(0xff800000);  // -inf
-        for (int i = lane; i < VPS; i += 32) {
-            float y = log_scale(v[i]);
-            v[i] = y;
-            peak = fmaxf(peak, y);
-        }
-#if LOG_KIND == 1 && HAS_TOP_DB
-        for (int o = 16; o > 0; o >>= 1) peak = fmaxf(peak, __shfl_xor_sync(0xffffffffu, peak, o));
-        const float floor_db = peak - (float)TOP_DB;
-#endif
-        __syncwarp();
-        const long s = seg0 + g;
-        const long clip = s / N_DISTINCT;
-        const int d = (int)(s % N_DISTINCT);
-        for (int j = map_start[d]; j < map_start[d + 1]; j++) {
-            const long base = (clip * segs_per_clip + map_out[j]) * (long)VPS;
-            for (int i = lane; i < VPS; i += 32) {
-                float y = v[i];
-#if LOG_KIND == 1 && HAS_TOP_DB
-                y = fmaxf(y, floor_db);
-#endif
-                store(out, base + i, y);
-            }
-        }
-    }
+    finish_segments(mel, out, map_start, map_out, segs_per_clip, blk, warp, lane);
 }

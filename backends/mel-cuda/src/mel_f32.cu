@@ -4,25 +4,24 @@
 // structure of mel.cu (the f64 kernel verified on an H100), with no double anywhere.
 //
 // A plain f32 FFT misses torchaudio's float64 reference by up to 0.019 dB on bins 100 dB
-// below the peak (ARCHITECTURE.md, "Numerics"). So the transform is compensated: every
-// complex value is a double-word, v + e, its f32 rounding v and what the rounding left
-// out e (struct dwc), about 2^-44 accurate. The error terms come from error-free
-// transformations written with CUDA's explicitly rounded intrinsics, which the compiler
-// never contracts into a multiply-add or reassociates: TwoSum (__fadd_rn, __fsub_rn) for
-// each addition, and the exact product error fma(a, b, -fl(a·b)) (__fmul_rn, __fmaf_rn)
-// for each product. The window and every twiddle come from f64 on the host as
-// hi (rounded once) + lo (the rest); each stage reads every twiddle power from its
-// table, none is computed by multiplication. The two frames of a pair are separated
-// with TwoSum and rounded to f32 once; power, mel sums, log and output are plain f32.
-// A double-word complex value takes 16 bytes, as a double complex did: shared memory
-// layout and sizes are mel.cu's.
+// below the peak (docs/numerics.md, "Compensated float32 transforms"). So the transform
+// is compensated: every complex value is a double-word, v + e, its f32 rounding v and
+// what the rounding left out e (struct dwc), about 2^-44 accurate. The error terms come
+// from error-free transformations written with CUDA's explicitly rounded intrinsics,
+// which the compiler never contracts into a multiply-add or reassociates: TwoSum
+// (__fadd_rn, __fsub_rn) for each addition, and the exact product error
+// fma(a, b, -fl(a·b)) (__fmul_rn, __fmaf_rn) for each product. The window and every
+// twiddle come from f64 on the host as hi (rounded once) + lo (the rest); each stage
+// reads every twiddle power from its table, none is computed by multiplication. The two
+// frames of a pair are separated with TwoSum and rounded to f32 once; power, mel sums,
+// log and output are plain f32. A double-word complex value takes 16 bytes, as a double
+// complex did: shared memory layout and sizes are mel.cu's.
 //
-// Required macros: as mel.cu (N_FFT, POW2, N_FREQS, HOP, N_FRAMES, SEG_LEN, PAD, REFLECT,
-// POWER, N_MELS, N_WEIGHTS, CLIP_SAMPLES, N_DISTINCT, LOG_KIND, LOG_MUL, AMIN,
-// HAS_TOP_DB, TOP_DB, LN_OFFSET, OUT_KIND, SEGS, WARPS, MIN_BLOCKS), and R2_HI, R2_LO
-// (cos(pi/4) from f64 as hi rounded once + lo).
-
-typedef unsigned short u16;
+// Compiled behind mel_common.cuh, as mel.cu is: what both kernels share (padding, launch
+// bounds, the mel sums, the log / top_db epilogue, the stores) is written there once.
+//
+// Required macros: mel_common.cuh's, and R2_HI, R2_LO (cos(pi/4) from f64 as hi rounded
+// once + lo).
 
 // A complex double-word: (vr + er) + i (vi + ei).
 struct __align__(16) dwc {
@@ -141,12 +140,6 @@ __device__ __forceinline__ void dft8(dwc *v) {
     }
 }
 
-// Shared-memory position of complex element i: one 16-byte pad after every 8 values,
-// so the stride-8 writes of a radix-8 stage fall in distinct banks within each
-// quarter warp (8 lanes move 16 bytes each per shared-memory wavefront).
-__device__ __forceinline__ int pad_idx(int i) { return i + (i >> 3); }
-constexpr int BUF_LEN = N_FFT + N_FFT / 8;
-
 // One in-place Stockham stage of radix R by one warp: every lane first gathers all of
 // its butterflies' inputs (through `load`: shared memory, or for the first stage the
 // windowed input straight from global memory), the warp syncs, then every lane writes
@@ -220,65 +213,12 @@ __device__ __forceinline__ void fft_from(dwc *buf, const float4 *stw, int lane, 
 }
 #endif
 
-__device__ __forceinline__ float log_scale(float v) {
-#if LOG_KIND == 1
-    return LOG_MUL * log10f(fmaxf(v, AMIN));
-#elif LOG_KIND == 2
-    return logf(v + LN_OFFSET);
-#else
-    return v;
-#endif
-}
-
-// f32 -> f16 bits, round to nearest even.
-__device__ __forceinline__ u16 f16_bits(float v) {
-#ifdef MEL_HOST_EMU
-    return emu_f32_to_f16(v);
-#else
-    u16 h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    return h;
-#endif
-}
-
-__device__ __forceinline__ void store(void *out, long i, float v) {
-#if OUT_KIND == 0
-    ((float *)out)[i] = v;
-#elif OUT_KIND == 1
-    ((u16 *)out)[i] = f16_bits(v);
-#else
-    unsigned int u = __float_as_uint(v);
-    u16 h;
-    if ((u & 0x7fffffffu) > 0x7f800000u) h = (u16)((u >> 16) | 0x40u);  // quiet NaN
-    else h = (u16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);             // round to nearest even
-    ((u16 *)out)[i] = h;
-#endif
-}
-
-// The sample at padded position p of the segment starting at seg (torch.stft centre padding).
-__device__ __forceinline__ float padded_sample(const float *seg, int p) {
-    int s = p - PAD;
-#if REFLECT
-    s = s < 0 ? -s : s;
-    s = s >= SEG_LEN ? 2 * (SEG_LEN - 1) - s : s;
-    return seg[s];
-#else
-    return (s >= 0 && s < SEG_LEN) ? seg[s] : 0.0f;
-#endif
-}
-
 // x times the window's hi + lo, exactly as a real double-word (value, error).
 __device__ __forceinline__ float2 windowed(float x, float2 w) {
     float p, q;
     two_prod(x, w.x, p, q);
     return make_float2(p, q + x * w.y);
 }
-
-#if MIN_BLOCKS > 0
-#define BOUNDS __launch_bounds__(WARPS * 32, MIN_BLOCKS)
-#else
-#define BOUNDS __launch_bounds__(WARPS * 32)
-#endif
 
 extern "C" __global__ void BOUNDS
 mel_kernel_f32(const float *__restrict__ clips, int n_clips, void *__restrict__ out,
@@ -307,42 +247,24 @@ mel_kernel_f32(const float *__restrict__ clips, int n_clips, void *__restrict__ 
     for (int i = threadIdx.x; i < N_WEIGHTS; i += blockDim.x) fw[i] = f_w[i];
     __syncthreads();
 
-    const long total_segs = (long)n_clips * N_DISTINCT;
-    const long seg0 = (long)blockIdx.x * SEGS;
-    const int segs_here = (int)min((long)SEGS, total_segs - seg0);
-    const int frames = segs_here * N_FRAMES;
+    const BlockSegments blk = block_segments(n_clips);
     dwc *buf = bufs + warp * BUF_LEN;
 
 #if POW2
     // Two real frames per complex transform.
-    for (int pair = warp; 2 * pair < frames; pair += WARPS) {
-        const int fa = 2 * pair, fb = 2 * pair + 1;
-        const bool has_b = fb < frames;
-        const float *sa, *sb;
-        int ta, tb;
-        {
-            long s = seg0 + fa / N_FRAMES;
-            sa = clips + (s / N_DISTINCT) * (long)CLIP_SAMPLES + offsets[s % N_DISTINCT];
-            ta = fa % N_FRAMES;
-            long u = seg0 + (has_b ? fb : fa) / N_FRAMES;
-            sb = clips + (u / N_DISTINCT) * (long)CLIP_SAMPLES + offsets[u % N_DISTINCT];
-            tb = (has_b ? fb : fa) % N_FRAMES;
-        }
+    for (int pair = warp; 2 * pair < blk.frames; pair += WARPS) {
+        const FramePair p = frame_pair(clips, offsets, blk.seg0, pair, blk.frames);
         // The windowed frames go straight from global memory into the first stage,
         // exactly as double-words.
         auto input = [=](int n) -> dwc {
             const float2 w = win[n];
-            const float2 a = windowed(padded_sample(sa, ta * HOP + n), w);
-            const float2 b = has_b ? windowed(padded_sample(sb, tb * HOP + n), w) : make_float2(0.0f, 0.0f);
+            const float2 a = windowed(padded_sample(p.sa, p.ta * HOP + n), w);
+            const float2 b = p.has_b ? windowed(padded_sample(p.sb, p.tb * HOP + n), w) : make_float2(0.0f, 0.0f);
             return {a.x, b.x, a.y, b.y};
         };
         fft_from<1>(buf, tw, lane, input);
-        const int ga = fa / N_FRAMES, gb = fb / N_FRAMES;
-        const int tfa = fa % N_FRAMES, tfb = fb % N_FRAMES;
-        // Separate the two spectra with TwoSum, rounding each to f32 once, take their
-        // power and store it as float over the transform buffer: pw[k] for frame a,
-        // pw[N_FREQS + k] for frame b.
-        constexpr int PER_LANE_K = (N_FREQS + 31) / 32;
+        // Separate the two spectra with TwoSum, rounding each to f32 once, and take their
+        // power.
         float pa[PER_LANE_K], pb[PER_LANE_K];
 #pragma unroll
         for (int q = 0; q < PER_LANE_K; q++) {
@@ -368,29 +290,7 @@ mel_kernel_f32(const float *__restrict__ clips, int n_clips, void *__restrict__ 
                 pb[q] = b2;
             }
         }
-        __syncwarp();
-        float *pw = (float *)buf;
-#pragma unroll
-        for (int q = 0; q < PER_LANE_K; q++) {
-            int k = lane + 32 * q;
-            if (k < N_FREQS) {
-                pw[k] = pa[q];
-                pw[N_FREQS + k] = pb[q];
-            }
-        }
-        __syncwarp();
-        for (int m = lane; m < N_MELS; m += 32) {
-            float acc_a = 0.0f, acc_b = 0.0f;
-            const int k0 = f_start[m], len = f_len[m], off = f_off[m];
-            for (int i = 0; i < len; i++) {
-                float w = fw[off + i];
-                acc_a = fmaf(w, pw[k0 + i], acc_a);
-                acc_b = fmaf(w, pw[N_FREQS + k0 + i], acc_b);
-            }
-            mel[(ga * N_MELS + m) * N_FRAMES + tfa] = acc_a;
-            if (has_b) mel[(gb * N_MELS + m) * N_FRAMES + tfb] = acc_b;
-        }
-        __syncwarp();
+        mel_sums_pair((float *)buf, pa, pb, p, f_start, f_len, f_off, fw, mel, lane);
     }
 #else
     // Any n_fft: a direct real DFT per frame (slower; correct for every size), each bin a
@@ -398,9 +298,8 @@ mel_kernel_f32(const float *__restrict__ clips, int n_clips, void *__restrict__ 
     // in a correction term, the twiddles' lo parts included).
     float2 *x = (float2 *)buf;            // N_FFT windowed samples (value, error)
     float *pw = (float *)(x + N_FFT);     // N_FREQS (fits: 16 * BUF_LEN >= 8 * N_FFT + 4 * N_FREQS)
-    for (int f = warp; f < frames; f += WARPS) {
-        long s = seg0 + f / N_FRAMES;
-        const float *sg = clips + (s / N_DISTINCT) * (long)CLIP_SAMPLES + offsets[s % N_DISTINCT];
+    for (int f = warp; f < blk.frames; f += WARPS) {
+        const float *sg = segment_start(clips, offsets, blk.seg0 + f / N_FRAMES);
         const int t = f % N_FRAMES;
         for (int n = lane; n < N_FFT; n += 32) x[n] = windowed(padded_sample(sg, t * HOP + n), win[n]);
         __syncwarp();
@@ -429,45 +328,10 @@ mel_kernel_f32(const float *__restrict__ clips, int n_clips, void *__restrict__ 
             pw[k] = p;
         }
         __syncwarp();
-        const int g = f / N_FRAMES;
-        for (int m = lane; m < N_MELS; m += 32) {
-            float acc = 0.0f;
-            const int k0 = f_start[m], len = f_len[m], off = f_off[m];
-            for (int i = 0; i < len; i++) acc = fmaf(fw[off + i], pw[k0 + i], acc);
-            mel[(g * N_MELS + m) * N_FRAMES + t] = acc;
-        }
-        __syncwarp();
+        mel_sums(pw, f, f_start, f_len, f_off, fw, mel, lane);
     }
 #endif
     __syncthreads();
 
-    // Log, top_db against each segment's own peak, conversion, and every output place.
-    constexpr int VPS = N_MELS * N_FRAMES;
-    for (int g = warp; g < segs_here; g += WARPS) {
-        float *v = mel + g * VPS;
-        float peak = __int_as_float(0xff800000);  // -inf
-        for (int i = lane; i < VPS; i += 32) {
-            float y = log_scale(v[i]);
-            v[i] = y;
-            peak = fmaxf(peak, y);
-        }
-#if LOG_KIND == 1 && HAS_TOP_DB
-        for (int o = 16; o > 0; o >>= 1) peak = fmaxf(peak, __shfl_xor_sync(0xffffffffu, peak, o));
-        const float floor_db = peak - (float)TOP_DB;
-#endif
-        __syncwarp();
-        const long s = seg0 + g;
-        const long clip = s / N_DISTINCT;
-        const int d = (int)(s % N_DISTINCT);
-        for (int j = map_start[d]; j < map_start[d + 1]; j++) {
-            const long base = (clip * segs_per_clip + map_out[j]) * (long)VPS;
-            for (int i = lane; i < VPS; i += 32) {
-                float y = v[i];
-#if LOG_KIND == 1 && HAS_TOP_DB
-                y = fmaxf(y, floor_db);
-#endif
-                store(out, base + i, y);
-            }
-        }
-    }
+    finish_segments(mel, out, map_start, map_out, segs_per_clip, blk, warp, lane);
 }

@@ -7,13 +7,14 @@
 // top_db and the output conversion (`finish`); `dw.wgsl` (compensated arithmetic)
 // follows it, then `fft.wgsl` (power-of-two N_FFT, one pass) or `dft.wgsl` (any N_FFT,
 // two passes). Everything runs in f32: no 64-bit floats anywhere, so any adapter runs
-// it. Accuracy is engineered instead (ARCHITECTURE.md, "Numerics"): the window and every
-// twiddle come from f64 on the host as a rounded-once f32 plus the rest (never a power
-// by repeated multiplication), and the transform carries each value with its rounding
-// error (`dw.wgsl`), so it is as accurate as the f64 one was (a large DC offset needs no
-// special care: its rounding errors are 2^-44 of it, not 2^-24).
+// it. Accuracy is engineered instead (docs/numerics.md, "Compensated float32
+// transforms"): the window and every twiddle come from f64 on the host as a rounded-once
+// f32 plus the rest (never a power by repeated multiplication), and the transform
+// carries each value with its rounding error (`dw.wgsl`), so it is as accurate as the
+// f64 one was (a large DC offset needs no special care: its rounding errors are 2^-44
+// of it, not 2^-24).
 //
-// The host prepends the plan's constants (source.rs `shader`): N_FFT, N_FREQS,
+// The host prepends the plan's constants (codegen.rs `shader`): N_FFT, N_FREQS,
 // HOP, N_FRAMES, PAIRS, SEG_LEN, PAD, REFLECT, POWER, N_MELS, CLIP_SAMPLES,
 // N_DISTINCT, SEGS_PER_CLIP, VPS, LOG_KIND, LOG_MUL, AMIN, HAS_TOP_DB, TOP_DB,
 // LN_OFFSET, OUT_KIND (0: f32 bits; 1: f16 pairs; 2: bf16 pairs), WG, MEL_IN_WG,

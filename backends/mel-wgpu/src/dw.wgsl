@@ -1,8 +1,8 @@
 // Compensated ("double-word") f32 arithmetic: a value is carried as v + e, v its f32
 // rounding and e (also f32) what the rounding left out, so the transform keeps about
-// 2^-44 relative accuracy instead of f32's 2^-24 (ARCHITECTURE.md, "Numerics": a plain
-// f32 FFT misses torchaudio's f64 reference by up to 0.019 dB on bins 100 dB below the
-// peak; this one by ~1e-5 dB, like the f64 backends).
+// 2^-44 relative accuracy instead of f32's 2^-24 (docs/numerics.md, "Compensated
+// float32 transforms": a plain f32 FFT misses torchaudio's f64 reference by up to
+// 0.019 dB on bins 100 dB below the peak; this one by ~1e-5 dB, like the f64 backends).
 //
 // The error terms come from error-free transformations: TwoSum (Knuth) for a + b, and
 // Dekker's product (Veltkamp splitting into 12-bit halves) for a·b: WGSL's `fma` may be

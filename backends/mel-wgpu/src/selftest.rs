@@ -9,7 +9,7 @@ use std::sync::mpsc;
 
 use wgpu::util::DeviceExt;
 
-use crate::source::DW_SOURCE;
+use crate::codegen::DW_SOURCE;
 
 /// What the adapter's compiler did with compensated arithmetic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

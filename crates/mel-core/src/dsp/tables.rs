@@ -1,6 +1,7 @@
 //! Flat tables a GPU kernel reads, derived from a plan once: which output segments each
-//! distinct segment fills (CSR), and each mel filter's non-zero span with its weights.
-//! The CUDA and wgpu backends both upload these.
+//! distinct segment fills (CSR), each mel filter's non-zero span with its weights, and
+//! the FFT's stage radices and twiddles (f64, rounded-once f32, double-word hi + lo).
+//! The CUDA and wgpu backends both upload these; neither computes its own.
 
 use crate::plan::MelPlan;
 
@@ -129,6 +130,51 @@ pub fn twiddles_dw(n: usize) -> Vec<ComplexDw> {
             ComplexDw::new(a.cos(), a.sin())
         })
         .collect()
+}
+
+/// The radices of the Stockham stages of a power-of-two transform of `n` points, first to
+/// last: radix 8 while it divides what is left, then one radix-4 or radix-2 stage. Both
+/// GPU backends' FFTs run these stages (the CUDA kernels' `fft_from`, the WGSL stages
+/// mel-wgpu generates) and lay their twiddle tables out by them.
+pub fn stockham_radices(n: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut ns = 1;
+    while ns < n {
+        let radix = if ns * 8 <= n {
+            8
+        } else if ns * 4 <= n {
+            4
+        } else {
+            2
+        };
+        out.push(radix);
+        ns *= radix;
+    }
+    out
+}
+
+/// [`stockham_twiddles_f32`]'s table in f64, as interleaved (re, im): stage by stage,
+/// `exp(-2πi·q·k/(ns·r))` for `q` in `1..r`, `k` in `0..ns`, laid out `[q - 1][k]`,
+/// `2 (n - 1)` values in all, each computed directly from its angle (the values of the
+/// [`dft_twiddles`] entries they stand for, bit for bit). The f64 CUDA kernel's table.
+pub fn stockham_twiddles(n: usize, radices: &[usize]) -> Vec<f64> {
+    assert_eq!(
+        radices.iter().product::<usize>(),
+        n,
+        "radices must multiply to n"
+    );
+    let mut out = Vec::with_capacity(2 * n.saturating_sub(1));
+    let mut ns = 1;
+    for &r in radices {
+        for q in 1..r {
+            for k in 0..ns {
+                let a = -2.0 * std::f64::consts::PI * (q * k) as f64 / (ns * r) as f64;
+                out.extend([a.cos(), a.sin()]);
+            }
+        }
+        ns *= r;
+    }
+    out
 }
 
 /// [`stockham_twiddles_f32`] as double-word pairs (the same layout, gathered from
@@ -325,6 +371,49 @@ mod tests {
         let [hi, lo] = f32_dw(std::f64::consts::FRAC_1_SQRT_2);
         assert_eq!(hi, std::f32::consts::FRAC_1_SQRT_2);
         assert!(((hi as f64 + lo as f64) - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-15);
+    }
+
+    #[test]
+    fn stockham_radices_cover_every_power_of_two() {
+        assert_eq!(stockham_radices(4), [4]);
+        assert_eq!(stockham_radices(8), [8]);
+        assert_eq!(stockham_radices(16), [8, 2]);
+        assert_eq!(stockham_radices(32), [8, 4]);
+        assert_eq!(stockham_radices(512), [8, 8, 8]);
+        assert_eq!(stockham_radices(2048), [8, 8, 8, 4]);
+        for bits in 2..16 {
+            assert_eq!(
+                stockham_radices(1 << bits).iter().product::<usize>(),
+                1 << bits
+            );
+        }
+    }
+
+    #[test]
+    fn f64_stockham_tables_are_the_direct_tables_entries_bit_for_bit() {
+        for bits in 1..16 {
+            let n = 1usize << bits;
+            let radices = stockham_radices(n);
+            let t = stockham_twiddles(n, &radices);
+            assert_eq!(t.len(), 2 * (n - 1));
+            // Entry [q - 1][k] of the stage after ns points with radix r is entry
+            // q·k·n/(ns·r) of the n-point table, and so is the double-word table's.
+            let full = dft_twiddles(n);
+            let dw = stockham_twiddles_dw(n, &radices);
+            let (mut e, mut ns) = (0, 1);
+            for &r in &radices {
+                for q in 1..r {
+                    for k in 0..ns {
+                        let j = q * k * (n / (ns * r));
+                        assert_eq!(t[2 * e].to_bits(), full[2 * j].to_bits(), "n {n}, {e}");
+                        assert_eq!(t[2 * e + 1].to_bits(), full[2 * j + 1].to_bits());
+                        assert_eq!(dw[e], ComplexDw::new(t[2 * e], t[2 * e + 1]));
+                        e += 1;
+                    }
+                }
+                ns *= r;
+            }
+        }
     }
 
     #[test]

@@ -1,12 +1,15 @@
-//! The shader source specialised to a plan: the plan's constants, `common.wgsl`, and
-//! either `fft.wgsl` with the FFT's stages generated here or `dft.wgsl` (as NVRTC macros
-//! specialise the CUDA kernel).
+//! The code generation: the complete WGSL source for one plan and layout, as the plan's
+//! constants, `common.wgsl`, `dw.wgsl`, and either `fft.wgsl` with the FFT's stage
+//! functions generated here (unrolled: every loop bound and index a constant) or
+//! `dft.wgsl` (as NVRTC macros specialise the CUDA kernels).
 
-use mel_core::dsp::{
-    ComplexDw, FilterSpans, SegmentCsr, f32_dw, stockham_twiddles_dw, twiddles_dw,
-};
+use mel_core::MelPlan;
+use mel_core::dsp::f32_dw;
 use mel_core::spec::{LogScale, PadMode};
-use mel_core::{Dtype, MelPlan};
+
+use crate::layout::{DFT_FRAMES, FftShape, Layout};
+use crate::output::DeviceOut;
+use crate::tables::{Tables, split12};
 
 /// What both paths share: bindings, sample access, log, top_db, output conversion.
 pub const COMMON_SOURCE: &str = include_str!("common.wgsl");
@@ -19,312 +22,6 @@ pub const FFT_SOURCE: &str = include_str!("fft.wgsl");
 
 /// The two-pass direct-DFT path for any `n_fft`.
 pub const DFT_SOURCE: &str = include_str!("dft.wgsl");
-
-/// Frames one workgroup transforms in the direct-DFT pass: a long segment is spread over
-/// many workgroups (one workgroup doing a whole 1 s speech clip ran so long that
-/// lavapipe dropped the dispatch without an error).
-pub const DFT_FRAMES: usize = 8;
-
-/// Whether `plan` runs the one-pass FFT shader (`mel_main`); otherwise the two direct-DFT
-/// passes (`mel_dft` for blocks of [`DFT_FRAMES`] frames, then `mel_finish`).
-pub fn one_pass(plan: &MelPlan) -> bool {
-    plan.n_fft().is_power_of_two() && plan.n_fft() >= 4
-}
-
-/// The entry points to dispatch in order, each with its workgroups per distinct segment.
-pub fn passes(plan: &MelPlan) -> Vec<(&'static str, usize)> {
-    if one_pass(plan) {
-        vec![("mel_main", 1)]
-    } else {
-        vec![
-            ("mel_dft", plan.n_frames().div_ceil(DFT_FRAMES)),
-            ("mel_finish", 1),
-        ]
-    }
-}
-
-/// The most invocations per workgroup by default (`WgpuOptions::max_workgroup` tunes
-/// it). The FFT path uses `pairs × n_fft / 8` of them (192 for leak-4k: three frame pairs
-/// of 64 butterflies); the direct DFT all of them.
-pub const WORKGROUP: usize = 256;
-
-/// What the shader writes: f32 bits, or two 16-bit values per word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeviceOut {
-    /// f32, converted on the host when the plan wants f16/bf16 and a segment holds an
-    /// odd number of values (16-bit pairs would straddle segments).
-    F32,
-    /// f16 bit patterns, two per word.
-    F16,
-    /// bf16 bit patterns, two per word.
-    Bf16,
-}
-
-impl DeviceOut {
-    /// The output the shader produces for `plan`.
-    pub fn for_plan(plan: &MelPlan) -> DeviceOut {
-        let even = plan.values_per_segment().is_multiple_of(2);
-        match plan.dtype() {
-            Dtype::F16 if even => DeviceOut::F16,
-            Dtype::Bf16 if even => DeviceOut::Bf16,
-            _ => DeviceOut::F32,
-        }
-    }
-
-    /// Bytes per value on the device.
-    pub fn bytes(self) -> usize {
-        if self == DeviceOut::F32 { 4 } else { 2 }
-    }
-}
-
-/// The tables the shader reads, concatenated into few buffers, with the section starts.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Tables {
-    /// offsets, map start, map out, filter first, filter len, filter offset.
-    pub ints: Vec<u32>,
-    /// Start of each section of `ints`, in the order above.
-    pub sections: [usize; 6],
-    /// The filters' non-zero weights.
-    pub weights: Vec<f32>,
-    /// The analysis window per sample: `[hi, lo, hi's 12-bit high part, the rest of hi]`
-    /// (hi rounded once from f64, lo the rest).
-    pub window: Vec<[f32; 4]>,
-    /// Twiddles, two entries each: `[re.hi, im.hi, re.lo, im.lo]` and the split of the hi
-    /// parts `[re.hi12, im.hi12, re.rest, im.rest]`, computed in f64. For a power-of-two
-    /// `n_fft` the FFT's per-stage tables ([`stockham_twiddles_dw`]), else
-    /// `exp(-2πik/n_fft)` for every `k` ([`twiddles_dw`]).
-    pub twiddle: Vec<[f32; 4]>,
-}
-
-/// Veltkamp's split of `x` into a part of at most 12 significant bits and the rest
-/// (both exact f32: `hi + lo == x`), as the shader's Dekker products need their factors.
-pub fn split12(x: f32) -> [f32; 2] {
-    let c = 4097.0 * x;
-    let hi = c - (c - x);
-    [hi, x - hi]
-}
-
-/// A twiddle's two table entries (see [`Tables::twiddle`]).
-fn twiddle_entries(t: &ComplexDw) -> [[f32; 4]; 2] {
-    let [re1, re2] = split12(t.hi[0]);
-    let [im1, im2] = split12(t.hi[1]);
-    [[t.hi[0], t.hi[1], t.lo[0], t.lo[1]], [re1, im1, re2, im2]]
-}
-
-impl Tables {
-    /// The tables of `plan`.
-    pub fn new(plan: &MelPlan) -> Tables {
-        let csr = SegmentCsr::new(plan);
-        let spans = FilterSpans::new(plan);
-        let offsets: Vec<u32> = plan.distinct_offsets().iter().map(|&o| o as u32).collect();
-        let parts = [
-            offsets,
-            csr.start,
-            csr.out,
-            spans.first,
-            spans.len,
-            spans.offset,
-        ];
-        let mut ints = Vec::new();
-        let mut sections = [0; 6];
-        for (s, p) in sections.iter_mut().zip(&parts) {
-            *s = ints.len();
-            ints.extend_from_slice(p);
-        }
-        let n = plan.n_fft();
-        let twiddles = if one_pass(plan) {
-            stockham_twiddles_dw(n, &radices(n))
-        } else {
-            twiddles_dw(n)
-        };
-        let twiddle = twiddles.iter().flat_map(twiddle_entries).collect();
-        let window = plan
-            .window()
-            .iter()
-            .map(|&w| {
-                let [hi, lo] = f32_dw(w);
-                let [h1, h2] = split12(hi);
-                [hi, lo, h1, h2]
-            })
-            .collect();
-        Tables {
-            ints,
-            sections,
-            weights: spans.weights,
-            window,
-            twiddle,
-        }
-    }
-}
-
-/// How a plan's shader uses a workgroup: its size, where mel values live, and for a
-/// power-of-two `n_fft` the FFT's shape.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Layout {
-    /// Invocations per workgroup.
-    pub workgroup: usize,
-    /// Whether a segment's mel values stay in workgroup memory (else in `scratch`).
-    pub mel_in_workgroup: bool,
-    /// The one-pass FFT's shape; `None` for the two direct-DFT passes.
-    pub fft: Option<FftShape>,
-}
-
-/// The shape of the one-pass FFT shader (`fft.wgsl`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FftShape {
-    /// Radix of each Stockham stage, first to last: 8s, then a 4 or a 2.
-    pub radices: Vec<usize>,
-    /// Invocations per transform (`T`): one radix-8 butterfly each where possible.
-    pub per_transform: usize,
-    /// Frame pairs transformed side by side in a workgroup (`G`).
-    pub pairs: usize,
-    /// Whether `buf` has a spare slot every 8 values (no bank conflicts on the first
-    /// stage's stride-8 writes), at 1/8 more workgroup memory.
-    pub pad_banks: bool,
-    /// Whether the stage tables are copied into workgroup memory when a workgroup starts
-    /// (where it fits after everything else), rather than read from the storage buffer.
-    pub twiddles_in_workgroup: bool,
-}
-
-/// The stage radices of a power-of-two transform of `n` points: radix 8 while it
-/// divides what is left, then one radix-4 or radix-2 stage.
-pub fn radices(n: usize) -> Vec<usize> {
-    let bits = n.trailing_zeros() as usize;
-    let mut r = vec![8; bits / 3];
-    match bits % 3 {
-        1 => r.push(2),
-        2 => r.push(4),
-        _ => {}
-    }
-    r
-}
-
-impl FftShape {
-    /// Length of `buf`, in complex values.
-    pub fn buf_len(&self, n_fft: usize) -> usize {
-        let values = self.pairs * n_fft;
-        values + if self.pad_banks { values / 8 } else { 0 }
-    }
-}
-
-impl Layout {
-    /// The layout for `plan` on an adapter allowing `max_invocations` invocations and
-    /// `max_bytes` bytes of workgroup memory: for the FFT, as many frame pairs side by
-    /// side as fit (mel values and bank padding kept where that costs no pair).
-    pub fn choose(
-        plan: &MelPlan,
-        max_invocations: usize,
-        max_bytes: usize,
-    ) -> std::result::Result<Layout, String> {
-        let max_invocations = prev_power_of_two(max_invocations.max(1));
-        let too_big = |need: usize| {
-            format!(
-                "n_fft {} with {} mels × {} frames needs {need} bytes of workgroup memory; \
-                 the adapter allows {max_bytes}",
-                plan.n_fft(),
-                plan.n_mels(),
-                plan.n_frames()
-            )
-        };
-        if !one_pass(plan) {
-            let layout = Layout {
-                workgroup: max_invocations,
-                mel_in_workgroup: false,
-                fft: None,
-            };
-            let need = layout.workgroup_bytes(plan);
-            return if need <= max_bytes {
-                Ok(layout)
-            } else {
-                Err(too_big(need))
-            };
-        }
-        let radices = radices(plan.n_fft());
-        let per_transform = (plan.n_fft() / radices[0]).min(max_invocations);
-        let most_pairs = plan
-            .n_frames()
-            .div_ceil(2)
-            .min(max_invocations / per_transform)
-            .max(1);
-        let mut best: Option<Layout> = None;
-        for (mel_in_workgroup, pad_banks) in
-            [(true, true), (true, false), (false, true), (false, false)]
-        {
-            for pairs in (1..=most_pairs).rev() {
-                let layout = Layout {
-                    workgroup: pairs * per_transform,
-                    mel_in_workgroup,
-                    fft: Some(FftShape {
-                        radices: radices.clone(),
-                        per_transform,
-                        pairs,
-                        pad_banks,
-                        twiddles_in_workgroup: false,
-                    }),
-                };
-                if layout.workgroup_bytes(plan) <= max_bytes {
-                    let better = best.as_ref().is_none_or(|b| b.workgroup < layout.workgroup);
-                    if better {
-                        best = Some(layout);
-                    }
-                    break;
-                }
-            }
-        }
-        // The stage tables in workgroup memory where they still fit.
-        if let Some(b) = best.as_mut() {
-            let mut with = b.clone();
-            if let Some(f) = with.fft.as_mut() {
-                f.twiddles_in_workgroup = true;
-            }
-            if with.workgroup_bytes(plan) <= max_bytes {
-                *b = with;
-            }
-        }
-        best.ok_or_else(|| {
-            let smallest = Layout {
-                workgroup: per_transform,
-                mel_in_workgroup: false,
-                fft: Some(FftShape {
-                    radices,
-                    per_transform,
-                    pairs: 1,
-                    pad_banks: false,
-                    twiddles_in_workgroup: false,
-                }),
-            };
-            too_big(smallest.workgroup_bytes(plan))
-        })
-    }
-
-    /// Workgroup memory this layout needs for `plan`, bytes.
-    pub fn workgroup_bytes(&self, plan: &MelPlan) -> usize {
-        let mel = if self.mel_in_workgroup {
-            plan.values_per_segment()
-        } else {
-            1
-        };
-        let path = match &self.fft {
-            // buf (double-word complex values), the stage tables (two entries per
-            // twiddle, or 1).
-            Some(f) => {
-                let tw = if f.twiddles_in_workgroup {
-                    2 * (plan.n_fft() - 1)
-                } else {
-                    1
-                };
-                (f.buf_len(plan.n_fft()) + tw) * 16
-            }
-            // frame_buf (value, error and split per sample), pw.
-            None => plan.n_fft() * 16 + plan.n_freqs() * 4,
-        };
-        path + mel * 4 + 4
-    }
-}
-
-fn prev_power_of_two(v: usize) -> usize {
-    1 << (usize::BITS - 1 - v.leading_zeros())
-}
 
 fn f32_lit(v: f64) -> String {
     let x = v as f32;
@@ -432,7 +129,7 @@ pub fn shader(plan: &MelPlan, tables: &Tables, layout: &Layout) -> String {
             ("DFT_BLOCKS", "u32", u(plan.n_frames().div_ceil(DFT_FRAMES))),
         ]),
     }
-    let mut src = String::from("// Generated for one plan by mel-wgpu (source.rs).\n");
+    let mut src = String::from("// Generated for one plan by mel-wgpu (codegen.rs).\n");
     for (name, ty, value) in consts {
         src += &format!("const {name}: {ty} = {value};\n");
     }
@@ -444,7 +141,7 @@ pub fn shader(plan: &MelPlan, tables: &Tables, layout: &Layout) -> String {
         Some(f) => {
             src += "\n";
             src += FFT_SOURCE;
-            src += "\n// The FFT's stages, generated by source.rs.\n";
+            src += "\n// The FFT's stages, generated by codegen.rs.\n";
             src += &fft_stages(n, f);
         }
         None => {
@@ -575,7 +272,8 @@ fn fft_stages(n: usize, shape: &FftShape) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mel_core::Config;
+    use crate::layout::WORKGROUP;
+    use mel_core::{Config, Dtype};
 
     /// lavapipe's and many integrated GPUs' workgroup memory; NVIDIA allows 48 KiB.
     const WG_32K: usize = 32 * 1024;
@@ -651,51 +349,6 @@ mod tests {
         assert_eq!(narrow.workgroup, 32);
     }
 
-    #[test]
-    fn splits_are_exact_twelve_bit_halves() {
-        for x in [
-            1.0f32,
-            std::f32::consts::FRAC_1_SQRT_2,
-            -0.123_456_79,
-            3.0e-5,
-            8191.5,
-        ] {
-            let [hi, lo] = split12(x);
-            assert_eq!(hi + lo, x);
-            // Each half fits in 12 significant bits: its mantissa has 12 trailing zeros.
-            for h in [hi, lo] {
-                assert_eq!(h.to_bits() & 0xfff, 0, "{x}: {h}");
-            }
-        }
-    }
-
-    #[test]
-    fn stage_radices_cover_every_power_of_two() {
-        assert_eq!(radices(4), [4]);
-        assert_eq!(radices(8), [8]);
-        assert_eq!(radices(16), [8, 2]);
-        assert_eq!(radices(32), [8, 4]);
-        assert_eq!(radices(2048), [8, 8, 8, 4]);
-        for bits in 2..16 {
-            assert_eq!(radices(1 << bits).iter().product::<usize>(), 1 << bits);
-        }
-    }
-
-    #[test]
-    fn too_little_workgroup_memory_is_a_clear_error() {
-        let mut c = Config::default();
-        c.audio.clip_seconds = 4.0;
-        c.segment.long = mel_core::spec::StageSetting::OFF;
-        c.segment.short = mel_core::spec::StageSetting::OFF;
-        c.mel.n_fft = 4096;
-        let plan = MelPlan::from_config(&c).unwrap();
-        let e = Layout::choose(&plan, WORKGROUP, WG_32K).unwrap_err();
-        assert!(
-            e.contains("n_fft 4096") && e.contains("allows 32768"),
-            "{e}"
-        );
-    }
-
     /// Every plan shape the backend may meet compiles: naga parses and validates the
     /// generated source (uniformity of barriers included) without a device and without
     /// the FLOAT64 capability.
@@ -752,19 +405,5 @@ mod tests {
             }
         }
         assert!(validated >= 150, "only {validated} shaders validated");
-    }
-
-    #[test]
-    fn odd_segments_are_written_as_f32_and_converted_on_the_host() {
-        let mut c = Config::default();
-        c.mel.n_mels = 31; // 31 × 5 values per segment: odd
-        let plan = MelPlan::from_config(&c).unwrap();
-        assert_eq!(DeviceOut::for_plan(&plan), DeviceOut::F32);
-        c.mel.n_mels = 32;
-        c.output.dtype = Dtype::Bf16;
-        assert_eq!(
-            DeviceOut::for_plan(&MelPlan::from_config(&c).unwrap()),
-            DeviceOut::Bf16
-        );
     }
 }
