@@ -233,3 +233,131 @@ fn library_crates_name_no_command_line_flag() {
         }
     }
 }
+
+/// The crate's top-level modules each module uses: `crate::name` paths and the names of
+/// `use crate::{a, b::c}` groups, outside tests and comments. Keyed by module name (a
+/// file `src/x.rs` or a folder `src/x/`); `lib.rs` and `main.rs` are the roots, not modules.
+fn module_uses(src: &Path) -> BTreeMap<String, std::collections::BTreeSet<String>> {
+    let mut uses: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for file in sources(src) {
+        let rel = file.strip_prefix(src).unwrap();
+        let top = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy();
+        let module = top.trim_end_matches(".rs").to_string();
+        if module == "lib" || module == "main" {
+            continue;
+        }
+        let code: String = code_lines(&file)
+            .into_iter()
+            .map(|(_, l)| l + "\n")
+            .collect();
+        let names = uses.entry(module.clone()).or_default();
+        let ident = |s: &str| -> String {
+            s.trim_start()
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect()
+        };
+        for (at, _) in code.match_indices("crate::") {
+            let after = &code[at + "crate::".len()..];
+            if let Some(group) = after.strip_prefix('{') {
+                // `crate::{a, b::{c, d}, e}`: the first name of each top-level item.
+                let (mut depth, mut item_start) = (0, true);
+                for (i, c) in group.char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' if depth == 0 => break,
+                        '}' => depth -= 1,
+                        ',' if depth == 0 => item_start = true,
+                        _ if item_start && !c.is_whitespace() => {
+                            names.insert(ident(&group[i..]));
+                            item_start = false;
+                        }
+                        _ => {}
+                    }
+                }
+            } else {
+                names.insert(ident(after));
+            }
+        }
+        names.remove(&module);
+    }
+    uses
+}
+
+/// A cycle among `uses`' modules, if any, as the path that closes it.
+fn a_cycle(uses: &BTreeMap<String, std::collections::BTreeSet<String>>) -> Option<Vec<String>> {
+    // Depth-first search with the path on a stack: an edge back into the path is a cycle.
+    fn visit(
+        m: &str,
+        uses: &BTreeMap<String, std::collections::BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut std::collections::BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|p| p == m) {
+            let mut cycle = path[at..].to_vec();
+            cycle.push(m.to_string());
+            return Some(cycle);
+        }
+        if done.contains(m) {
+            return None;
+        }
+        path.push(m.to_string());
+        for next in uses.get(m).into_iter().flatten() {
+            if uses.contains_key(next)
+                && let Some(c) = visit(next, uses, path, done)
+            {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(m.to_string());
+        None
+    }
+    let mut done = std::collections::BTreeSet::new();
+    uses.keys()
+        .find_map(|m| visit(m, uses, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn no_crate_has_an_import_cycle_between_its_modules() {
+    let crates = LIBRARIES
+        .iter()
+        .copied()
+        .chain([("melctl", "crates/melctl")]);
+    for (name, folder) in crates {
+        let uses = module_uses(&root().join(folder).join("src"));
+        assert!(
+            uses.len() > 1 || name == "mel-cpu",
+            "{name}: found no modules; the scan is broken"
+        );
+        if let Some(cycle) = a_cycle(&uses) {
+            panic!(
+                "{name}: its modules import each other in a cycle: {} (move what both need \
+                 below both, so the dependency runs one way)",
+                cycle.join(" -> ")
+            );
+        }
+    }
+}
+
+#[test]
+fn the_cycle_check_finds_a_cycle() {
+    let uses = BTreeMap::from([
+        ("a".to_string(), ["b".to_string()].into()),
+        ("b".to_string(), ["c".to_string()].into()),
+        ("c".to_string(), ["a".to_string()].into()),
+        ("d".to_string(), ["a".to_string()].into()),
+    ]);
+    assert_eq!(
+        a_cycle(&uses),
+        Some(["a", "b", "c", "a"].map(String::from).to_vec())
+    );
+    let mut acyclic = uses.clone();
+    acyclic.insert("c".to_string(), Default::default());
+    assert_eq!(a_cycle(&acyclic), None);
+}

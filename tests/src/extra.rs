@@ -1,7 +1,7 @@
 //! Checks beyond the goldens that every GPU backend runs: odd configurations against the
 //! direct-DFT reference, and a large random batch against the CPU backend.
 
-use mel_core::dsp::reference;
+use mel_core::reference;
 use mel_core::spec::{PadMode, Stage, StageSetting, WindowKind};
 use mel_core::{Config, Dtype, LogScale, MelBackend, MelPlan, OutputBuf};
 

@@ -109,7 +109,7 @@ pub(crate) struct Tables {
 impl Tables {
     /// Derives the tables of `plan`.
     pub fn new(plan: &MelPlan) -> Tables {
-        let spectrum = WindowSpectrum::new(plan);
+        let spectrum = WindowSpectrum::new(plan.window(), plan.n_fft(), plan.n_freqs());
         let dc_len = spectrum
             .bins
             .iter()
@@ -144,7 +144,7 @@ impl Tables {
             n_freqs: plan.n_freqs(),
             power: plan.power(),
             offsets: plan.distinct_offsets().to_vec(),
-            positions: SegmentCsr::new(plan),
+            positions: SegmentCsr::new(plan.segment_map(), plan.distinct_offsets().len()),
             vps: plan.values_per_segment(),
             vpc: plan.values_per_clip(),
             window: plan.window().to_vec(),

@@ -51,8 +51,8 @@ impl Tables {
             dft_twiddles(n)
         };
         twiddle.resize(2 * n, 0.0);
-        let csr = SegmentCsr::new(plan);
-        let spans = FilterSpans::new(plan);
+        let csr = SegmentCsr::new(plan.segment_map(), plan.distinct_offsets().len());
+        let spans = FilterSpans::new(plan.sparse_filterbank());
         let ints = |v: Vec<u32>| v.into_iter().map(|x| x as i32).collect::<Vec<i32>>();
         let quad = |t: &ComplexDw| [t.hi[0], t.hi[1], t.lo[0], t.lo[1]];
         let mut twiddle_dw: Vec<[f32; 4]> = if n.is_power_of_two() {

@@ -48,8 +48,8 @@ fn twiddle_entries(t: &ComplexDw) -> [[f32; 4]; 2] {
 impl Tables {
     /// The tables of `plan`.
     pub fn new(plan: &MelPlan) -> Tables {
-        let csr = SegmentCsr::new(plan);
-        let spans = FilterSpans::new(plan);
+        let csr = SegmentCsr::new(plan.segment_map(), plan.distinct_offsets().len());
+        let spans = FilterSpans::new(plan.sparse_filterbank());
         let offsets: Vec<u32> = plan.distinct_offsets().iter().map(|&o| o as u32).collect();
         let parts = [
             offsets,

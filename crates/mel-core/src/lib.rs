@@ -14,6 +14,7 @@ pub mod outputs;
 pub mod pipeline;
 pub mod plan;
 pub mod record;
+pub mod reference;
 pub mod spec;
 pub mod stats;
 pub mod traits;

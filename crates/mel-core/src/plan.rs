@@ -840,7 +840,7 @@ mod tests {
             ];
             let mut loudest = 0f64;
             for x in &signals {
-                let v = crate::dsp::reference::segment_mel(&p, x);
+                let v = crate::reference::segment_mel(&p, x);
                 loudest = v.iter().fold(loudest, |a, &b| a.max(b));
             }
             assert!(

@@ -2,7 +2,6 @@
 
 pub mod filterbank;
 pub mod framing;
-pub mod reference;
 pub mod tables;
 pub mod window;
 

@@ -3,7 +3,7 @@
 //! the FFT's stage radices and twiddles (f64, rounded-once f32, double-word hi + lo).
 //! The CUDA and wgpu backends both upload these; neither computes its own.
 
-use crate::plan::MelPlan;
+use crate::dsp::SparseFilterbank;
 
 /// For each distinct segment `d`, the output segment positions it fills:
 /// `out[start[d]..start[d + 1]]`.
@@ -16,13 +16,14 @@ pub struct SegmentCsr {
 }
 
 impl SegmentCsr {
-    /// The map of `plan`.
-    pub fn new(plan: &MelPlan) -> Self {
+    /// The map of a plan's `segment_map` (each output segment's distinct segment) over
+    /// its `distinct` distinct segments.
+    pub fn new(segment_map: &[u32], distinct: usize) -> Self {
         let mut start = vec![0u32];
-        let mut out = Vec::with_capacity(plan.segment_map().len());
-        for d in 0..plan.distinct_offsets().len() {
+        let mut out = Vec::with_capacity(segment_map.len());
+        for d in 0..distinct {
             out.extend(
-                plan.segment_map()
+                segment_map
                     .iter()
                     .enumerate()
                     .filter(|&(_, &m)| m as usize == d)
@@ -49,22 +50,20 @@ pub struct FilterSpans {
 }
 
 impl FilterSpans {
-    /// The spans of `plan`'s filterbank, weights taken from the dense f64 matrix.
-    pub fn new(plan: &MelPlan) -> Self {
+    /// The spans of a plan's sparse filterbank (its f32 weights are the dense f64
+    /// matrix's, rounded once).
+    pub fn new(filterbank: &SparseFilterbank) -> Self {
         let mut s = FilterSpans {
             first: vec![],
             len: vec![],
             offset: vec![],
             weights: vec![],
         };
-        for (m, f) in plan.sparse_filterbank().filters.iter().enumerate() {
+        for f in &filterbank.filters {
             s.first.push(f.start as u32);
             s.len.push(f.weights.len() as u32);
             s.offset.push(s.weights.len() as u32);
-            s.weights.extend(
-                (f.start..f.start + f.weights.len())
-                    .map(|b| plan.filterbank()[b * plan.n_mels() + m] as f32),
-            );
+            s.weights.extend_from_slice(&f.weights);
         }
         s
     }
@@ -240,10 +239,9 @@ pub struct WindowSpectrum {
 }
 
 impl WindowSpectrum {
-    /// The spectrum of `plan`'s window (zero-padded to `n_fft`), bins `0..n_freqs`.
-    pub fn new(plan: &MelPlan) -> Self {
-        let n = plan.n_fft();
-        let w = plan.window();
+    /// The spectrum of a plan's `window` (zero-padded to `n_fft`), bins `0..n_freqs`.
+    pub fn new(window: &[f64], n_fft: usize, n_freqs: usize) -> Self {
+        let (n, w) = (n_fft, window);
         let dft = |k: usize| {
             let (mut re, mut im) = (0.0f64, 0.0f64);
             for (j, &x) in w.iter().enumerate() {
@@ -253,7 +251,7 @@ impl WindowSpectrum {
             }
             (re, im)
         };
-        let all: Vec<(f64, f64)> = (0..plan.n_freqs()).map(dft).collect();
+        let all: Vec<(f64, f64)> = (0..n_freqs).map(dft).collect();
         let scale = w
             .iter()
             .map(|x| x.abs())
@@ -280,11 +278,12 @@ impl WindowSpectrum {
 mod tests {
     use super::*;
     use crate::Config;
+    use crate::plan::MelPlan;
 
     #[test]
     fn leak_4k_segment_map_covers_every_output_segment_once() {
         let plan = MelPlan::from_config(&Config::default()).unwrap();
-        let csr = SegmentCsr::new(&plan);
+        let csr = SegmentCsr::new(plan.segment_map(), plan.distinct_offsets().len());
         assert_eq!(csr.start.len(), 160);
         assert_eq!(*csr.start.last().unwrap(), 237);
         let mut seen = csr.out.clone();
@@ -300,7 +299,7 @@ mod tests {
     #[test]
     fn filter_spans_match_the_dense_filterbank() {
         let plan = MelPlan::from_config(&Config::default()).unwrap();
-        let s = FilterSpans::new(&plan);
+        let s = FilterSpans::new(plan.sparse_filterbank());
         assert_eq!(s.first.len(), plan.n_mels());
         assert_eq!(s.weights.len(), s.len.iter().sum::<u32>() as usize);
         for m in 0..plan.n_mels() {
@@ -320,14 +319,15 @@ mod tests {
     #[test]
     fn window_spectrum_of_a_full_hann_is_two_bins() {
         let plan = MelPlan::from_config(&Config::default()).unwrap();
-        let w = WindowSpectrum::new(&plan);
+        let w = WindowSpectrum::new(plan.window(), plan.n_fft(), plan.n_freqs());
         assert_eq!(w.bins, [0, 1]);
         assert_eq!((w.re[0], w.re[1]), (256.0, -128.0));
         assert!(w.im.iter().all(|x| x.abs() < 1e-6));
         // A window shorter than n_fft is not sparse.
         let mut c = Config::default();
         c.mel.win_length = Some(300);
-        let w = WindowSpectrum::new(&MelPlan::from_config(&c).unwrap());
+        let plan = MelPlan::from_config(&c).unwrap();
+        let w = WindowSpectrum::new(plan.window(), plan.n_fft(), plan.n_freqs());
         assert!(w.bins.len() > 100, "{}", w.bins.len());
     }
 
