@@ -129,12 +129,12 @@ fn decode_source<S: MediaSource>(
     audio: &AudioConfig,
     dst: &mut [f32],
 ) -> Result<DecodeInfo> {
-    match route(&mut source, len, path)? {
+    guarded(path, || match route(&mut source, len, path)? {
         Route::Wav(h) => crate::wav::read::decode(&mut source, &h, path, audio, dst),
         Route::Symphonia(c, offset) => {
             crate::symphonia_read::decode(Box::new(source), c, offset, path, audio, dst)
         }
-    }
+    })
 }
 
 /// Checks that the file at `path` would decode under `audio`, without resampling or
@@ -145,12 +145,25 @@ fn decode_source<S: MediaSource>(
 /// `melctl build --dry-run` runs on every file.
 pub fn probe(path: &Path, audio: &AudioConfig) -> Result<()> {
     let (mut file, len) = open_source(path)?;
-    match route(&mut file, len, path)? {
+    guarded(path, || match route(&mut file, len, path)? {
         Route::Wav(h) => crate::wav::read::probe(&h, path, audio),
         Route::Symphonia(c, offset) => {
             crate::symphonia_read::probe(Box::new(file), c, offset, path, audio)
         }
-    }
+    })
+}
+
+/// Runs one file's decoding so that a panic anywhere on its route (melctl's own parsers or
+/// symphonia's) becomes that file's decode error, naming the file, instead of unwinding
+/// into a loader's reader thread (which would stop the reader and stall the build).
+fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let what = mel_core::error::panic_message(panic.as_ref());
+        Err(Error::decode(
+            path,
+            format!("the decoder failed on this file ({what})"),
+        ))
+    })
 }
 
 /// Where a file goes: melctl's WAV reader with its parsed header, or a symphonia reader
@@ -473,5 +486,57 @@ mod tests {
         let bytes = std::fs::read(&slow).unwrap();
         let e = decode_bytes_into(&bytes, &slow, &centre, &mut dst).unwrap_err();
         assert_eq!(e.failure_kind(), mel_core::FailureKind::Limit, "{e}");
+    }
+
+    #[test]
+    fn an_rf64_data_size_near_the_top_of_u64_is_truncated_data_not_a_panic() {
+        // ds64 says the data is 2^64 - 1 bytes: the chunk walk once added its pad byte to
+        // that and overflowed, a panic in a reader thread that stalled the streaming loader.
+        let t = tempfile::tempdir().unwrap();
+        let mut b = b"RF64\xff\xff\xff\xffWAVE".to_vec();
+        b.extend_from_slice(b"ds64");
+        b.extend_from_slice(&28u32.to_le_bytes());
+        b.extend_from_slice(&0u64.to_le_bytes());
+        b.extend_from_slice(&u64::MAX.to_le_bytes());
+        b.extend_from_slice(&0u64.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(b"fmt ");
+        b.extend_from_slice(&16u32.to_le_bytes());
+        for v in [1u16, 1] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&8u32.to_le_bytes());
+        b.extend_from_slice(&16u32.to_le_bytes());
+        b.extend_from_slice(&2u16.to_le_bytes());
+        b.extend_from_slice(&16u16.to_le_bytes());
+        b.extend_from_slice(b"data\xff\xff\xff\xff");
+        b.extend((0..64i16).flat_map(|i| (i * 300).to_le_bytes()));
+        let p = t.path().join("huge-ds64.wav");
+        std::fs::write(&p, &b).unwrap();
+        let a = audio(8, 16);
+        let mut dst = vec![0.0; 16];
+        for e in [
+            decode_into(&p, &a, &mut dst).unwrap_err(),
+            decode_bytes_into(&b, &p, &a, &mut dst).unwrap_err(),
+            probe(&p, &a).unwrap_err(),
+        ] {
+            let m = e.to_string();
+            assert!(
+                m.contains("huge-ds64.wav") && m.contains("truncated"),
+                "{m}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_panic_on_any_route_is_the_files_error() {
+        let p = Path::new("x/panics.wav");
+        let e = guarded::<()>(p, || panic!("index out of bounds")).unwrap_err();
+        assert_eq!(e.failure_kind(), mel_core::FailureKind::Decode, "{e}");
+        let m = e.to_string();
+        assert!(
+            m.contains("panics.wav") && m.contains("index out of bounds"),
+            "{m}"
+        );
     }
 }

@@ -40,22 +40,6 @@ fn sym_error(path: &Path, e: SymError) -> Error {
     }
 }
 
-/// Runs `f`, turning a panic inside a third-party decoder on a hostile file into this
-/// file's error, not the run's end.
-fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
-        let what = panic
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| panic.downcast_ref::<&str>().copied())
-            .unwrap_or("unknown");
-        Err(Error::decode(
-            path,
-            format!("the decoder failed on this file ({what})"),
-        ))
-    })
-}
-
 /// Decodes `source` (the file at `path`, holding `container` at `offset`) into `dst`.
 pub(crate) fn decode(
     source: Box<dyn MediaSource + '_>,
@@ -65,9 +49,7 @@ pub(crate) fn decode(
     audio: &AudioConfig,
     dst: &mut [f32],
 ) -> Result<DecodeInfo> {
-    guarded(path, || {
-        decode_inner(source, container, offset, path, audio, dst)
-    })
+    decode_inner(source, container, offset, path, audio, dst)
 }
 
 /// Opens `source` as [`decode`] would and checks the first audio track (codec, channels,
@@ -79,22 +61,20 @@ pub(crate) fn probe(
     path: &Path,
     audio: &AudioConfig,
 ) -> Result<()> {
-    guarded(path, || {
-        let mut s = Stream::open(source, container, offset, path)?;
-        if let Some(ch) = s.channels {
-            check_stream(path, audio, ch, s.rate.unwrap_or(0))?;
+    let mut s = Stream::open(source, container, offset, path)?;
+    if let Some(ch) = s.channels {
+        check_stream(path, audio, ch, s.rate.unwrap_or(0))?;
+    }
+    let decoded = s.count_rest(path, 0, None)?;
+    // In decoding's order: the limit is met while decoding (on the frames held then,
+    // before a padding known only at the end is dropped), the promise at the end.
+    if let Some(rate) = s.rate.filter(|_| audio.trim == TrimPolicy::Center) {
+        let limit = keep_limit(audio.clip_samples(), rate, audio);
+        if s.trim.before_drop(decoded) >= limit as u64 {
+            return Err(too_long(path, limit, rate));
         }
-        let decoded = s.count_rest(path, 0, None)?;
-        // In decoding's order: the limit is met while decoding (on the frames held then,
-        // before a padding known only at the end is dropped), the promise at the end.
-        if let Some(rate) = s.rate.filter(|_| audio.trim == TrimPolicy::Center) {
-            let limit = keep_limit(audio.clip_samples(), rate, audio);
-            if s.trim.before_drop(decoded) >= limit as u64 {
-                return Err(too_long(path, limit, rate));
-            }
-        }
-        s.finish(path, s.trim.kept(decoded)).map(|_| ())
-    })
+    }
+    s.finish(path, s.trim.kept(decoded)).map(|_| ())
 }
 
 /// An opened container: its reader, the audio track, a decoder, and what the header says.

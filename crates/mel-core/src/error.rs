@@ -109,6 +109,16 @@ pub fn one_line(message: &str) -> String {
     message.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// The text a panic carried (`panic!`'s message, an overflow's or an index's), for an error
+/// that names what went wrong where a panic was caught.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("unknown")
+}
+
 impl Error {
     /// Shorthand for [`Error::Config`].
     pub fn config(field: impl Into<String>, message: impl Into<String>) -> Self {

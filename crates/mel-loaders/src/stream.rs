@@ -351,7 +351,19 @@ impl Reader {
                     failures.push(ClipFailure::from_error(i, path, &Error::Cancelled));
                     continue;
                 }
-                match self.load_one(path, row, &mut bytes) {
+                // A panic must not end this thread: its task would never be reported done
+                // and the loader would wait for it forever.
+                let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    self.load_one(path, row, &mut bytes)
+                }))
+                .unwrap_or_else(|panic| {
+                    let what = mel_core::error::panic_message(panic.as_ref());
+                    Err(Error::Internal(format!(
+                        "{}: reading failed ({what})",
+                        path.display()
+                    )))
+                });
+                match loaded {
                     Ok(s) => *source = s,
                     Err(e) => failures.push(ClipFailure::from_error(i, path, &e)),
                 }

@@ -101,6 +101,13 @@ with h5py.File(f"{d}/twice_label.h5", "w") as f:
 with h5py.File(f"{d}/future.h5", "w") as f:
     mel(f); rest(f)
     f.attrs["format_version"] = np.uint64(99)
+with h5py.File(f"{d}/f16_says_bf16.h5", "w") as f:
+    f.create_dataset("mel", data=np.ones((2, 2, 3), "f2")); rest(f)
+    f["mel"].attrs["dtype"] = "bf16"
+for name, v in [("version_int8", np.int8(-1)), ("version_float", np.float64(2.7)), ("version_bool", np.bool_(True))]:
+    with h5py.File(f"{d}/{name}.h5", "w") as f:
+        mel(f); rest(f)
+        f.attrs["format_version"] = v
 with h5py.File(f"{d}/bad_config.h5", "w") as f:
     mel(f); rest(f)
     f.attrs["config"] = "not json {"
@@ -321,6 +328,17 @@ fn tampered_npy_values_and_statistics_are_refused() {
     std::fs::write(&meta, serde_json::to_vec(&json).unwrap()).unwrap();
     let e = Split::open(&d).unwrap_err().to_string();
     assert!(e.contains("mel_std[3] is -2.5"), "{e}");
+    // meta.json naming another dtype than mel.npy holds (f32 here).
+    json["mel_std"][3] = serde_json::json!(2.5);
+    for named in ["f16", "bf16"] {
+        json["dtype"] = serde_json::json!(named);
+        std::fs::write(&meta, serde_json::to_vec(&json).unwrap()).unwrap();
+        let e = Split::open(&d).unwrap_err().to_string();
+        assert!(
+            e.contains("mel.npy holds f32") && e.contains("says otherwise"),
+            "{e}"
+        );
+    }
 }
 
 #[test]
@@ -335,7 +353,8 @@ fn fifos_and_devices_are_refused_without_blocking() {
         .to_string();
     assert!(e.contains("training.h5") && e.contains("a FIFO"), "{e}");
     // npy: each of the folder's three files in turn is a FIFO, then meta.json is a link
-    // to /dev/zero (an endless read if the bound trusted st_size).
+    // to /dev/zero (an endless read if the bound trusted st_size), then to a real
+    // meta.json elsewhere.
     let out = build(
         &t.path().join("n"),
         Preset::Speech16k,
@@ -359,11 +378,21 @@ fn fifos_and_devices_are_refused_without_blocking() {
     }
     assert!(Split::open(&d).is_ok(), "the restored folder opens");
     let meta = d.join("meta.json");
-    std::fs::remove_file(&meta).unwrap();
+    let elsewhere = t.path().join("elsewhere.json");
+    std::fs::rename(&meta, &elsewhere).unwrap();
+    // A link is refused before anything is read through it (meta.json as mel.npy and
+    // label.npy: a link to another folder's meta.json renamed the classes, exit 0).
     std::os::unix::fs::symlink("/dev/zero", &meta).unwrap();
     let text = refusal(&d);
     assert!(
-        text.contains("meta.json") && text.contains("a character device"),
+        text.contains("meta.json") && text.contains("a link"),
+        "{text}"
+    );
+    std::fs::remove_file(&meta).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &meta).unwrap();
+    let text = refusal(&d);
+    assert!(
+        text.contains("meta.json") && text.contains("a link"),
         "{text}"
     );
 }
@@ -496,6 +525,18 @@ fn the_format_version_is_written_and_checked() {
         Split::open(d.join("ok.h5")).is_ok(),
         "no version: version 1"
     );
+    assert_refused(
+        &d.join("f16_says_bf16.h5"),
+        &["mel is stored as f16", "says otherwise"],
+    );
+    // HDF5 converts on read: -1 as int8 read as 0, 2.7 as 2, true as 1. Only the unsigned
+    // integer melctl writes is a version.
+    for name in ["version_int8", "version_float", "version_bool"] {
+        assert_refused(
+            &d.join(format!("{name}.h5")),
+            &["format_version attribute is not an unsigned whole number"],
+        );
+    }
     for out in [
         Out::Hdf5 {
             chunk_clips: 0,

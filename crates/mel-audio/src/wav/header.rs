@@ -171,7 +171,7 @@ pub(crate) fn parse<R: Read + Seek>(
                     (0xffff_ffff, false, _) => None,
                     (s, _, _) => Some(s),
                 };
-                let after = size.map(|s| body.saturating_add(s + (s & 1)));
+                let after = size.map(|s| body.saturating_add(s).saturating_add(s & 1));
                 if let Some(at) = after.map(|p| second_data(r, p, len)).transpose()?.flatten() {
                     return Ok(Err(bad(format!(
                         "malformed: a second data chunk at byte {at} (libsndfile refuses such a file, ffmpeg reads the first chunk only)"
@@ -181,7 +181,7 @@ pub(crate) fn parse<R: Read + Seek>(
             }
             _ => {}
         }
-        pos = body + size + (size & 1);
+        pos = body.saturating_add(size + (size & 1));
     }
     Ok(Err(bad(format!(
         "malformed: no data chunk in the first {MAX_CHUNKS} chunks"
@@ -200,7 +200,7 @@ fn second_data<R: Read + Seek>(r: &mut R, mut pos: u64, len: u64) -> std::io::Re
             return Ok(Some(pos));
         }
         let size = u32::from_le_bytes([ck[4], ck[5], ck[6], ck[7]]) as u64;
-        pos += 8 + size + (size & 1);
+        pos = pos.saturating_add(8 + size + (size & 1));
         if pos >= len {
             break;
         }

@@ -91,7 +91,10 @@ pub fn preamble(pre: &[u8]) -> Result<(usize, usize), String> {
     }
     let (len, start) = match pre[6] {
         1 => (u16::from_le_bytes([pre[8], pre[9]]) as usize, 10),
-        2 | 3 if pre.len() >= 12 => (
+        2 | 3 if pre.len() < 12 => {
+            return Err("truncated: the file ends inside its .npy preamble".into());
+        }
+        2 | 3 => (
             u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]) as usize,
             12,
         ),
@@ -116,6 +119,12 @@ pub fn parse_dict(text: &str) -> Result<(NpyType, Vec<usize>), String> {
     while !rest.is_empty() {
         let (key, after) =
             quoted(rest).ok_or_else(|| format!("bad .npy header key in {text:?}"))?;
+        if key == "descr" && descr.is_some()
+            || key == "fortran_order" && fortran.is_some()
+            || key == "shape" && shape.is_some()
+        {
+            return Err(format!("the .npy header gives {key:?} twice"));
+        }
         let after = after
             .trim_start()
             .strip_prefix(':')
@@ -143,10 +152,13 @@ pub fn parse_dict(text: &str) -> Result<(NpyType, Vec<usize>), String> {
                     .strip_prefix('(')
                     .ok_or("bad 'shape' in the .npy header")?;
                 let close = inner.find(')').ok_or("bad 'shape' in the .npy header")?;
-                let dims = inner[..close]
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|d| !d.is_empty())
+                // `()`, `(3,)`, `(3, 4)`: one empty part only after a trailing comma.
+                let mut parts: Vec<&str> = inner[..close].split(',').map(str::trim).collect();
+                if parts.last() == Some(&"") {
+                    parts.pop();
+                }
+                let dims = parts
+                    .iter()
                     .map(|d| d.trim_end_matches('L').parse::<usize>())
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(|_| format!("bad shape {:?} in the .npy header", &inner[..close]))?;
@@ -220,6 +232,9 @@ mod tests {
             "{'descr': '<f4', 'shape': (1,), }",
             "{'descr': '<f4', 'fortran_order': False, 'shape': (1, x), }",
             "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (28,, 79), }",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (,), }",
+            "{'descr': '<f4', 'descr': '<f2', 'fortran_order': False, 'shape': (1,), }",
             "not a dict",
         ] {
             assert!(parse_dict(bad).is_err(), "{bad}");

@@ -106,6 +106,21 @@ fn mel_dtype(
             ));
         }
     };
+    // What the data is must agree with what the file says it is: f16 data under a bf16
+    // attribute, or a config asking another dtype, is not a file melctl wrote.
+    let config_dtype = config
+        .and_then(|c| c.pointer("/output/dtype"))
+        .and_then(|d| d.as_str());
+    if (says_bf16 && dtype != Dtype::Bf16) || config_dtype.is_some_and(|d| d != dtype.name()) {
+        return Err(bad(
+            path,
+            format!(
+                "mel is stored as {} but its dtype attribute ({dtype_note:?}) or the config ({}) says otherwise",
+                dtype.name(),
+                config_dtype.unwrap_or("none")
+            ),
+        ));
+    }
     Ok((dtype, little))
 }
 
@@ -183,12 +198,27 @@ pub(super) fn open_hdf5(path: &Path, opts: &OpenOptions) -> Result<Split> {
     let input = H5Input::open(path)?;
     let h5 = &input.h5;
     // The format version first: a newer layout is named as such, not as damage.
-    let version = h5
-        .attr(format::FORMAT_VERSION)
-        .ok()
-        .map(|a| a.read_scalar::<u64>())
-        .transpose()
-        .map_err(h5err(path, "the format_version attribute"))?;
+    let version = match h5.attr(format::FORMAT_VERSION) {
+        Err(_) => None,
+        Ok(a) => {
+            // The library converts on read (an int8 -1 would read as 0, a float 2.7 as 2):
+            // only the unsigned integer scalar melctl writes is a version.
+            let unsigned = a
+                .dtype()
+                .and_then(|t| t.to_descriptor())
+                .is_ok_and(|d| matches!(d, hdf5::types::TypeDescriptor::Unsigned(_)));
+            if !unsigned || a.ndim() != 0 {
+                return Err(bad(
+                    path,
+                    "the format_version attribute is not an unsigned whole number (melctl writes one)",
+                ));
+            }
+            Some(
+                a.read_scalar::<u64>()
+                    .map_err(h5err(path, "the format_version attribute"))?,
+            )
+        }
+    };
     format::check_version(version).map_err(|why| bad(path, why))?;
     let mel = input.require(key::MEL)?;
     let shape = mel.ds.shape();

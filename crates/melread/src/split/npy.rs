@@ -30,18 +30,24 @@ pub(crate) struct NpyHeader {
     pub data_len: u64,
 }
 
-/// Opens the `.npy` file at `path` (a regular file, opened without blocking) and reads
-/// and checks its header: a known element type, C order, a shape whose byte size does
-/// not overflow, and a file at least as long as header plus data. Returns the header and
-/// the open file, from which the data is then read.
-pub(crate) fn open(path: &Path) -> Result<(NpyHeader, File)> {
-    // A split's files are its folder's own: a link could bring in values from anywhere.
+/// Refuses a link: a split's files are its folder's own, and a link could bring in values
+/// (or class names and statistics, for `meta.json`) from anywhere.
+fn refuse_link(path: &Path) -> Result<()> {
     if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
         return Err(bad(
             path,
             "a link; melctl writes a split's files into its folder, and reads only those",
         ));
     }
+    Ok(())
+}
+
+/// Opens the `.npy` file at `path` (a regular file, opened without blocking) and reads
+/// and checks its header: a known element type, C order, a shape whose byte size does
+/// not overflow, and a file at least as long as header plus data. Returns the header and
+/// the open file, from which the data is then read.
+pub(crate) fn open(path: &Path) -> Result<(NpyHeader, File)> {
+    refuse_link(path)?;
     let mut file = mel_core::input::open_regular(path, false).map_err(|e| Error::read(path, e))?;
     let file_len = file.metadata().map_err(|e| Error::read(path, e))?.len();
     let mut pre = [0u8; 12];
@@ -170,7 +176,8 @@ pub(super) fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
             format!("a folder without meta.json is no npy split{hint}"),
         ));
     }
-    // A regular file only, opened without blocking, read up to a bound on the bytes read.
+    // A regular file only, not a link, opened without blocking, read up to a bound.
+    refuse_link(&meta_path)?;
     let meta_bytes = mel_core::input::read_bounded(&meta_path, MAX_META_BYTES)
         .map_err(|e| Error::read(&meta_path, e))?;
     let meta: serde_json::Value = serde_json::from_slice(&meta_bytes)
@@ -197,6 +204,27 @@ pub(super) fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
         }
         NpyType::I64 => return Err(bad(&mel_path, "mel is int64")),
     };
+    // meta.json's dtype and the config's, where given, must name what mel.npy holds.
+    let named = [
+        &meta[meta::DTYPE],
+        meta[meta::CONFIG]
+            .pointer("/output/dtype")
+            .unwrap_or(&serde_json::Value::Null),
+    ];
+    if named
+        .iter()
+        .any(|d| !d.is_null() && d.as_str() != Some(dtype.name()))
+    {
+        return Err(bad(
+            &meta_path,
+            format!(
+                "mel.npy holds {} but meta.json's dtype ({}) or config ({}) says otherwise",
+                dtype.name(),
+                named[0],
+                named[1]
+            ),
+        ));
+    }
     let shape = h.shape.clone();
     let data_bytes = check_shape(&mel_path, &shape, dtype.size())?;
     debug_assert_eq!(data_bytes, h.data_len);
