@@ -29,10 +29,12 @@ from ._melctl import (
     Split,
     UnknownPresetError,
     UnsupportedError,
+    __version__,
     open,
 )
 
 __all__ = [
+    "__version__",
     "open",
     "Split",
     "Loader",

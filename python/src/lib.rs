@@ -34,9 +34,10 @@ fn open(
     split::PySplit::open(py, &path, split.as_deref(), dtype)
 }
 
-/// The module: `open`, `Split`, `Loader`, and the exception classes.
+/// The module: `open`, `Split`, `Loader`, the exception classes and `__version__`.
 #[pymodule]
 fn _melctl(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(open, m)?)?;
     m.add_function(wrap_pyfunction!(split::_reopen_split, m)?)?;
     m.add_class::<split::PySplit>()?;

@@ -326,3 +326,21 @@ pub fn _reopen_split(
         labels: PyOnceLock::new(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::position;
+
+    #[test]
+    fn indices_count_from_either_end_and_stop_at_both() {
+        assert_eq!(position(0, 3, "clip").ok(), Some(0));
+        assert_eq!(position(2, 3, "clip").ok(), Some(2));
+        assert_eq!(position(-1, 3, "clip").ok(), Some(2));
+        assert_eq!(position(-3, 3, "clip").ok(), Some(0));
+        for bad in [3, -4, isize::MIN, isize::MAX] {
+            assert!(position(bad, 3, "clip").is_err(), "{bad}");
+        }
+        assert!(position(0, 0, "clip").is_err());
+        assert!(position(-1, 0, "clip").is_err());
+    }
+}
