@@ -202,7 +202,7 @@ impl PyLoader {
         d.set_item("epoch", pos.epoch)?;
         d.set_item("batch", pos.batch)?;
         for (key, value) in self.fingerprint() {
-            d.set_item(key, value)?;
+            value.set(&d, key)?;
         }
         Ok(d)
     }
@@ -217,6 +217,7 @@ impl PyLoader {
                 .ok_or_else(|| PyKeyError::new_err(format!("state_dict has no {key:?}")))
         };
         for (key, ours) in self.fingerprint() {
+            let ours = ours.text();
             let theirs: String = get(key)?.str()?.extract()?;
             if theirs != ours {
                 return Err(PyValueError::new_err(format!(
@@ -264,22 +265,46 @@ fn unit_name(unit: Unit) -> &'static str {
 }
 
 impl PyLoader {
-    /// The settings that fix the order of batches, as text (what `state_dict` records).
-    fn fingerprint(&self) -> Vec<(&'static str, String)> {
+    /// The settings that fix the order of batches (what `state_dict` records).
+    fn fingerprint(&self) -> Vec<(&'static str, Setting)> {
         let o = self.loader.options();
         vec![
-            ("seed", o.seed.to_string()),
-            ("batch_size", o.batch_size.to_string()),
-            ("unit", unit_name(o.unit).to_string()),
-            ("shuffle", options::shuffle_name(o.shuffle)),
-            ("rank", o.rank.to_string()),
-            ("world", o.world.to_string()),
-            (
-                "drop_last",
-                if o.drop_last { "True" } else { "False" }.to_string(),
-            ),
-            ("items", self.loader.items_per_epoch().to_string()),
+            ("seed", Setting::Int(o.seed)),
+            ("batch_size", Setting::Int(o.batch_size as u64)),
+            ("unit", Setting::Text(unit_name(o.unit).to_string())),
+            ("shuffle", Setting::Text(options::shuffle_name(o.shuffle))),
+            ("rank", Setting::Int(o.rank as u64)),
+            ("world", Setting::Int(o.world as u64)),
+            ("drop_last", Setting::Bool(o.drop_last)),
+            ("items", Setting::Int(self.loader.items_per_epoch() as u64)),
         ]
+    }
+}
+
+/// One recorded setting, as its Python value.
+enum Setting {
+    Int(u64),
+    Bool(bool),
+    Text(String),
+}
+
+impl Setting {
+    /// The setting as Python writes it (`str(value)`), for comparing with a state's.
+    fn text(&self) -> String {
+        match self {
+            Setting::Int(v) => v.to_string(),
+            Setting::Bool(true) => "True".into(),
+            Setting::Bool(false) => "False".into(),
+            Setting::Text(t) => t.clone(),
+        }
+    }
+
+    fn set(&self, d: &Bound<'_, PyDict>, key: &str) -> PyResult<()> {
+        match self {
+            Setting::Int(v) => d.set_item(key, v),
+            Setting::Bool(v) => d.set_item(key, v),
+            Setting::Text(v) => d.set_item(key, v),
+        }
     }
 }
 

@@ -145,6 +145,7 @@ def test_state_dict_resumes_exactly_mid_epoch(h5, stop_after):
         got.append(tuple(np.copy(a) for a in next(it)))
     state = first.state_dict()
     assert state["epoch"] == 0 and state["batch"] == stop_after
+    assert state["seed"] == 11 and state["batch_size"] == 16 and state["drop_last"] is False
     del it, first
     resumed = melctl.Loader(h5, **settings)
     resumed.load_state_dict(state)
