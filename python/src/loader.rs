@@ -334,7 +334,9 @@ impl PyBatches {
 
     /// The next batch, read with the GIL released.
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        let mut epoch = match std::mem::replace(&mut *locked(&self.state)?, State::Busy) {
+        // The lock is released before anything else takes it (or waits).
+        let state = std::mem::replace(&mut *locked(&self.state)?, State::Busy);
+        let mut epoch = match state {
             State::Ready(e) => e,
             State::Busy => {
                 return Err(PyRuntimeError::new_err(

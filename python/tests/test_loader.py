@@ -59,6 +59,14 @@ def test_clip_batches_equal_split_items(h5):
     assert sorted(clips) == list(range(len(split)))
 
 
+def test_an_exhausted_pass_stays_exhausted(h5):
+    it = iter(melctl.Loader(h5, 1000))
+    assert len(list(it)) > 0
+    for _ in range(3):
+        with pytest.raises(StopIteration):
+            next(it)
+
+
 def test_len_and_drop_last(h5):
     split = melctl.open(h5)
     items = len(split) * split.segments_per_clip
