@@ -72,4 +72,23 @@ if ! python3 -m pip show -q nvidia-cuda-nvrtc >/dev/null 2>&1 && ! ldconfig -p 2
     python3 -m pip install --quiet --disable-pip-version-check "nvidia-cuda-nvrtc>=13,<14" \
         || echo "setup: NVRTC not installed; the PTX test will print a skip" >&2
 fi
-echo "setup: $(cmake --version | head -n1), numpy $(python3 -c 'import numpy; print(numpy.__version__)'), h5py $(python3 -c 'import h5py; print(h5py.__version__)')" >&2
+
+#  - The Python package (python/, import name melctl) and its tests: maturin builds it,
+#    pytest runs python/tests (which read melctl's files back with h5py). It is built
+#    with cargo's dev profile into the workspace's target/, so it shares the compiled
+#    dependencies with `cargo test` instead of a release build with LTO (`pip install
+#    ./python` without MATURIN_PEP517_ARGS makes that optimised build, for real use).
+#    --no-build-isolation: the maturin installed here, and the cmake found above (pip's
+#    isolated build environment hides a pip-installed cmake's module).
+py_need=()
+python3 -c "import maturin" 2>/dev/null || py_need+=("maturin>=1.9.4,<2")
+python3 -c "import pytest" 2>/dev/null || py_need+=(pytest)
+if [ ${#py_need[@]} -gt 0 ]; then
+    echo "setup: pip install ${py_need[*]}" >&2
+    python3 -m pip install --quiet --disable-pip-version-check "${py_need[@]}"
+fi
+root=$(cd "$(dirname "$0")/.." && pwd)
+echo "setup: building the Python package melctl (python/, dev profile)" >&2
+MATURIN_PEP517_ARGS="--profile dev" python3 -m pip install --quiet --disable-pip-version-check \
+    --no-build-isolation --force-reinstall --no-deps "$root/python"
+echo "setup: $(cmake --version | head -n1), numpy $(python3 -c 'import numpy; print(numpy.__version__)'), h5py $(python3 -c 'import h5py; print(h5py.__version__)'), melctl $(python3 -c 'import melctl; print(melctl.__version__)')" >&2

@@ -515,8 +515,14 @@ impl Batch {
         ArrayD::from_shape_vec(self.shape.clone(), v).expect("batch shape")
     }
 
+    /// The f32 values moved out without a copy (the buffer leaves the loader for good,
+    /// which allocates another); `None` for a batch of f16/bf16 values (read them with
+    /// [`values`](Self::values) first).
+    pub fn into_f32(mut self) -> Option<Vec<f32>> {
+        self.take_f32()
+    }
+
     /// Takes the f32 values out (the buffer then leaves the loader for good).
-    #[cfg(feature = "candle")]
     pub(crate) fn take_f32(&mut self) -> Option<Vec<f32>> {
         match self.values.take() {
             Some(Buffer::F32(v)) => Some(v),

@@ -1,0 +1,48 @@
+//! The native module `melctl._melctl` of the melctl Python package: melread's splits
+//! and loaders for numpy and PyTorch (`melctl/__init__.py` is its public face). It wraps
+//! melread's public API only; every read runs with the GIL released.
+
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+
+pub mod dtype;
+pub mod errors;
+pub mod loader;
+pub mod options;
+pub mod split;
+
+/// Threads when the caller names none: the machine's available parallelism.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+/// Opens a split: a `.h5` file, an `.npy.d` folder, or an output folder with `split`
+/// naming one of its splits. `split[i]` returns clip `i` as `dtype`.
+#[pyfunction]
+#[pyo3(signature = (path, split=None, dtype=None))]
+fn open(
+    py: Python<'_>,
+    path: PathBuf,
+    split: Option<String>,
+    dtype: Option<&Bound<'_, PyAny>>,
+) -> PyResult<split::PySplit> {
+    let dtype = match dtype {
+        Some(d) => dtype::ItemDtype::parse(d)?,
+        None => dtype::ItemDtype::F32,
+    };
+    split::PySplit::open(py, &path, split.as_deref(), dtype)
+}
+
+/// The module: `open`, `Split`, `Loader`, the exception classes and `__version__`.
+#[pymodule]
+fn _melctl(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(open, m)?)?;
+    m.add_function(wrap_pyfunction!(split::_reopen_split, m)?)?;
+    m.add_class::<split::PySplit>()?;
+    m.add_class::<loader::PyLoader>()?;
+    m.add_class::<loader::PyBatches>()?;
+    errors::register(m)?;
+    Ok(())
+}

@@ -1,0 +1,428 @@
+//! `melctl.Loader`: melread's batches as numpy arrays. Rust worker threads fill batches
+//! with the GIL released; an f32 batch's buffer becomes its numpy array without a copy.
+//! The loader keeps its place (epoch, next batch) as batches are handed out, so
+//! `state_dict()` / `load_state_dict()` resume exactly mid-epoch.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use melread::{Batch, Loader, LoaderOptions, Unit, Values};
+use ndarray::ArrayD;
+use numpy::{PyArray, PyArray1};
+use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+
+use crate::dtype::ItemDtype;
+use crate::errors::to_py;
+use crate::options;
+use crate::split::PySplit;
+
+/// Where the loader is: the epoch and the batch the next iteration starts from.
+#[derive(Debug, Clone, Copy, Default)]
+struct Position {
+    epoch: u64,
+    batch: usize,
+    /// Bumped by every `iter()`, `set_epoch` and `load_state_dict`: only the latest
+    /// iterator moves the position.
+    generation: u64,
+}
+
+/// Batches of one split: iterate for `(x, y)` or `(x, y, clip_index)` numpy arrays.
+#[pyclass(name = "Loader", module = "melctl", frozen)]
+pub struct PyLoader {
+    loader: Loader,
+    split: Py<PySplit>,
+    with_index: bool,
+    position: Arc<Mutex<Position>>,
+}
+
+fn locked<T>(m: &Mutex<T>) -> PyResult<MutexGuard<'_, T>> {
+    m.lock()
+        .map_err(|_| PyRuntimeError::new_err("a thread panicked holding the loader's state"))
+}
+
+/// The split a Loader reads: a `melctl.Split`, or a path (with `split` naming one of an
+/// output folder's splits).
+fn split_arg(py: Python<'_>, path: &Bound<'_, PyAny>, name: Option<&str>) -> PyResult<Py<PySplit>> {
+    if let Ok(split) = path.cast::<PySplit>() {
+        if name.is_some() {
+            return Err(PyValueError::new_err(
+                "split= names a split of an output folder; a Split was given",
+            ));
+        }
+        return Ok(split.clone().unbind());
+    }
+    let path: PathBuf = path.extract()?;
+    Py::new(py, PySplit::open(py, &path, name, ItemDtype::F32)?)
+}
+
+#[pymethods]
+impl PyLoader {
+    /// A loader over `path` (a split file or folder, an output folder with `split`, or a
+    /// `melctl.Split`), checked by melread: batch size, threads and prefetch at least 1,
+    /// rank below world, statistics matching the mel bins, a batch within 4 GiB.
+    #[new]
+    #[pyo3(signature = (
+        path, batch_size, unit="segment", shuffle=None, seed=0, epoch=0, drop_last=false,
+        shard=None, normalize=None, dtype=None, threads=None, prefetch=2, with_index=false,
+        split=None,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        batch_size: usize,
+        unit: &str,
+        shuffle: Option<&Bound<'_, PyAny>>,
+        seed: u64,
+        epoch: u64,
+        drop_last: bool,
+        shard: Option<(usize, usize)>,
+        normalize: Option<&Bound<'_, PyAny>>,
+        dtype: Option<&Bound<'_, PyAny>>,
+        threads: Option<usize>,
+        prefetch: usize,
+        with_index: bool,
+        split: Option<&str>,
+    ) -> PyResult<Self> {
+        let py_split = split_arg(py, path, split)?;
+        let split = py_split.get().split(py)?;
+        let threads = threads.unwrap_or_else(crate::default_threads);
+        let (rank, world) = options::shard(shard);
+        let shuffle = match shuffle {
+            Some(s) => options::shuffle(s)?,
+            None => melread::Shuffle::Uniform,
+        };
+        let output = match dtype {
+            Some(d) => options::output(d, &split)?,
+            None => melread::Output::F32,
+        };
+        let normalize = match normalize {
+            Some(n) => options::normalize(py, n, &split, threads)?,
+            None => None,
+        };
+        let opts = LoaderOptions {
+            unit: options::unit(unit)?,
+            batch_size,
+            shuffle,
+            seed,
+            drop_last,
+            workers: threads,
+            prefetch,
+            rank,
+            world,
+            output,
+            normalize,
+        };
+        let loader = Loader::new(split, opts).map_err(to_py)?;
+        Ok(PyLoader {
+            loader,
+            split: py_split,
+            with_index,
+            position: Arc::new(Mutex::new(Position {
+                epoch,
+                ..Position::default()
+            })),
+        })
+    }
+
+    /// Batches per epoch for this shard.
+    fn __len__(&self) -> usize {
+        self.loader.batches_per_epoch()
+    }
+
+    /// The batches from the loader's position: the rest of the current epoch (all of it
+    /// unless resumed); once its last batch is handed out the position is the next epoch.
+    fn __iter__(&self) -> PyResult<PyBatches> {
+        let mut pos = locked(&self.position)?;
+        pos.generation += 1;
+        Ok(PyBatches {
+            state: Mutex::new(State::Ready(self.loader.resume(pos.epoch, pos.batch))),
+            position: Arc::clone(&self.position),
+            generation: pos.generation,
+            epoch: pos.epoch,
+            batches: self.loader.batches_per_epoch(),
+            with_index: self.with_index,
+        })
+    }
+
+    /// Starts epoch `epoch` from its first batch at the next iteration.
+    fn set_epoch(&self, epoch: u64) -> PyResult<()> {
+        let mut pos = locked(&self.position)?;
+        *pos = Position {
+            epoch,
+            batch: 0,
+            generation: pos.generation + 1,
+        };
+        Ok(())
+    }
+
+    /// The epoch the next iteration reads.
+    #[getter]
+    fn epoch(&self) -> PyResult<u64> {
+        Ok(locked(&self.position)?.epoch)
+    }
+
+    /// Items per batch.
+    #[getter]
+    fn batch_size(&self) -> usize {
+        self.loader.options().batch_size
+    }
+
+    /// One item's shape (`(n_mels, frames)` for segments, the clip shape for clips).
+    #[getter]
+    fn item_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.loader.item_shape())
+    }
+
+    /// Items this shard gets per epoch.
+    #[getter]
+    fn items_per_epoch(&self) -> usize {
+        self.loader.items_per_epoch()
+    }
+
+    /// The most bytes the loader's batch buffers take (`prefetch + 1` batches, plus chunk caches).
+    #[getter]
+    fn memory_bound(&self) -> usize {
+        self.loader.memory_bound()
+    }
+
+    /// The split read.
+    #[getter]
+    fn split(&self, py: Python<'_>) -> Py<PySplit> {
+        self.split.clone_ref(py)
+    }
+
+    /// Where the loader is, and the settings that fix its order: resume with
+    /// `load_state_dict` on a loader made with the same settings.
+    fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let pos = *locked(&self.position)?;
+        let d = PyDict::new(py);
+        d.set_item("epoch", pos.epoch)?;
+        d.set_item("batch", pos.batch)?;
+        for (key, value) in self.fingerprint() {
+            value.set(&d, key)?;
+        }
+        Ok(d)
+    }
+
+    /// Resumes where `state` (from `state_dict`) was: the next iteration delivers the
+    /// batches an uninterrupted run would have delivered from there. A state of a loader
+    /// with another order (seed, batch size, unit, shuffle, shard, drop_last, items) is refused.
+    fn load_state_dict(&self, state: &Bound<'_, PyDict>) -> PyResult<()> {
+        let get = |key: &str| -> PyResult<Bound<'_, PyAny>> {
+            state
+                .get_item(key)?
+                .ok_or_else(|| PyKeyError::new_err(format!("state_dict has no {key:?}")))
+        };
+        for (key, ours) in self.fingerprint() {
+            let ours = ours.text();
+            let theirs: String = get(key)?.str()?.extract()?;
+            if theirs != ours {
+                return Err(PyValueError::new_err(format!(
+                    "state_dict is for {key} = {theirs}; this loader has {key} = {ours}"
+                )));
+            }
+        }
+        let epoch: u64 = get("epoch")?.extract()?;
+        let batch: usize = get("batch")?.extract()?;
+        if batch > self.loader.batches_per_epoch() {
+            return Err(PyValueError::new_err(format!(
+                "state_dict's batch {batch} is beyond the epoch's {} batches",
+                self.loader.batches_per_epoch()
+            )));
+        }
+        let mut pos = locked(&self.position)?;
+        *pos = Position {
+            epoch,
+            batch,
+            generation: pos.generation + 1,
+        };
+        Ok(())
+    }
+
+    fn __repr__(&self) -> String {
+        let o = self.loader.options();
+        format!(
+            "melctl.Loader({:?}, batch_size={}, unit={}, shuffle={}, shard=({}, {}), {} batches per epoch)",
+            self.loader.split().path().display().to_string(),
+            o.batch_size,
+            unit_name(o.unit),
+            options::shuffle_name(o.shuffle),
+            o.rank,
+            o.world,
+            self.loader.batches_per_epoch()
+        )
+    }
+}
+
+fn unit_name(unit: Unit) -> &'static str {
+    match unit {
+        Unit::Segment => "segment",
+        Unit::Clip => "clip",
+    }
+}
+
+impl PyLoader {
+    /// The settings that fix the order of batches (what `state_dict` records).
+    fn fingerprint(&self) -> Vec<(&'static str, Setting)> {
+        let o = self.loader.options();
+        vec![
+            ("seed", Setting::Int(o.seed)),
+            ("batch_size", Setting::Int(o.batch_size as u64)),
+            ("unit", Setting::Text(unit_name(o.unit).to_string())),
+            ("shuffle", Setting::Text(options::shuffle_name(o.shuffle))),
+            ("rank", Setting::Int(o.rank as u64)),
+            ("world", Setting::Int(o.world as u64)),
+            ("drop_last", Setting::Bool(o.drop_last)),
+            ("items", Setting::Int(self.loader.items_per_epoch() as u64)),
+        ]
+    }
+}
+
+/// One recorded setting, as its Python value.
+enum Setting {
+    Int(u64),
+    Bool(bool),
+    Text(String),
+}
+
+impl Setting {
+    /// The setting as Python writes it (`str(value)`), for comparing with a state's.
+    fn text(&self) -> String {
+        match self {
+            Setting::Int(v) => v.to_string(),
+            Setting::Bool(true) => "True".into(),
+            Setting::Bool(false) => "False".into(),
+            Setting::Text(t) => t.clone(),
+        }
+    }
+
+    fn set(&self, d: &Bound<'_, PyDict>, key: &str) -> PyResult<()> {
+        match self {
+            Setting::Int(v) => d.set_item(key, v),
+            Setting::Bool(v) => d.set_item(key, v),
+            Setting::Text(v) => d.set_item(key, v),
+        }
+    }
+}
+
+/// An iterator's epoch: waiting to be read, being read by a thread, or over.
+enum State {
+    Ready(melread::Epoch),
+    Busy,
+    Done,
+}
+
+/// One pass over a Loader's batches (from `iter(loader)`).
+#[pyclass(name = "Batches", module = "melctl", frozen)]
+pub struct PyBatches {
+    state: Mutex<State>,
+    position: Arc<Mutex<Position>>,
+    generation: u64,
+    epoch: u64,
+    batches: usize,
+    with_index: bool,
+}
+
+#[pymethods]
+impl PyBatches {
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// The next batch, read with the GIL released.
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        // The lock is released before anything else takes it (or waits).
+        let state = std::mem::replace(&mut *locked(&self.state)?, State::Busy);
+        let mut epoch = match state {
+            State::Ready(e) => e,
+            State::Busy => {
+                return Err(PyRuntimeError::new_err(
+                    "another thread is reading this iterator",
+                ));
+            }
+            State::Done => {
+                *locked(&self.state)? = State::Done;
+                return Ok(None);
+            }
+        };
+        let (next, epoch) = py.detach(move || (epoch.next(), epoch));
+        match next {
+            Some(Ok(batch)) => {
+                *locked(&self.state)? = State::Ready(epoch);
+                self.moved_past(batch.index())?;
+                self.to_python(py, batch).map(Some)
+            }
+            Some(Err(e)) => {
+                *locked(&self.state)? = State::Done;
+                Err(to_py(e))
+            }
+            None => {
+                *locked(&self.state)? = State::Done;
+                if self.batches == 0 {
+                    self.moved_past(0)?;
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// Batches left in this pass.
+    fn __length_hint__(&self) -> PyResult<usize> {
+        Ok(match &*locked(&self.state)? {
+            State::Ready(e) => self.batches.saturating_sub(e.next_index()),
+            State::Busy | State::Done => 0,
+        })
+    }
+}
+
+impl PyBatches {
+    /// Records that batch `index` was handed out (if this is the loader's latest pass):
+    /// the position is the batch after it, or the next epoch after the last.
+    fn moved_past(&self, index: usize) -> PyResult<()> {
+        let mut pos = locked(&self.position)?;
+        if pos.generation == self.generation {
+            if index + 1 >= self.batches {
+                pos.epoch = self.epoch + 1;
+                pos.batch = 0;
+            } else {
+                pos.epoch = self.epoch;
+                pos.batch = index + 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// `(x, y)` or `(x, y, clip_index)`: an f32 batch's buffer becomes `x` without a
+    /// copy; f16 batches are copied once.
+    fn to_python<'py>(&self, py: Python<'py>, batch: Batch) -> PyResult<Bound<'py, PyTuple>> {
+        let shape = batch.shape().to_vec();
+        let y = PyArray1::from_slice(py, batch.labels());
+        let clips: Vec<i64> = batch.ids().iter().map(|id| id.clip as i64).collect();
+        let x = if let Values::F16(v) = batch.values() {
+            // f16 as stored: copied once into the array.
+            PyArray::from_owned_array(py, shaped(shape, v.to_vec())?).into_any()
+        } else {
+            let values = batch.into_f32().ok_or_else(|| {
+                PyRuntimeError::new_err("a bf16 batch, which this loader never asks for")
+            })?;
+            PyArray::from_owned_array(py, shaped(shape, values)?).into_any()
+        };
+        if self.with_index {
+            PyTuple::new(
+                py,
+                [x, y.into_any(), PyArray1::from_vec(py, clips).into_any()],
+            )
+        } else {
+            PyTuple::new(py, [x, y.into_any()])
+        }
+    }
+}
+
+/// `values` as an array of `shape`.
+fn shaped<T>(shape: Vec<usize>, values: Vec<T>) -> PyResult<ArrayD<T>> {
+    ArrayD::from_shape_vec(shape, values)
+        .map_err(|e| PyRuntimeError::new_err(format!("a batch's shape: {e}")))
+}

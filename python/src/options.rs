@@ -1,0 +1,109 @@
+//! `melctl.Loader`'s keyword arguments, read into melread's `LoaderOptions`.
+
+use melread::{Dtype, LoaderOptions, MelStats, Output, Shuffle, Split, Unit};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+use crate::dtype::ItemDtype;
+use crate::errors::to_py;
+
+/// `unit="segment" | "clip"`.
+pub fn unit(name: &str) -> PyResult<Unit> {
+    match name {
+        "segment" => Ok(Unit::Segment),
+        "clip" => Ok(Unit::Clip),
+        other => Err(PyValueError::new_err(format!(
+            "unit {other:?} is not one of \"segment\", \"clip\""
+        ))),
+    }
+}
+
+/// `shuffle`: True or `"uniform"` (every item equally likely anywhere), False or
+/// `"none"` (file order), `"buffered"` (clip order through a shuffle buffer, melread's default).
+pub fn shuffle(value: &Bound<'_, PyAny>) -> PyResult<Shuffle> {
+    if let Ok(s) = value.cast::<PyString>() {
+        return match s.to_str()? {
+            "uniform" => Ok(Shuffle::Uniform),
+            "none" => Ok(Shuffle::None),
+            "buffered" => Ok(LoaderOptions::default().shuffle),
+            other => Err(PyValueError::new_err(format!(
+                "shuffle {other:?} is not one of True, False, \"uniform\", \"buffered\", \"none\""
+            ))),
+        };
+    }
+    match value.extract::<bool>() {
+        Ok(true) => Ok(Shuffle::Uniform),
+        Ok(false) => Ok(Shuffle::None),
+        Err(_) => Err(PyTypeError::new_err(
+            "shuffle must be a bool or one of \"uniform\", \"buffered\", \"none\"",
+        )),
+    }
+}
+
+/// The name `state_dict` records for a shuffle.
+pub fn shuffle_name(shuffle: Shuffle) -> String {
+    match shuffle {
+        Shuffle::None => "none".into(),
+        Shuffle::Uniform => "uniform".into(),
+        Shuffle::Buffered { buffer } => format!("buffered:{buffer}"),
+    }
+}
+
+/// `shard=(rank, world)`, or None for the whole epoch.
+pub fn shard(value: Option<(usize, usize)>) -> (usize, usize) {
+    value.unwrap_or((0, 1))
+}
+
+/// `dtype`: float32 batches (widened exactly, normalisable) or float16 as stored.
+pub fn output(dtype: &Bound<'_, PyAny>, split: &Split) -> PyResult<Output> {
+    match ItemDtype::parse(dtype)? {
+        ItemDtype::F32 => Ok(Output::F32),
+        ItemDtype::F16 if split.dtype() == Dtype::F16 => Ok(Output::Stored),
+        ItemDtype::F16 => Err(to_py(melread::Error::config(
+            "dtype",
+            format!(
+                "float16 batches are offered for splits stored as f16; this one stores {:?}",
+                split.dtype()
+            ),
+        ))),
+        ItemDtype::F64 => Err(PyValueError::new_err(
+            "float64 batches are not offered: ask float32 (or float16 for f16 splits)",
+        )),
+    }
+}
+
+/// `normalize`: False, True (the split's stored statistics, or computed once on
+/// `threads` threads), or `(mean, std)` sequences of one figure per mel bin (a training
+/// split's statistics for a validation split).
+pub fn normalize(
+    py: Python<'_>,
+    value: &Bound<'_, PyAny>,
+    split: &Split,
+    threads: usize,
+) -> PyResult<Option<MelStats>> {
+    if let Ok(flag) = value.extract::<bool>() {
+        if !flag {
+            return Ok(None);
+        }
+        return py.detach(|| split.stats(threads)).map(Some).map_err(to_py);
+    }
+    let (mean, std): (Vec<f64>, Vec<f64>) = value.extract().map_err(|_| {
+        PyTypeError::new_err("normalize must be a bool or a (mean, std) pair of sequences")
+    })?;
+    if let Some(bad) = mean.iter().chain(&std).find(|v| !v.is_finite()) {
+        return Err(PyValueError::new_err(format!(
+            "normalize: {bad} is not a finite statistic"
+        )));
+    }
+    if let Some(bad) = std.iter().find(|&&v| v < 0.0) {
+        return Err(PyValueError::new_err(format!(
+            "normalize: a standard deviation of {bad} is negative"
+        )));
+    }
+    Ok(Some(MelStats {
+        mean,
+        std,
+        count: 0,
+    }))
+}

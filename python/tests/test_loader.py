@@ -1,0 +1,205 @@
+"""melctl.Loader: what an epoch holds, exactness against h5py, normalisation, float16,
+shards, len, resume from state_dict, and the batch handed over without a copy."""
+
+import numpy as np
+import pytest
+
+import melctl
+from helpers import read_all
+
+
+def segments_of(ref_mel, shape):
+    """Every clip's segments: [clips, segments, n_mels, frames]."""
+    return ref_mel.reshape(ref_mel.shape[0], -1, *shape)
+
+
+def epoch_batches(loader):
+    return [tuple(np.copy(a) for a in b) for b in loader]
+
+
+@pytest.mark.parametrize("build", ["f16", "bf16", "f16-chunked", "f32"])
+def test_an_epoch_holds_every_segment_once_with_its_values(outputs, build):
+    path = outputs[build] / "training.h5"
+    ref = read_all(path)
+    split = melctl.open(path)
+    segs = segments_of(ref["mel"], split.segment_shape)
+    loader = melctl.Loader(path, 64, seed=3, with_index=True, threads=2)
+    per_clip = {}
+    for x, y, clip in loader:
+        assert x.dtype == np.float32 and y.dtype == np.int64 and clip.dtype == np.int64
+        assert x.shape[1:] == split.segment_shape
+        np.testing.assert_array_equal(y, ref["label"][clip])
+        for item, c in zip(x, clip):
+            per_clip.setdefault(int(c), []).append(item.tobytes())
+    # Each clip's items are its segments, each once (as a multiset of values: a clip
+    # may hold equal segments).
+    assert sorted(per_clip) == list(range(segs.shape[0]))
+    for c, items in per_clip.items():
+        assert sorted(items) == sorted(s.tobytes() for s in segs[c])
+
+
+def test_unshuffled_segments_come_in_file_order(outputs, h5):
+    ref = read_all(h5)
+    split = melctl.open(h5)
+    loader = melctl.Loader(h5, 50, shuffle=False)
+    xs = np.concatenate([x for x, _ in loader])
+    np.testing.assert_array_equal(xs, ref["mel"].reshape(-1, *split.segment_shape))
+
+
+def test_clip_batches_equal_split_items(h5):
+    split = melctl.open(h5)
+    loader = melctl.Loader(split, 4, unit="clip", seed=1, with_index=True)
+    assert loader.item_shape == split.clip_shape
+    clips = []
+    for x, y, idx in loader:
+        for item, i in zip(x, idx):
+            np.testing.assert_array_equal(item, split[int(i)])
+        np.testing.assert_array_equal(y, split.labels[idx])
+        clips.extend(idx.tolist())
+    assert sorted(clips) == list(range(len(split)))
+
+
+def test_an_exhausted_pass_stays_exhausted(h5):
+    it = iter(melctl.Loader(h5, 1000))
+    assert len(list(it)) > 0
+    for _ in range(3):
+        with pytest.raises(StopIteration):
+            next(it)
+
+
+def test_len_and_drop_last(h5):
+    split = melctl.open(h5)
+    items = len(split) * split.segments_per_clip
+    for batch in (1, 7, 64, items, items + 5):
+        full = melctl.Loader(h5, batch)
+        assert len(full) == -(-items // batch) == len(list(full))
+        dropped = melctl.Loader(h5, batch, drop_last=True)
+        assert len(dropped) == items // batch == len(list(dropped))
+        assert all(len(x) == batch for x, _ in dropped)
+
+
+def test_normalize_uses_the_stored_statistics(h5):
+    split = melctl.open(h5)
+    plain = np.concatenate([x for x, _ in melctl.Loader(h5, 100, shuffle=False)])
+    normed = np.concatenate([x for x, _ in melctl.Loader(h5, 100, shuffle=False, normalize=True)])
+    mean = split.mean.astype(np.float32)[:, None]
+    scale = (1.0 / split.std).astype(np.float32)[:, None]
+    np.testing.assert_allclose(normed, (plain - mean) * scale, rtol=1e-6, atol=1e-6)
+    # Statistics given as (mean, std): a training split's for a validation split.
+    given = np.concatenate(
+        [x for x, _ in melctl.Loader(h5, 100, shuffle=False, normalize=(split.mean, split.std))]
+    )
+    np.testing.assert_array_equal(given, normed)
+    with pytest.raises(melctl.ConfigError, match="mel bins"):
+        melctl.Loader(h5, 10, normalize=([0.0] * 3, [1.0] * 3))
+
+
+def test_float16_batches_are_the_stored_values(outputs, h5):
+    import h5py
+
+    loader = melctl.Loader(h5, 32, shuffle=False, dtype="float16")
+    x16 = np.concatenate([x for x, _ in loader])
+    assert x16.dtype == np.float16
+    with h5py.File(h5) as f:
+        np.testing.assert_array_equal(x16, f["mel"][:].reshape(x16.shape))
+    with pytest.raises(melctl.ConfigError):
+        melctl.Loader(outputs["f32"] / "training.h5", 8, dtype="float16")
+    with pytest.raises(ValueError):
+        melctl.Loader(h5, 8, dtype="float64")
+
+
+def test_shards_are_disjoint_and_complete(h5):
+    split = melctl.open(h5)
+    for world in (1, 2, 3, 4):
+        seen = []
+        for rank in range(world):
+            loader = melctl.Loader(h5, 5, unit="clip", shard=(rank, world), seed=9, with_index=True)
+            seen.extend(int(i) for _, _, idx in loader for i in idx)
+        assert sorted(seen) == list(range(len(split)))
+        # drop_last: every rank the same number of whole batches.
+        lens = {len(melctl.Loader(h5, 2, unit="clip", shard=(r, world), drop_last=True)) for r in range(world)}
+        assert len(lens) == 1
+    with pytest.raises(melctl.ConfigError, match="rank"):
+        melctl.Loader(h5, 5, shard=(2, 2))
+
+
+def test_epochs_differ_and_a_seed_repeats(h5):
+    a = melctl.Loader(h5, 16, seed=5)
+    first = epoch_batches(a)
+    assert a.epoch == 1
+    second = epoch_batches(a)
+    assert a.epoch == 2
+    assert not all(np.array_equal(p[0], q[0]) for p, q in zip(first, second))
+    b = melctl.Loader(h5, 16, seed=5)
+    for p, q in zip(first, epoch_batches(b)):
+        np.testing.assert_array_equal(p[0], q[0])
+    c = melctl.Loader(h5, 16, seed=5, epoch=1)
+    for p, q in zip(second, epoch_batches(c)):
+        np.testing.assert_array_equal(p[0], q[0])
+    b.set_epoch(1)
+    for p, q in zip(second, epoch_batches(b)):
+        np.testing.assert_array_equal(p[0], q[0])
+
+
+@pytest.mark.parametrize("stop_after", [0, 1, 7, 12])
+def test_state_dict_resumes_exactly_mid_epoch(h5, stop_after):
+    settings = dict(batch_size=16, seed=11, with_index=True)
+    whole = melctl.Loader(h5, **settings)
+    reference = epoch_batches(whole) + epoch_batches(whole)
+    first = melctl.Loader(h5, **settings)
+    got = []
+    it = iter(first)
+    for _ in range(stop_after):
+        got.append(tuple(np.copy(a) for a in next(it)))
+    state = first.state_dict()
+    assert state["epoch"] == 0 and state["batch"] == stop_after
+    assert state["seed"] == 11 and state["batch_size"] == 16 and state["drop_last"] is False
+    del it, first
+    resumed = melctl.Loader(h5, **settings)
+    resumed.load_state_dict(state)
+    got += epoch_batches(resumed)
+    assert resumed.state_dict()["epoch"] == 1
+    got += epoch_batches(resumed)
+    assert len(got) == len(reference)
+    for p, q in zip(got, reference):
+        for a, b in zip(p, q):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_a_state_of_another_order_is_refused(h5):
+    state = melctl.Loader(h5, 16, seed=1).state_dict()
+    with pytest.raises(ValueError, match="seed"):
+        melctl.Loader(h5, 16, seed=2).load_state_dict(state)
+    with pytest.raises(ValueError, match="batch_size"):
+        melctl.Loader(h5, 8, seed=1).load_state_dict(state)
+    with pytest.raises(KeyError):
+        melctl.Loader(h5, 16, seed=1).load_state_dict({"epoch": 0})
+
+
+def test_a_batch_is_handed_over_without_a_copy(h5):
+    x, y = next(iter(melctl.Loader(h5, 256)))
+    # numpy does not own the data: the Rust buffer the workers filled does.
+    assert not x.flags.owndata and x.base is not None
+    assert x.flags.c_contiguous and x.flags.writeable
+    x[...] = 0  # the caller's to change
+
+
+def test_loader_arguments_are_checked(h5):
+    with pytest.raises(melctl.ConfigError, match="batch_size"):
+        melctl.Loader(h5, 0)
+    with pytest.raises(melctl.ConfigError, match="prefetch"):
+        melctl.Loader(h5, 8, prefetch=0)
+    with pytest.raises(ValueError, match="unit"):
+        melctl.Loader(h5, 8, unit="frame")
+    with pytest.raises(ValueError, match="shuffle"):
+        melctl.Loader(h5, 8, shuffle="sometimes")
+    with pytest.raises(melctl.LimitError):
+        melctl.Loader(h5, 10**9, unit="clip")
+
+
+def test_buffered_shuffle_and_repr(h5):
+    loader = melctl.Loader(h5, 16, shuffle="buffered", threads=1, prefetch=1)
+    assert sum(len(x) for x, _ in loader) == loader.items_per_epoch
+    assert "buffered" in repr(loader) and loader.batch_size == 16
+    assert loader.memory_bound > 0
+    assert loader.split.path == h5
