@@ -43,10 +43,10 @@ def test_npy_values_equal_numpys_read(outputs):
     np.testing.assert_array_equal(split.labels, ref["label"])
     assert split.paths == ref["meta"]["paths"]
     assert split.label_names == ref["meta"]["label_names"]
-    # meta.json's decimal figures are parsed by serde_json, which may land one ulp from
-    # Python's correctly rounded parse.
-    np.testing.assert_allclose(split.mean, ref["meta"]["mel_mean"], rtol=1e-15, atol=0)
-    np.testing.assert_allclose(split.std, ref["meta"]["mel_std"], rtol=1e-15, atol=0)
+    # meta.json's decimal figures parse to the same doubles as Python's correctly rounded
+    # parse (serde_json's float_roundtrip).
+    np.testing.assert_array_equal(split.mean, ref["meta"]["mel_mean"])
+    np.testing.assert_array_equal(split.std, ref["meta"]["mel_std"])
 
 
 def test_open_takes_a_file_a_folder_or_an_output_and_a_split_name(outputs):

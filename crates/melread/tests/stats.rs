@@ -107,3 +107,33 @@ fn statistics_match_numpy_on_the_output() {
         assert!(numpy.std.iter().all(|&s| s > 0.0));
     }
 }
+
+#[test]
+fn stored_statistics_read_the_same_from_hdf5_and_npy_to_the_bit() {
+    // npy keeps them as JSON decimals: parsed without serde_json's `float_roundtrip`, a
+    // few came back one unit in the last place off what was written.
+    let t = tempfile::tempdir().unwrap();
+    let read = |out: Out, name: &str| {
+        let dir = build(
+            &t.path().join(name),
+            Preset::Leak4k,
+            Dtype::F32,
+            out,
+            &[("training", 9)],
+        );
+        let split = Split::open(dir.join(name)).unwrap();
+        split.stored_stats().expect("stored statistics").clone()
+    };
+    let h5 = read(
+        Out::Hdf5 {
+            chunk_clips: 0,
+            gzip: 0,
+        },
+        "training.h5",
+    );
+    let npy = read(Out::Npy, "training.npy.d");
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&h5.mean), bits(&npy.mean), "mean");
+    assert_eq!(bits(&h5.std), bits(&npy.std), "std");
+    assert_eq!(h5.count, npy.count);
+}
