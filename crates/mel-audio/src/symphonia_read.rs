@@ -40,18 +40,6 @@ fn sym_error(path: &Path, e: SymError) -> Error {
     }
 }
 
-/// Decodes `source` (the file at `path`, holding `container` at `offset`) into `dst`.
-pub(crate) fn decode(
-    source: Box<dyn MediaSource + '_>,
-    container: Container,
-    offset: u64,
-    path: &Path,
-    audio: &AudioConfig,
-    dst: &mut [f32],
-) -> Result<DecodeInfo> {
-    decode_inner(source, container, offset, path, audio, dst)
-}
-
 /// Opens `source` as [`decode`] would and checks the first audio track (codec, channels,
 /// rate) and its frame count, decoding every packet without keeping the samples.
 pub(crate) fn probe(
@@ -507,7 +495,8 @@ fn codec_name(id: AudioCodecId) -> String {
         .unwrap_or_else(|| format!("codec id {id}"))
 }
 
-fn decode_inner(
+/// Decodes `source` (the file at `path`, holding `container` at `offset`) into `dst`.
+pub(crate) fn decode(
     source: Box<dyn MediaSource + '_>,
     container: Container,
     offset: u64,
