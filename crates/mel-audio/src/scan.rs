@@ -111,6 +111,33 @@ impl Dataset {
     pub fn audio_left_out(&self) -> usize {
         self.ignored.iter().map(|i| i.audio).sum()
     }
+
+    /// Renumbers every file's label by `names` (a label map, e.g. from
+    /// [`read_label_map`](crate::read_label_map)), which must name every class of the
+    /// dataset; classes it names beyond them keep their ids and hold no file.
+    pub fn relabel(&mut self, names: Vec<String>) -> Result<()> {
+        let missing: Vec<&str> = self
+            .label_names
+            .iter()
+            .filter(|n| !names.contains(n))
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            return Err(Error::config(
+                "labels",
+                format!("classes not in the label map: {}", missing.join(", ")),
+            ));
+        }
+        let old = std::mem::replace(&mut self.label_names, names);
+        for split in &mut self.splits {
+            for f in &mut split.files {
+                let name = &old[f.label as usize];
+                let id = self.label_names.iter().position(|n| n == name);
+                f.label = id.expect("every class is in the map (checked)") as i64;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Whether `path` has an audio extension.

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use indicatif::ProgressBar;
 use mel_core::Config;
 use mel_core::config::LoaderKind;
@@ -35,35 +35,19 @@ pub fn settings(config: Config, args: &BuildArgs) -> Result<BuildSettings> {
     })
 }
 
-/// The cache folder the configuration names; by default `$XDG_CACHE_HOME/melctl`, else
-/// `~/.cache/melctl`, else this user's own folder in the system's temporary folder
-/// (`melctl-cache-UID`, mode 0700): a shared, predictable `/tmp/melctl-cache` could be
-/// made first by another user, who would then serve this user's decoded audio.
+/// The cache folder the configuration names; by default melkit's
+/// [`default_cache_dir`](melkit::build::default_cache_dir) from this process's
+/// `XDG_CACHE_HOME` and `HOME`.
 pub fn cache_dir(config: &Config) -> Result<PathBuf> {
     if !config.run.cache_dir.is_empty() {
         return Ok(PathBuf::from(&config.run.cache_dir));
     }
-    let var = |name| std::env::var_os(name).filter(|x| !x.is_empty());
-    if let Some(x) = var("XDG_CACHE_HOME") {
-        return Ok(PathBuf::from(x).join("melctl"));
-    }
-    if let Some(h) = var("HOME") {
-        return Ok(PathBuf::from(h).join(".cache").join("melctl"));
-    }
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() };
-    let dir = std::env::temp_dir().join(format!("melctl-cache-{uid}"));
-    let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
-    let m = std::fs::symlink_metadata(&dir)
-        .with_context(|| format!("cannot create the cache folder {}", dir.display()))?;
-    if !m.is_dir() || m.uid() != uid || m.mode() & 0o077 != 0 {
-        anyhow::bail!(
-            "{}: the default cache folder (no HOME or XDG_CACHE_HOME) is not a private folder of this user; set --cache-dir",
-            dir.display()
-        );
-    }
-    Ok(dir)
+    let xdg = std::env::var_os("XDG_CACHE_HOME");
+    let home = std::env::var_os("HOME");
+    Ok(melkit::build::default_cache_dir(
+        xdg.as_deref(),
+        home.as_deref(),
+    )?)
 }
 
 /// The build's observer on a terminal: notices on stderr, one progress bar per split.

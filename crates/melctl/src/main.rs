@@ -501,35 +501,10 @@ fn load_dataset(args: &BuildArgs) -> Result<(mel_audio::Dataset, std::path::Path
     };
     if let Some(map) = &args.labels {
         let names = mel_audio::read_label_map(map)?;
-        relabel(&mut dataset.0, names).with_context(|| format!("label map {}", map.display()))?;
+        dataset
+            .0
+            .relabel(names)
+            .with_context(|| format!("label map {}", map.display()))?;
     }
     Ok(dataset)
-}
-
-/// Renumbers every file's label by `names` (the label map), which must hold every class.
-fn relabel(dataset: &mut mel_audio::Dataset, names: Vec<String>) -> Result<()> {
-    let missing: Vec<&String> = dataset
-        .label_names
-        .iter()
-        .filter(|n| !names.contains(n))
-        .collect();
-    if !missing.is_empty() {
-        anyhow::bail!(
-            "classes not in the label map: {}",
-            missing
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-    let old = dataset.label_names.clone();
-    for split in &mut dataset.splits {
-        for f in &mut split.files {
-            let name = &old[f.label as usize];
-            f.label = names.iter().position(|n| n == name).expect("checked") as i64;
-        }
-    }
-    dataset.label_names = names;
-    Ok(())
 }

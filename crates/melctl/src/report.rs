@@ -150,59 +150,14 @@ pub fn text(r: &BuildReport, verbose: bool) -> String {
     s
 }
 
-/// An entry left out of the dataset, as JSON.
-fn skipped_json(s: &mel_audio::scan::Skipped) -> serde_json::Value {
-    serde_json::json!({"path": s.path.to_string_lossy(), "reason": s.reason})
-}
-
-/// The JSON report (`--report FILE.json`); `error` is why the build failed, if it did.
+/// The JSON report (`--report FILE.json`): melkit's report of the build, each split's
+/// bottleneck with the advice in melctl's flags; `error` is why the build failed, if it did.
 pub fn json(r: &BuildReport, config_json: &str, error: Option<&str>) -> serde_json::Value {
-    let splits: Vec<serde_json::Value> = r
-        .splits
-        .iter()
-        .map(|x| {
-            serde_json::json!({
-                "split": x.split,
-                "files": x.files,
-                "clips": x.clips,
-                "output": x.output.to_string_lossy(),
-                "output_bytes": x.output_bytes,
-                "wall_seconds": secs(x.wall),
-                "clips_per_second": x.clips as f64 / secs(x.wall).max(1e-9),
-                "loader_choice": x.loader_choice,
-                "loader": x.loader,
-                "stages": x.stages,
-                "queues": x.queues,
-                "bottleneck": {
-                    "stage": advice::stage_name(&x.verdict),
-                    "utilisation": x.verdict.utilisation,
-                    "advice": advice::advice(&x.verdict),
-                    "verdict": x.verdict,
-                },
-                "skipped": x.skipped,
-                "classes": x.classes.iter().map(|(n, c)| serde_json::json!({"class": n, "clips": c})).collect::<Vec<_>>(),
-                "provenance": x.provenance,
-                "unreadable": x.unreadable.iter().map(skipped_json).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    serde_json::json!({
-        "melctl_version": env!("CARGO_PKG_VERSION"),
-        "config": serde_json::from_str::<serde_json::Value>(config_json).unwrap_or_default(),
-        "threads": r.threads,
-        "backend": r.backend,
-        "wall_seconds": secs(r.wall),
-        "peak_rss_bytes": r.peak_rss_bytes,
-        "ok": error.is_none(),
-        "error": error,
-        "published": r.published,
-        "kept": r.kept.iter().map(|k| &k.split).collect::<Vec<_>>(),
-        "kept_skipped": r.kept.iter().map(|k| serde_json::json!({
-            "split": k.split,
-            "skipped": k.skipped,
-            "unreadable": k.unreadable.iter().map(skipped_json).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-        "ignored": r.ignored.iter().map(skipped_json).collect::<Vec<_>>(),
-        "splits": splits,
-    })
+    let mut json = r.to_json(config_json, error);
+    if let Some(splits) = json["splits"].as_array_mut() {
+        for (x, j) in r.splits.iter().zip(splits) {
+            j["bottleneck"]["advice"] = advice::advice(&x.verdict).into();
+        }
+    }
+    json
 }

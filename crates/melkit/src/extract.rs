@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use mel_core::{Error, MelBackend, MelPlan, MelSpec, OutputBuf, Result};
+use mel_core::{Error, MelBackend, MelPlan, MelSpec, OutputBuf, OutputSlice, Result};
 use ndarray::ArrayD;
 
 use crate::backend::{BackendRequest, Choice, choose};
@@ -50,6 +50,21 @@ impl Features {
             .map(|k| self.values.get_f64(k) as f32)
             .collect();
         ArrayD::from_shape_vec(self.shape[1..].to_vec(), v).expect("values match the shape")
+    }
+}
+
+/// Rows [`Extractor::rows`] fits and computes at once.
+pub const ROWS_AT_ONCE: usize = 64;
+
+/// `clip K` (numbered within a part starting at row `first`) as `row first+K`.
+fn renumber(path: &std::path::Path, first: usize) -> std::path::PathBuf {
+    let s = path.to_string_lossy();
+    match s
+        .strip_prefix("clip ")
+        .and_then(|k| k.parse::<usize>().ok())
+    {
+        Some(k) => format!("row {}", first + k).into(),
+        None => path.to_path_buf(),
     }
 }
 
@@ -106,6 +121,54 @@ impl Extractor {
         let out = fitted.and_then(|()| self.clips(&row));
         self.row = row;
         out
+    }
+
+    /// Spectrograms of `samples.len() / row_len` clips of mono samples at `sample_rate`
+    /// Hz, `row_len` samples each, back to back: each row brought to the clip as
+    /// [`samples`](Self::samples) brings one. Rows are fitted and computed
+    /// [`ROWS_AT_ONCE`] at a time, so the working memory beside the output stays bounded
+    /// whatever the row length.
+    pub fn rows(&mut self, samples: &[f32], row_len: usize, sample_rate: u32) -> Result<Features> {
+        if row_len == 0 || samples.is_empty() || !samples.len().is_multiple_of(row_len) {
+            return Err(Error::Shape(format!(
+                "{} samples is not a whole, non-zero number of {row_len}-sample rows",
+                samples.len()
+            )));
+        }
+        let (n, per) = (self.plan.clip_samples(), self.plan.values_per_clip());
+        let audio = self.plan.spec().audio.clone();
+        let count = samples.len() / row_len;
+        let mut values = OutputBuf::zeros(self.plan.dtype(), count * per);
+        let mut fitted = vec![0.0f32; count.min(ROWS_AT_ONCE) * n];
+        for (c, chunk) in samples.chunks(row_len * ROWS_AT_ONCE).enumerate() {
+            let first = c * ROWS_AT_ONCE;
+            let m = chunk.len() / row_len;
+            for (k, (row, dst)) in chunk
+                .chunks_exact(row_len)
+                .zip(fitted.chunks_exact_mut(n))
+                .enumerate()
+            {
+                mel_audio::fit_clip(row, sample_rate, &audio, dst)
+                    .map_err(|e| Error::unsupported(format!("row {}", first + k), e.to_string()))?;
+            }
+            let part = self.clips(&fitted[..m * n]).map_err(|e| match e {
+                Error::Unsupported { path, what } => Error::Unsupported {
+                    path: renumber(&path, first),
+                    what,
+                },
+                e => e,
+            })?;
+            let range = first * per..(first + m) * per;
+            match (values.slice_mut(range), part.values) {
+                (OutputSlice::F32(d), OutputBuf::F32(v)) => d.copy_from_slice(&v),
+                (OutputSlice::F16(d), OutputBuf::F16(v)) => d.copy_from_slice(&v),
+                (OutputSlice::Bf16(d), OutputBuf::Bf16(v)) => d.copy_from_slice(&v),
+                _ => unreachable!("one plan, one dtype"),
+            }
+        }
+        let mut shape = vec![count];
+        shape.extend(self.plan.clip_shape());
+        Ok(Features { values, shape })
     }
 
     /// Spectrograms of clips already at the plan's rate and length, `[clips, clip_samples]`

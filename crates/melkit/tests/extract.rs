@@ -105,3 +105,33 @@ fn clips_a_build_would_refuse_as_not_finite_are_errors() {
         assert!(e.contains("clip 0"), "{bad}: {e}");
     }
 }
+
+/// Rows of any length and rate become the clips `samples` makes of each one, in parts of
+/// `ROWS_AT_ONCE`; a bad row is named by its number in the whole call.
+#[test]
+fn rows_are_each_what_samples_gives_and_a_bad_row_is_named() {
+    let g = goldens().into_iter().find(|g| g.name == "leak-4k").unwrap();
+    let n = g.input.len() / g.clips;
+    let mut ex = Extractor::new(&g.config.spec(), &BackendRequest::of(BackendKind::Cpu)).unwrap();
+    // 70 rows of 3000 samples at 2048 Hz: more rows than one part holds.
+    let rows = melkit::extract::ROWS_AT_ONCE + 6;
+    let row_len = 3000;
+    let samples: Vec<f32> = (0..rows * row_len).map(|i| g.input[i % n] * 0.9).collect();
+    let all = ex.rows(&samples, row_len, 2048).unwrap();
+    assert_eq!(all.shape(), &[rows, 79, 3, 32, 5]);
+    for k in [0, 1, melkit::extract::ROWS_AT_ONCE, rows - 1] {
+        let one = ex
+            .samples(&samples[k * row_len..(k + 1) * row_len], 2048)
+            .unwrap();
+        assert_eq!(all.clip_f32(k), one.clip_f32(0), "row {k}");
+    }
+    let mut bad = samples.clone();
+    bad[(melkit::extract::ROWS_AT_ONCE + 2) * row_len + 5] = f32::NAN;
+    let e = ex.rows(&bad, row_len, 2048).unwrap_err().to_string();
+    assert!(
+        e.contains(&format!("row {}", melkit::extract::ROWS_AT_ONCE + 2)),
+        "{e}"
+    );
+    assert!(ex.rows(&samples[..10], 3, 2048).is_err());
+    assert!(ex.rows(&samples, 0, 2048).is_err());
+}

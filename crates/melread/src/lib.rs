@@ -72,6 +72,7 @@ pub use limits::{
 };
 pub use loader::{
     Batch, BufferStats, Epoch, ItemId, Loader, LoaderOptions, MAX_BATCH_BYTES, Output, Values,
+    Waited,
 };
 pub use mel_core::stats::MelStats;
 pub use mel_core::{Dtype, Error, Result};

@@ -636,19 +636,32 @@ impl Epoch {
     }
 }
 
-impl Iterator for Epoch {
-    type Item = Result<Batch>;
+/// What [`Epoch::next_within`] found.
+#[derive(Debug)]
+pub enum Waited {
+    /// What `next()` returns: a batch, the error that ended the epoch, or `None` at its end.
+    Ready(Option<Result<Batch>>),
+    /// The next batch was not ready within the time given; ask again.
+    Pending,
+}
 
-    fn next(&mut self) -> Option<Result<Batch>> {
+impl Epoch {
+    /// Like `next()`, but waits at most `timeout` for the next batch: a caller that must
+    /// stay responsive (to Ctrl-C, say) polls with it.
+    pub fn next_within(&mut self, timeout: std::time::Duration) -> Waited {
+        self.next_until(Some(std::time::Instant::now() + timeout))
+    }
+
+    fn next_until(&mut self, deadline: Option<std::time::Instant>) -> Waited {
         if self.failed || self.next >= self.shared.end {
-            return None;
+            return Waited::Ready(None);
         }
         let mut done = self.shared.done.lock().expect("loader lock");
         loop {
             if let Some(r) = done.batches.remove(&self.next) {
                 drop(done);
                 self.next += 1;
-                return Some(match r {
+                return Waited::Ready(Some(match r {
                     Ok(mut batch) => {
                         // The batch's buffer now belongs to the caller.
                         self.shared.pool.hand_out();
@@ -659,16 +672,40 @@ impl Iterator for Epoch {
                         self.failed = true;
                         Err(e)
                     }
-                });
+                }));
             }
             if done.workers_left == 0 {
                 self.failed = true;
-                return Some(Err(Error::Internal(format!(
+                return Waited::Ready(Some(Err(Error::Internal(format!(
                     "the loader's workers stopped before batch {}",
                     self.next
-                ))));
+                )))));
             }
-            done = self.shared.ready.wait(done).expect("loader lock");
+            done = match deadline {
+                None => self.shared.ready.wait(done).expect("loader lock"),
+                Some(d) => {
+                    let left = d.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        return Waited::Pending;
+                    }
+                    self.shared
+                        .ready
+                        .wait_timeout(done, left)
+                        .expect("loader lock")
+                        .0
+                }
+            };
+        }
+    }
+}
+
+impl Iterator for Epoch {
+    type Item = Result<Batch>;
+
+    fn next(&mut self) -> Option<Result<Batch>> {
+        match self.next_until(None) {
+            Waited::Ready(r) => r,
+            Waited::Pending => unreachable!("no deadline"),
         }
     }
 

@@ -425,3 +425,27 @@ fn batches_become_candle_tensors() {
         in_loader
     );
 }
+
+#[test]
+fn polling_with_a_timeout_hands_out_the_same_batches_as_waiting() {
+    let t = tempfile::tempdir().unwrap();
+    let split = split(t.path(), Dtype::F16, 24);
+    let loader = Loader::new(split, opts(Shuffle::Uniform, 50)).unwrap();
+    let waited = read_ids(&loader, 2, 0);
+    let mut epoch = loader.epoch(2);
+    let mut polled = Vec::new();
+    loop {
+        // A zero timeout answers at once: Pending until a worker has filled the batch.
+        match epoch.next_within(std::time::Duration::ZERO) {
+            melread::Waited::Pending => std::thread::yield_now(),
+            melread::Waited::Ready(Some(b)) => polled.push(b.unwrap().ids().to_vec()),
+            melread::Waited::Ready(None) => break,
+        }
+    }
+    assert_eq!(polled, waited);
+    assert!(polled.len() > 1);
+    assert!(matches!(
+        epoch.next_within(std::time::Duration::ZERO),
+        melread::Waited::Ready(None)
+    ));
+}

@@ -22,6 +22,7 @@
 //! the caller through an [`Observer`]; the library reads no environment variable and prints
 //! nothing.
 
+mod cache;
 mod error;
 mod loaders;
 mod outputs;
@@ -41,6 +42,7 @@ use mel_core::pipeline::{self, RunOptions};
 use mel_core::{ClipFailure, ClipMeta, Config, Finished, MelPlan, SinkSpec, SourceInfo};
 use mel_sinks::{Journal, publish_build, remove_journal};
 
+pub use cache::default_cache_dir;
 pub use error::{Error, Result};
 pub use outputs::{check_split_names, final_path};
 pub use report::{BuildReport, KeptSplit, SplitReport, peak_rss_bytes};

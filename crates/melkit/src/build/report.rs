@@ -134,3 +134,69 @@ pub fn peak_rss_bytes() -> Option<u64> {
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
 }
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+/// An entry left out of the dataset, as JSON.
+fn skipped_json(s: &Skipped) -> serde_json::Value {
+    serde_json::json!({"path": s.path.to_string_lossy(), "reason": s.reason})
+}
+
+impl BuildReport {
+    /// The report as JSON (what `melctl build --report` writes, less the advice in
+    /// melctl's flags): the configuration (`config_json`, resolved), the build's figures,
+    /// every split's figures, bottleneck and left-out files; `error` is why the build
+    /// failed, if it did.
+    pub fn to_json(&self, config_json: &str, error: Option<&str>) -> serde_json::Value {
+        let r = self;
+        let splits: Vec<serde_json::Value> = r
+            .splits
+            .iter()
+            .map(|x| {
+                serde_json::json!({
+                    "split": x.split,
+                    "files": x.files,
+                    "clips": x.clips,
+                    "output": x.output.to_string_lossy(),
+                    "output_bytes": x.output_bytes,
+                    "wall_seconds": secs(x.wall),
+                    "clips_per_second": x.clips as f64 / secs(x.wall).max(1e-9),
+                    "loader_choice": x.loader_choice,
+                    "loader": x.loader,
+                    "stages": x.stages,
+                    "queues": x.queues,
+                    "bottleneck": {
+                        "stage": x.verdict.bottleneck.map_or("none", |s| s.name()),
+                        "utilisation": x.verdict.utilisation,
+                        "verdict": x.verdict,
+                    },
+                    "skipped": x.skipped,
+                    "classes": x.classes.iter().map(|(n, c)| serde_json::json!({"class": n, "clips": c})).collect::<Vec<_>>(),
+                    "provenance": x.provenance,
+                    "unreadable": x.unreadable.iter().map(skipped_json).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "melctl_version": env!("CARGO_PKG_VERSION"),
+            "config": serde_json::from_str::<serde_json::Value>(config_json).unwrap_or_default(),
+            "threads": r.threads,
+            "backend": r.backend,
+            "wall_seconds": secs(r.wall),
+            "peak_rss_bytes": r.peak_rss_bytes,
+            "ok": error.is_none(),
+            "error": error,
+            "published": r.published,
+            "kept": r.kept.iter().map(|k| &k.split).collect::<Vec<_>>(),
+            "kept_skipped": r.kept.iter().map(|k| serde_json::json!({
+                "split": k.split,
+                "skipped": k.skipped,
+                "unreadable": k.unreadable.iter().map(skipped_json).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "ignored": r.ignored.iter().map(skipped_json).collect::<Vec<_>>(),
+            "splits": splits,
+        })
+    }
+}
