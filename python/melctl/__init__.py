@@ -8,6 +8,15 @@
 - Errors are :class:`Error` subclasses, one per kind of melctl's Rust errors, with its
   one-line message.
 
+- :func:`build` builds a dataset exactly as ``melctl build`` does (lock, resume,
+  all-or-nothing publish) and returns its report; Ctrl-C stops it cleanly.
+- :class:`Extractor` computes, from a numpy array or a file, exactly what a build stores
+  for that clip: serve a model the features it was trained on.
+- :class:`FileEvaluator` and :func:`evaluate_files` turn per-segment probabilities into
+  file-level decisions (mean probability, majority vote, thresholds).
+- :mod:`melctl.torch` (only with torch installed) hands batches to torch, pinned or on a
+  device.
+
 numpy is the only dependency. Everything runs in the same Rust code as ``melctl`` and
 ``melread``: there is no second implementation.
 """
@@ -20,6 +29,8 @@ from ._melctl import (
     DecodeError,
     DeviceError,
     Error,
+    Extractor,
+    FileEvaluator,
     InternalError,
     IoError,
     LimitError,
@@ -30,6 +41,8 @@ from ._melctl import (
     UnknownPresetError,
     UnsupportedError,
     __version__,
+    build,
+    evaluate_files,
     open,
 )
 
@@ -38,6 +51,10 @@ __all__ = [
     "open",
     "Split",
     "Loader",
+    "build",
+    "Extractor",
+    "FileEvaluator",
+    "evaluate_files",
     "Error",
     "ConfigError",
     "ConfigParseError",

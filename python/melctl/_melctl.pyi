@@ -2,7 +2,7 @@
 
 import os
 import pathlib
-from typing import Any, Iterator, Literal, Sequence, Union
+from typing import Any, Callable, Iterator, Literal, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -129,6 +129,9 @@ class Loader:
     def __iter__(self) -> Iterator[Batch]: ...
     def set_epoch(self, epoch: int) -> None:
         """The next iteration reads epoch ``epoch`` from its first batch."""
+    def plan(self, epoch: int) -> npt.NDArray[np.int64]:
+        """Epoch ``epoch``'s items in batch order, read nothing: ``(clip, segment)`` rows,
+        what iterating that epoch delivers."""
     def state_dict(self) -> dict[str, Any]:
         """The position (``epoch``, ``batch``) and the settings that fix the order."""
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -164,3 +167,120 @@ class OutputError(Error): ...
 class ShapeError(Error): ...
 class InternalError(Error): ...
 class CancelledError(Error): ...
+
+def build(
+    input: PathLike,
+    output: PathLike,
+    preset: str = "leak-4k",
+    config: PathLike | dict[str, Any] | None = None,
+    backend: Literal["auto", "cpu", "cuda", "wgpu"] | None = None,
+    *,
+    splits: Sequence[str] | None = None,
+    resume: bool = False,
+    on_error: Literal["skip", "fail"] = "skip",
+    labels: Sequence[str] | PathLike | None = None,
+    cache_dir: PathLike | None = None,
+    progress: Callable[[str, int, int], object] | None = None,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """Builds ``input`` (a ``ROOT/{split}/{class}/`` folder, or a manifest CSV) into
+    ``output``, one file per split, exactly as ``melctl build`` does: the output folder
+    locked, every split written under a temporary name and published only when all have
+    succeeded, ``resume=True`` continuing an interrupted build.
+
+    The configuration is ``preset``, then ``config`` (a TOML file or a dict of
+    sections), then ``backend``, then ``overrides``: a key of one section by its name
+    (``n_mels=64``, ``dtype="f32"``, ``threads=4``, ``loader="stream"``), or
+    ``section__key`` (``run__stream__readers=4``), or a whole section as a dict.
+
+    ``progress(split, done, total)`` is called from this thread as clips are computed;
+    an exception it raises stops the build (nothing published) and is raised. Ctrl-C
+    does the same with KeyboardInterrupt. The build runs with the GIL released.
+
+    Returns the report (``melctl build --report``'s JSON as a dict, plus ``notices``).
+    Files left out (undecodable, with ``on_error="skip"``) are listed in it and named in
+    a UserWarning. Errors raise a :class:`Error` subclass.
+    """
+
+class Extractor:
+    """Computes, in-process, exactly the spectrogram a build stores for a clip: the same
+    decoding, resampling, padding, backend and checks. Serve a model the features it
+    was trained on.
+
+    ``Extractor(preset, config, backend, dtype, **overrides)`` resolves the configuration
+    as :func:`build` does. Results are ``dtype``: float32 (default; stored f16/bf16
+    widened exactly), float64, or float16 where the configuration stores f16. It pickles
+    by configuration.
+    """
+
+    def __init__(
+        self,
+        preset: str = "leak-4k",
+        config: PathLike | dict[str, Any] | None = None,
+        backend: Literal["auto", "cpu", "cuda", "wgpu"] | None = None,
+        dtype: DTypeLike | None = None,
+        **overrides: Any,
+    ) -> None: ...
+    def __call__(self, audio: npt.ArrayLike, sample_rate: int) -> npt.NDArray[np.floating[Any]]:
+        """The spectrogram of ``audio`` (floats in [-1, 1]) at ``sample_rate`` Hz: 1-D is
+        one clip (``clip_shape`` back), 2-D a clip per row (``(rows, *clip_shape)``)."""
+    def file(self, path: PathLike) -> npt.NDArray[np.floating[Any]]:
+        """The spectrogram of an audio file, decoded exactly as a build decodes it."""
+    @property
+    def clip_shape(self) -> list[int]:
+        """One clip's spectrogram shape (``[79, 3, 32, 5]`` for leak-4k)."""
+    @property
+    def sample_rate(self) -> int:
+        """The rate clips are brought to."""
+    @property
+    def clip_samples(self) -> int:
+        """Samples in one clip."""
+    @property
+    def backend(self) -> Literal["cpu", "cuda", "wgpu"]:
+        """The backend computing."""
+    @property
+    def dtype(self) -> Literal["float32", "float64", "float16"]:
+        """The results' numpy dtype."""
+    @property
+    def config(self) -> str:
+        """The resolved configuration as TOML."""
+
+EvalReport = dict[str, Any]
+
+class FileEvaluator:
+    """Per-segment class probabilities of many files, added in batches of any size and
+    order, decided per file.
+
+    ``report()`` returns ``accuracy``, ``files``, ``correct``, ``decisions`` (int64, -1
+    for a file with no segment scored), ``truth``, ``scores`` and ``confusion``
+    (``[true, decided]``).
+    """
+
+    def __init__(self, truth: Sequence[int], classes: int | None = None) -> None: ...
+    @staticmethod
+    def for_split(split: Split, trained_on: Split | None = None) -> FileEvaluator:
+        """An evaluator for ``split``'s clips, refused unless ``trained_on`` (default:
+        ``split``) shares its label map and mel configuration."""
+    def add(self, probs: npt.ArrayLike, files: npt.ArrayLike) -> None:
+        """Adds ``probs`` ``[segments, classes]``, row ``k`` a segment of file ``files[k]``."""
+    def report(
+        self,
+        rule: Literal["mean", "vote"] = "mean",
+        positive: int | None = None,
+        threshold: float | None = None,
+    ) -> EvalReport:
+        """Decides every file: mean probability or majority vote; with ``positive`` (and
+        ``threshold``, default 0.5) the binary rules on that class."""
+    @property
+    def classes(self) -> int: ...
+
+def evaluate_files(
+    probs: npt.ArrayLike,
+    files: npt.ArrayLike,
+    truth: Sequence[int],
+    classes: int | None = None,
+    rule: Literal["mean", "vote"] = "mean",
+    positive: int | None = None,
+    threshold: float | None = None,
+) -> EvalReport:
+    """One call: the file-level report of one batch of per-segment probabilities."""

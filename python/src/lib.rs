@@ -6,8 +6,12 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 
+pub mod build;
+pub mod config;
 pub mod dtype;
 pub mod errors;
+pub mod eval;
+pub mod extractor;
 pub mod loader;
 pub mod options;
 pub mod split;
@@ -39,6 +43,11 @@ fn open(
 fn _melctl(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(open, m)?)?;
+    m.add_function(wrap_pyfunction!(build::build, m)?)?;
+    m.add_function(wrap_pyfunction!(eval::evaluate_files, m)?)?;
+    m.add_function(wrap_pyfunction!(extractor::_extractor_from_toml, m)?)?;
+    m.add_class::<extractor::PyExtractor>()?;
+    m.add_class::<eval::PyFileEvaluator>()?;
     m.add_function(wrap_pyfunction!(split::_reopen_split, m)?)?;
     m.add_class::<split::PySplit>()?;
     m.add_class::<loader::PyLoader>()?;

@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use melread::{Batch, Loader, LoaderOptions, Unit, Values};
+use melread::{Batch, Loader, LoaderOptions, Unit, Values, Waited};
 use ndarray::ArrayD;
-use numpy::{PyArray, PyArray1};
+use numpy::{PyArray, PyArray1, PyArray2, PyArrayMethods};
 use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
@@ -17,6 +17,9 @@ use crate::dtype::ItemDtype;
 use crate::errors::to_py;
 use crate::options;
 use crate::split::PySplit;
+
+/// How long a wait for a batch runs before Python's signal handlers get a turn.
+const SIGNAL_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Where the loader is: the epoch and the batch the next iteration starts from.
 #[derive(Debug, Clone, Copy, Default)]
@@ -194,6 +197,20 @@ impl PyLoader {
         self.split.clone_ref(py)
     }
 
+    /// Epoch `epoch`'s items in batch order, without reading anything: an int64 array
+    /// of `(clip, segment)` rows (segment 0 for `unit="clip"`), what iterating that
+    /// epoch delivers (e.g. for another reader to read the same items).
+    fn plan<'py>(&self, py: Python<'py>, epoch: u64) -> PyResult<Bound<'py, PyArray2<i64>>> {
+        let flat: Vec<i64> = self
+            .loader
+            .plan(epoch, 0)
+            .flatten()
+            .flat_map(|id| [id.clip as i64, id.segment as i64])
+            .collect();
+        let rows = flat.len() / 2;
+        PyArray1::from_vec(py, flat).reshape([rows, 2])
+    }
+
     /// Where the loader is, and the settings that fix its order: resume with
     /// `load_state_dict` on a loader made with the same settings.
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -348,7 +365,21 @@ impl PyBatches {
                 return Ok(None);
             }
         };
-        let (next, epoch) = py.detach(move || (epoch.next(), epoch));
+        // Waits in short steps with the GIL released, checking for Ctrl-C between them:
+        // a KeyboardInterrupt leaves the iterator where it was.
+        let next = loop {
+            let (waited, back) = py.detach(move || (epoch.next_within(SIGNAL_POLL), epoch));
+            epoch = back;
+            match waited {
+                Waited::Ready(next) => break next,
+                Waited::Pending => {
+                    if let Err(e) = py.check_signals() {
+                        *locked(&self.state)? = State::Ready(epoch);
+                        return Err(e);
+                    }
+                }
+            }
+        };
         match next {
             Some(Ok(batch)) => {
                 *locked(&self.state)? = State::Ready(epoch);

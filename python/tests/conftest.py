@@ -38,26 +38,33 @@ def melctl_binary() -> Path:
 
 
 @pytest.fixture(scope="session")
-def outputs(tmp_path_factory):
-    """{build name: output folder}: the same 40 demo clips built five ways."""
+def demo_data(tmp_path_factory):
+    """The folder of 40 generated demo clips (`ROOT/{split}/{class}/*.wav`)."""
     base = tmp_path_factory.mktemp("melctl-data")
-    melctl = melctl_binary()
     subprocess.run(
-        [melctl, "demo", "--clips", "40", "--no-build", "demo"],
+        [melctl_binary(), "demo", "--clips", "40", "--no-build", "demo"],
         cwd=base, check=True, capture_output=True,
     )
+    yield base / "demo" / "data"
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def outputs(demo_data):
+    """{build name: output folder}: the same 40 demo clips built five ways by the CLI."""
+    base = demo_data.parent.parent
+    melctl = melctl_binary()
     built = {}
     for name, (toml, flags) in BUILDS.items():
         config = base / f"{name}.toml"
         config.write_text(SHORT_CLIPS + toml)
         out = base / name
         subprocess.run(
-            [melctl, "build", "-i", "demo/data", "-o", out, "--config", config, "-q", *flags],
+            [melctl, "build", "-i", demo_data, "-o", out, "--config", config, "-q", *flags],
             cwd=base, check=True, capture_output=True,
         )
         built[name] = out
-    yield built
-    shutil.rmtree(base, ignore_errors=True)
+    return built
 
 
 @pytest.fixture(scope="session")

@@ -203,3 +203,20 @@ def test_buffered_shuffle_and_repr(h5):
     assert "buffered" in repr(loader) and loader.batch_size == 16
     assert loader.memory_bound > 0
     assert loader.split.path == h5
+
+
+def test_the_plan_is_what_the_epoch_delivers(h5):
+    split = melctl.open(h5)
+    loader = melctl.Loader(split, 37, seed=9, with_index=True)
+    plan = loader.plan(3)
+    assert plan.dtype == np.int64 and plan.shape == (loader.items_per_epoch, 2)
+    loader.set_epoch(3)
+    clips = np.concatenate([c for _, _, c in loader])
+    assert np.array_equal(plan[:, 0], clips)
+    # The segment column picks the values: item k of the epoch is split[clip][segment].
+    x, _, _ = next(iter(melctl.Loader(split, 37, seed=9, epoch=3, with_index=True)))
+    per = split.clip_shape[:-2]
+    for k in (0, 5, 36):
+        clip, seg = plan[k]
+        idx = np.unravel_index(seg, per) if per else ()
+        assert np.array_equal(x[k], split[clip][idx])

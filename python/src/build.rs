@@ -1,0 +1,317 @@
+//! `melctl.build`: melkit's build, the same one `melctl build` runs (lock, resume,
+//! all-or-nothing publish), from Python. The build runs on its own thread with the GIL
+//! released; the calling thread waits in short steps, calling the progress callback and
+//! letting Python's signal handlers run, so Ctrl-C stops the build cleanly (nothing
+//! published) and raises KeyboardInterrupt.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mel_audio::{Dataset, ManifestOptions};
+use mel_core::config::LoaderKind;
+use melkit::build::{Build, BuildReport, BuildSettings, Observer, OnError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::errors::{build_to_py, to_py};
+
+/// How long the calling thread waits before it calls the progress callback and checks
+/// for Ctrl-C again.
+const POLL: Duration = Duration::from_millis(50);
+
+/// What the build told its observer, kept until the calling thread takes it.
+enum Event {
+    Notice(String),
+    Started(String, u64),
+    Progress(u64),
+    Finished,
+}
+
+/// The observer: events queued for the calling thread (the build's threads never touch
+/// Python).
+#[derive(Default)]
+struct Queue(Mutex<Vec<Event>>);
+
+impl Queue {
+    fn push(&self, e: Event) {
+        if let Ok(mut q) = self.0.lock() {
+            q.push(e);
+        }
+    }
+
+    fn take(&self) -> Vec<Event> {
+        self.0
+            .lock()
+            .map(|mut q| std::mem::take(&mut *q))
+            .unwrap_or_default()
+    }
+}
+
+impl Observer for Queue {
+    fn notice(&self, line: &str) {
+        self.push(Event::Notice(line.to_string()));
+    }
+    fn split_started(&self, split: &str, clips: u64) {
+        self.push(Event::Started(split.to_string(), clips));
+    }
+    fn progress(&self, n: u64) {
+        self.push(Event::Progress(n));
+    }
+    fn split_finished(&self, _split: &str) {
+        self.push(Event::Finished);
+    }
+}
+
+/// Where the calling thread is in the build's progress, for the callback.
+#[derive(Default)]
+struct Progress {
+    split: String,
+    done: u64,
+    total: u64,
+    notices: Vec<String>,
+}
+
+impl Progress {
+    /// Applies `events`, calling `callback(split, done, total)` once per change and
+    /// logging each notice to the `melctl` logger.
+    fn apply(
+        &mut self,
+        py: Python<'_>,
+        events: Vec<Event>,
+        callback: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let mut changed = false;
+        for e in events {
+            match e {
+                Event::Notice(line) => {
+                    py.import("logging")?
+                        .call_method1("getLogger", ("melctl",))?
+                        .call_method1("info", (line.as_str(),))?;
+                    self.notices.push(line);
+                }
+                Event::Started(split, total) => {
+                    self.flush(callback, &mut changed)?;
+                    (self.split, self.done, self.total) = (split, 0, total);
+                    changed = true;
+                }
+                Event::Progress(n) => {
+                    self.done = (self.done + n).min(self.total);
+                    changed = true;
+                }
+                Event::Finished => {
+                    self.done = self.total;
+                    changed = true;
+                }
+            }
+        }
+        self.flush(callback, &mut changed)
+    }
+
+    fn flush(&self, callback: Option<&Bound<'_, PyAny>>, changed: &mut bool) -> PyResult<()> {
+        if let Some(cb) = callback.filter(|_| *changed) {
+            cb.call1((self.split.as_str(), self.done, self.total))?;
+        }
+        *changed = false;
+        Ok(())
+    }
+}
+
+/// The dataset: a folder `ROOT/{split}/{class}/*` scanned, or a manifest (CSV) file;
+/// `labels` (a list of class names or a label-map file) fixes the label ids.
+fn dataset(input: &Path, labels: Option<Vec<String>>) -> PyResult<Dataset> {
+    let meta = std::fs::metadata(input).map_err(|e| to_py(mel_core::Error::io(input, e)))?;
+    if meta.is_dir() {
+        let mut d = mel_audio::scan(input).map_err(to_py)?;
+        if let Some(names) = labels {
+            d.relabel(names).map_err(to_py)?;
+        }
+        Ok(d)
+    } else {
+        let opts = ManifestOptions {
+            label_map: labels,
+            ..ManifestOptions::default()
+        };
+        mel_audio::from_manifest(input, &opts).map_err(to_py)
+    }
+}
+
+/// `labels=`: a list of class names, or a path to a label-map file.
+fn label_names(labels: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<String>>> {
+    let Some(l) = labels else { return Ok(None) };
+    if let Ok(names) = l.extract::<Vec<String>>()
+        && !l.is_instance_of::<pyo3::types::PyString>()
+    {
+        return Ok(Some(names));
+    }
+    let path: PathBuf = l.extract().map_err(|_| {
+        PyTypeError::new_err("labels must be a list of class names or a label-map file")
+    })?;
+    mel_audio::read_label_map(&path).map(Some).map_err(to_py)
+}
+
+/// Builds `input` (a `ROOT/{split}/{class}/` folder or a manifest) into `output`, one
+/// file per split, exactly as `melctl build` does, and returns its report as a dict.
+#[pyfunction]
+#[pyo3(signature = (
+    input, output, preset="leak-4k", config=None, backend=None, *, splits=None,
+    resume=false, on_error="skip", labels=None, cache_dir=None, progress=None, **overrides
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn build<'py>(
+    py: Python<'py>,
+    input: PathBuf,
+    output: PathBuf,
+    preset: &str,
+    config: Option<&Bound<'py, PyAny>>,
+    backend: Option<&str>,
+    splits: Option<Vec<String>>,
+    resume: bool,
+    on_error: &str,
+    labels: Option<&Bound<'py, PyAny>>,
+    cache_dir: Option<PathBuf>,
+    progress: Option<&Bound<'py, PyAny>>,
+    overrides: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let config = crate::config::resolve(preset, config, backend, overrides)?;
+    config.check_options().map_err(to_py)?;
+    let on_error = match on_error {
+        "skip" => OnError::Skip,
+        "fail" => OnError::Fail,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "on_error {other:?} is not one of \"skip\", \"fail\""
+            )));
+        }
+    };
+    if let Some(cb) = progress
+        && !cb.is_callable()
+    {
+        return Err(PyTypeError::new_err(
+            "progress must be a callable (split, done, total)",
+        ));
+    }
+    let cache_dir = match (config.run.loader, cache_dir) {
+        (_, Some(d)) => Some(d),
+        (LoaderKind::Auto | LoaderKind::Memmap, None) if !config.run.cache_dir.is_empty() => {
+            Some(PathBuf::from(&config.run.cache_dir))
+        }
+        (LoaderKind::Auto | LoaderKind::Memmap, None) => {
+            let xdg = std::env::var_os("XDG_CACHE_HOME");
+            let home = std::env::var_os("HOME");
+            Some(melkit::build::default_cache_dir(xdg.as_deref(), home.as_deref()).map_err(to_py)?)
+        }
+        _ => None,
+    };
+    let labels = label_names(labels)?;
+    let threads = match config.run.threads {
+        0 => crate::default_threads(),
+        n => n,
+    };
+    let config_json = config.resolved_json();
+    let settings = BuildSettings {
+        config,
+        on_error,
+        only: splits.unwrap_or_default(),
+        resume,
+        cache_dir,
+    };
+    let input_c = input.clone();
+    let prepared = py.detach(move || -> PyResult<_> {
+        let dataset = dataset(&input_c, labels)?;
+        Ok(dataset)
+    })?;
+    let builder = Build::new(&prepared, settings).map_err(build_to_py)?;
+    if let Some(available) = melkit::loaders::select::available_memory() {
+        mel_core::pipeline::check_memory(&builder.settings().config, builder.plan(), available)
+            .map_err(to_py)?;
+    }
+    let mut guard = mel_core::outputs::Guard::new();
+    builder.protect_inputs(&mut guard);
+    if !input.is_dir() {
+        guard.input(&input, "the manifest");
+    }
+    guard
+        .check(&builder.planned_outputs(&output))
+        .map_err(to_py)?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("melctl-worker-{i}"))
+        .build()
+        .map_err(|e| to_py(mel_core::Error::config("run.threads", e.to_string())))?;
+    let _prewarm = melkit::backend::prewarm(builder.settings().config.run.backend);
+    let queue = Queue::default();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let mut report = BuildReport::default();
+    let mut state = Progress::default();
+    let mut raised: Option<PyErr> = None;
+    let built = std::thread::scope(|s| {
+        let worker =
+            s.spawn(|| pool.install(|| builder.run(&output, &queue, &cancel, &mut report)));
+        loop {
+            let finished = py.detach(|| {
+                std::thread::sleep(POLL);
+                worker.is_finished()
+            });
+            if raised.is_none() {
+                let step = state
+                    .apply(py, queue.take(), progress)
+                    .and_then(|()| py.check_signals());
+                if let Err(e) = step {
+                    // Ctrl-C, or the callback raised: stop before the publish.
+                    cancel.store(true, Ordering::SeqCst);
+                    raised = Some(e);
+                }
+            }
+            if finished {
+                break;
+            }
+        }
+        worker.join()
+    });
+    let built = built.map_err(|p| {
+        crate::errors::InternalError::new_err(format!(
+            "the build panicked: {}",
+            mel_core::error::panic_message(p.as_ref())
+        ))
+    })?;
+    if raised.is_none() {
+        state.apply(py, queue.take(), progress)?;
+    }
+    match (built, raised) {
+        // Ctrl-C or the callback's exception: raised, whether the build stopped before
+        // its publish (nothing changed) or had begun it (it completed whole).
+        (_, Some(e)) => Err(e),
+        (Err(e), None) => Err(build_to_py(e)),
+        (Ok(()), None) => {
+            let mut json = report.to_json(&config_json, None);
+            json["notices"] = state.notices.clone().into();
+            let text = serde_json::to_string(&json)
+                .map_err(|e| PyValueError::new_err(format!("the report: {e}")))?;
+            let dict = py.import("json")?.call_method1("loads", (text,))?;
+            let left_out = report.left_out();
+            if left_out > 0 {
+                let first: Vec<String> = report
+                    .splits
+                    .iter()
+                    .flat_map(|x| x.left_out_lines())
+                    .take(3)
+                    .collect();
+                let message = format!(
+                    "melctl.build: {left_out} file(s) left out, listed in the report's \
+                     \"skipped\" and \"unreadable\" entries (first: {})",
+                    first.join("; ")
+                );
+                pyo3::PyErr::warn(
+                    py,
+                    &py.get_type::<pyo3::exceptions::PyUserWarning>(),
+                    &std::ffi::CString::new(message).unwrap_or_default(),
+                    1,
+                )?;
+            }
+            Ok(dict)
+        }
+    }
+}

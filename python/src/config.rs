@@ -1,0 +1,178 @@
+//! The configuration `melctl.build` and `melctl.Extractor` use, layered as the CLI layers
+//! it: a preset, then a configuration (a TOML file or a dict of sections), then keyword
+//! overrides (`n_mels=64`, `dtype="f32"`, `run__threads=4`). Every layer goes through
+//! mel-core's TOML merge, so an unknown or mistyped key is refused by the same checks.
+
+use std::path::PathBuf;
+
+use mel_core::{Config, Preset};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+
+use crate::errors::to_py;
+
+/// Configuration files larger than this are refused, as the CLI refuses them.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// A Python value as TOML: bool, int, float, str, list/tuple, dict with str keys.
+fn to_toml(key: &str, v: &Bound<'_, PyAny>) -> PyResult<toml::Value> {
+    let bad = |what: &str| PyTypeError::new_err(format!("{key}: {what} has no TOML form"));
+    if v.is_instance_of::<PyBool>() {
+        return Ok(toml::Value::Boolean(v.extract()?));
+    }
+    if v.is_instance_of::<PyInt>() {
+        let i: i64 = v
+            .extract()
+            .map_err(|_| PyValueError::new_err(format!("{key}: {v} is out of range")))?;
+        return Ok(toml::Value::Integer(i));
+    }
+    if v.is_instance_of::<PyFloat>() {
+        return Ok(toml::Value::Float(v.extract()?));
+    }
+    if let Ok(s) = v.cast::<PyString>() {
+        return Ok(toml::Value::String(s.to_str()?.to_string()));
+    }
+    if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
+        let items: PyResult<Vec<toml::Value>> = v.try_iter()?.map(|x| to_toml(key, &x?)).collect();
+        return Ok(toml::Value::Array(items?));
+    }
+    if let Ok(d) = v.cast::<PyDict>() {
+        return Ok(toml::Value::Table(table(key, d)?));
+    }
+    Err(bad(&v.get_type().name()?.to_string()))
+}
+
+/// A dict with string keys as a TOML table.
+fn table(key: &str, d: &Bound<'_, PyDict>) -> PyResult<toml::Table> {
+    let mut t = toml::Table::new();
+    for (k, v) in d.iter() {
+        let k: String = k
+            .extract()
+            .map_err(|_| PyTypeError::new_err(format!("{key}: a key is not a str")))?;
+        let path = if key.is_empty() {
+            k.clone()
+        } else {
+            format!("{key}.{k}")
+        };
+        t.insert(k, to_toml(&path, &v)?);
+    }
+    Ok(t)
+}
+
+/// Every dotted path of `table` whose last part is `key` (e.g. `n_mels` → `mel.n_mels`).
+fn paths_of(table: &toml::Table, key: &str, prefix: &str, found: &mut Vec<String>) {
+    for (k, v) in table {
+        let path = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        if k == key && !prefix.is_empty() {
+            found.push(path.clone());
+        }
+        if let toml::Value::Table(t) = v {
+            paths_of(t, key, &path, found);
+        }
+    }
+}
+
+/// Where an override lands: `section__key` (`__` for each dot) as written, a bare key
+/// where exactly one section holds it (`n_mels` is `mel.n_mels`), or a whole section
+/// given as a dict (`mel={"n_mels": 64}`).
+fn override_path(all: &toml::Table, key: &str) -> PyResult<Vec<String>> {
+    if key.contains("__") {
+        return Ok(key.split("__").map(str::to_string).collect());
+    }
+    if all.get(key).is_some_and(toml::Value::is_table) {
+        return Ok(vec![key.to_string()]);
+    }
+    let mut found = Vec::new();
+    paths_of(all, key, "", &mut found);
+    match found.len() {
+        1 => Ok(found[0].split('.').map(str::to_string).collect()),
+        0 => Err(PyValueError::new_err(format!(
+            "{key}: no configuration key of that name (`melctl config` prints them all)"
+        ))),
+        _ => Err(PyValueError::new_err(format!(
+            "{key} is ambiguous: {} (write it as {})",
+            found.join(", "),
+            found
+                .iter()
+                .map(|p| p.replace('.', "__"))
+                .collect::<Vec<_>>()
+                .join(" or ")
+        ))),
+    }
+}
+
+/// Sets `value` at `path` in `overlay`, making the tables on the way.
+fn set_path(overlay: &mut toml::Table, path: &[String], value: toml::Value) -> PyResult<()> {
+    let (last, parents) = path.split_last().expect("a path has a key");
+    let mut t = overlay;
+    for p in parents {
+        let entry = t
+            .entry(p.clone())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        t = entry.as_table_mut().ok_or_else(|| {
+            PyValueError::new_err(format!("{}: {p} is not a section", path.join(".")))
+        })?;
+    }
+    match (t.get_mut(last), value) {
+        (Some(toml::Value::Table(a)), toml::Value::Table(b)) => a.extend(b),
+        (_, v) => {
+            t.insert(last.clone(), v);
+        }
+    }
+    Ok(())
+}
+
+/// Merges a TOML table onto `base` with mel-core's layering and checks.
+fn merge(base: &Config, overlay: toml::Table, source: &str) -> PyResult<Config> {
+    let text =
+        toml::to_string(&overlay).map_err(|e| PyValueError::new_err(format!("{source}: {e}")))?;
+    Config::merge_toml(base, &text, Some(source)).map_err(to_py)
+}
+
+/// The configuration: `preset`, then `config` (a path to a TOML file, or a dict of
+/// sections), then `backend` (unless None), then `overrides`.
+pub fn resolve(
+    preset: &str,
+    config: Option<&Bound<'_, PyAny>>,
+    backend: Option<&str>,
+    overrides: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Config> {
+    let mut c = Preset::from_name(preset).map_err(to_py)?.config();
+    if let Some(cfg) = config {
+        if let Ok(d) = cfg.cast::<PyDict>() {
+            c = merge(&c, table("", d)?, "config")?;
+        } else {
+            let path: PathBuf = cfg.extract().map_err(|_| {
+                PyTypeError::new_err("config must be a path to a TOML file or a dict of sections")
+            })?;
+            let text = mel_core::input::read_bounded_text(&path, MAX_CONFIG_BYTES)
+                .map_err(|e| to_py(mel_core::Error::io(&path, e)))?;
+            c = Config::merge_toml(&c, &text, Some(&path.display().to_string())).map_err(to_py)?;
+        }
+    }
+    let all = toml::Table::try_from(&c).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let mut overlay = toml::Table::new();
+    if let Some(b) = backend {
+        set_path(
+            &mut overlay,
+            &["run".into(), "backend".into()],
+            toml::Value::String(b.to_string()),
+        )?;
+    }
+    if let Some(o) = overrides {
+        for (k, v) in o.iter() {
+            let key: String = k.extract()?;
+            let path = override_path(&all, &key)?;
+            set_path(&mut overlay, &path, to_toml(&key, &v)?)?;
+        }
+    }
+    if !overlay.is_empty() {
+        c = merge(&c, overlay, "keyword arguments")?;
+    }
+    Ok(c)
+}

@@ -1,0 +1,244 @@
+//! `melctl.Extractor`: the spectrogram a build stores, computed in-process from a numpy
+//! array or a file (melkit's Extractor: the same decoding, resampling, backend and
+//! checks), so a model is served exactly the features it was trained on.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use mel_core::{Config, Dtype, MelPlan, OutputBuf};
+use melkit::{BackendRequest, Features};
+use ndarray::ArrayD;
+use numpy::{PyArray, PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::dtype::ItemDtype;
+use crate::errors::to_py;
+
+/// Computes spectrograms with one backend, kept across calls.
+#[pyclass(name = "Extractor", module = "melctl", frozen)]
+pub struct PyExtractor {
+    extractor: Mutex<melkit::Extractor>,
+    config: Config,
+    dtype: ItemDtype,
+}
+
+/// Refuses float16 output unless the configuration stores f16 (it would round).
+fn check_dtype(dtype: ItemDtype, stored: Dtype) -> PyResult<()> {
+    if dtype == ItemDtype::F16 && stored != Dtype::F16 {
+        return Err(PyValueError::new_err(format!(
+            "dtype float16 is offered where the configuration stores f16; it stores {}",
+            stored.name()
+        )));
+    }
+    Ok(())
+}
+
+/// `features` as a numpy array of `dtype`, its leading clip axis dropped when `one`.
+fn to_numpy<'py>(
+    py: Python<'py>,
+    features: Features,
+    dtype: ItemDtype,
+    one: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mut shape = features.shape().to_vec();
+    if one {
+        shape.remove(0);
+    }
+    let bad = |e: ndarray::ShapeError| PyRuntimeError::new_err(format!("features' shape: {e}"));
+    Ok(match (dtype, features.values()) {
+        (ItemDtype::F16, OutputBuf::F16(v)) => {
+            let a = ArrayD::from_shape_vec(shape, v.clone()).map_err(bad)?;
+            PyArray::from_owned_array(py, a).into_any()
+        }
+        (ItemDtype::F64, values) => {
+            let v: Vec<f64> = (0..values.len()).map(|i| values.get_f64(i)).collect();
+            PyArray::from_owned_array(py, ArrayD::from_shape_vec(shape, v).map_err(bad)?).into_any()
+        }
+        (_, values) => {
+            // f16 and bf16 widen to f32 exactly; f32 is copied as is.
+            let v: Vec<f32> = (0..values.len())
+                .map(|i| values.get_f64(i) as f32)
+                .collect();
+            PyArray::from_owned_array(py, ArrayD::from_shape_vec(shape, v).map_err(bad)?).into_any()
+        }
+    })
+}
+
+impl PyExtractor {
+    fn start(py: Python<'_>, config: Config, dtype: ItemDtype) -> PyResult<Self> {
+        check_dtype(dtype, config.output.dtype)?;
+        let spec = config.spec();
+        let request = BackendRequest {
+            kind: config.run.backend,
+            device: config.run.device.clone(),
+            ..BackendRequest::auto()
+        };
+        let extractor = py
+            .detach(|| melkit::Extractor::new(&spec, &request))
+            .map_err(to_py)?;
+        Ok(PyExtractor {
+            extractor: Mutex::new(extractor),
+            config,
+            dtype,
+        })
+    }
+
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut melkit::Extractor) -> mel_core::Result<T> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| {
+            let mut ex = self.extractor.lock().map_err(|_| {
+                mel_core::Error::Internal("a thread panicked in the extractor".into())
+            })?;
+            f(&mut ex)
+        })
+        .map_err(to_py)
+    }
+
+    fn plan(&self) -> PyResult<MelPlan> {
+        MelPlan::from_config(&self.config).map_err(to_py)
+    }
+}
+
+#[pymethods]
+impl PyExtractor {
+    /// An extractor for `preset`, then `config` (a TOML file or a dict of sections), then
+    /// the keyword overrides, as `melctl.build` resolves them; `backend` "auto" (CUDA,
+    /// else a hardware GPU through wgpu, else the CPU), "cpu", "cuda" or "wgpu". Results
+    /// are `dtype`: float32 (every stored type widened exactly), float64, or float16
+    /// where the configuration stores f16.
+    #[new]
+    #[pyo3(signature = (preset="leak-4k", config=None, backend=None, dtype=None, **overrides))]
+    fn new(
+        py: Python<'_>,
+        preset: &str,
+        config: Option<&Bound<'_, PyAny>>,
+        backend: Option<&str>,
+        dtype: Option<&Bound<'_, PyAny>>,
+        overrides: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let config = crate::config::resolve(preset, config, backend, overrides)?;
+        let dtype = dtype.map_or(Ok(ItemDtype::F32), ItemDtype::parse)?;
+        Self::start(py, config, dtype)
+    }
+
+    /// The spectrogram of `audio` at `sample_rate` Hz, brought to the clip as a decoded
+    /// file is (resampled, padded or trimmed): a 1-D array is one clip (the clip shape
+    /// back), a 2-D array one clip per row (`[rows, *clip_shape]` back). Samples are
+    /// floats in [-1, 1]; integer PCM must be scaled first.
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        audio: &Bound<'py, PyAny>,
+        sample_rate: u32,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let numpy = py.import("numpy")?;
+        let array = numpy.call_method1("asarray", (audio,))?;
+        let kind: String = array.getattr("dtype")?.getattr("kind")?.extract()?;
+        if kind != "f" {
+            return Err(PyTypeError::new_err(format!(
+                "audio must be floating point in [-1, 1]; got dtype {} (scale integer PCM first, e.g. x / 32768)",
+                array.getattr("dtype")?.str()?
+            )));
+        }
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("dtype", "float32")?;
+        let array = numpy
+            .getattr("ascontiguousarray")?
+            .call((array,), Some(&kwargs))?;
+        let array = array.cast::<PyArrayDyn<f32>>()?.readonly();
+        let shape = array.shape().to_vec();
+        let samples = array.as_slice()?;
+        let (row_len, one) = match shape.as_slice() {
+            [n] => (*n, true),
+            [_, n] => (*n, false),
+            _ => {
+                return Err(PyValueError::new_err(format!(
+                    "audio must be 1-D (one clip) or 2-D (a clip per row); got shape {shape:?}"
+                )));
+            }
+        };
+        if samples.is_empty() {
+            return Err(PyValueError::new_err("audio holds no samples"));
+        }
+        let features = self.with(py, |ex| ex.rows(samples, row_len, sample_rate))?;
+        to_numpy(py, features, self.dtype, one)
+    }
+
+    /// The spectrogram of the audio file at `path`, decoded exactly as a build decodes
+    /// it (the clip shape back).
+    fn file<'py>(&self, py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyAny>> {
+        let features = self.with(py, |ex| ex.file(&path))?;
+        to_numpy(py, features, self.dtype, true)
+    }
+
+    /// The shape of one clip's spectrogram (`(79, 3, 32, 5)` for leak-4k).
+    #[getter]
+    fn clip_shape(&self) -> PyResult<Vec<usize>> {
+        Ok(self.plan()?.clip_shape())
+    }
+
+    /// The sample rate clips are brought to.
+    #[getter]
+    fn sample_rate(&self) -> u32 {
+        self.config.audio.sample_rate
+    }
+
+    /// Samples in one clip at `sample_rate`.
+    #[getter]
+    fn clip_samples(&self) -> PyResult<usize> {
+        Ok(self.plan()?.clip_samples())
+    }
+
+    /// The backend computing: "cpu", "cuda" or "wgpu".
+    #[getter]
+    fn backend(&self) -> PyResult<String> {
+        let ex = self
+            .extractor
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("a thread panicked in the extractor"))?;
+        Ok(ex.choice().kind.name().to_string())
+    }
+
+    /// The numpy dtype of the results.
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.dtype.name()
+    }
+
+    /// The resolved configuration as TOML.
+    #[getter]
+    fn config(&self) -> String {
+        self.config.to_toml()
+    }
+
+    /// Pickles as its configuration and dtype; the backend starts again where unpickled.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (String, String))> {
+        let f = py
+            .import("melctl._melctl")?
+            .getattr("_extractor_from_toml")?;
+        Ok((f, (self.config.to_toml(), self.dtype.name().to_string())))
+    }
+
+    fn __repr__(&self) -> PyResult<String> {
+        Ok(format!(
+            "melctl.Extractor(backend={:?}, clip_shape={:?}, sample_rate={}, dtype={})",
+            self.backend()?,
+            self.clip_shape()?,
+            self.sample_rate(),
+            self.dtype.name()
+        ))
+    }
+}
+
+/// Unpickles an Extractor: its configuration as TOML, its dtype's name.
+#[pyfunction]
+pub fn _extractor_from_toml(py: Python<'_>, toml: &str, dtype: &str) -> PyResult<PyExtractor> {
+    let config = Config::from_toml(toml).map_err(to_py)?;
+    let dtype = ItemDtype::parse(&pyo3::types::PyString::new(py, dtype).into_any())?;
+    PyExtractor::start(py, config, dtype)
+}

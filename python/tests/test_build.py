@@ -1,0 +1,175 @@
+"""melctl.build: the same outputs as `melctl build`, the configuration layered and
+checked, progress, errors by kind, files left out named, and Ctrl-C stopping cleanly."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import h5py
+import numpy as np
+import pytest
+
+import melctl
+
+SHORT = {"audio": {"clip_seconds": 1.0}}
+
+
+def datasets(path):
+    """Every dataset of an output file and its attributes but the build's times and versions."""
+    out = {}
+    with h5py.File(path, "r") as f:
+        for name, ds in f.items():
+            out[name] = ds[()]
+        attrs = dict(f.attrs)
+    for k in ("created", "melctl_version", "build_id", "created_unix"):
+        attrs.pop(k, None)
+    config = json.loads(attrs.pop("config"))
+    config["run"] = None  # how it ran (loader, threads), not what it computed
+    out["attrs"] = attrs
+    out["config"] = config
+    return out
+
+
+def test_build_writes_what_the_cli_writes(demo_data, outputs, tmp_path):
+    calls = []
+    report = melctl.build(
+        demo_data, tmp_path / "out", config=SHORT, loader="stream",
+        progress=lambda split, done, total: calls.append((split, done, total)),
+    )
+    assert report["ok"] and report["published"]
+    assert [s["split"] for s in report["splits"]] == ["testing", "training", "validation"]
+    for split in ("testing", "training", "validation"):
+        ours = datasets(tmp_path / "out" / f"{split}.h5")
+        cli = datasets(outputs["f16"] / f"{split}.h5")
+        assert ours.keys() == cli.keys()
+        for key in ours:
+            if key == "attrs":
+                assert ours[key].keys() == cli[key].keys()
+                continue
+            a, b = ours[key], cli[key]
+            if isinstance(a, np.ndarray):
+                assert a.dtype == b.dtype and np.array_equal(a, b), f"{split}/{key}"
+            else:
+                assert a == b, f"{split}/{key}"
+        # Per split, the callback saw 0 .. total, never going back.
+        seen = [(d, t) for s, d, t in calls if s == split]
+        assert seen[0][0] == 0 and seen[-1][0] == seen[-1][1] == len(ours["label"])
+        assert all(x[0] <= y[0] for x, y in zip(seen, seen[1:]))
+    # The report is the CLI's JSON: figures per split, the resolved configuration.
+    assert report["config"]["audio"]["clip_seconds"] == 1.0
+    assert sum(s["clips"] for s in report["splits"]) == 40
+
+
+def test_overrides_land_in_their_section_and_bad_ones_are_refused(demo_data, tmp_path):
+    melctl.build(demo_data, tmp_path / "a", config=SHORT, loader="stream", n_mels=16,
+                 dtype="f32", splits=["testing"])
+    a = melctl.open(tmp_path / "a", "testing")
+    assert a.clip_shape[-2] == 16 and a.stored_dtype == "f32"
+    # `section__key`, and a section as a dict, say the same.
+    melctl.build(demo_data, tmp_path / "b", config=SHORT, loader="stream", mel={"n_mels": 16},
+                 output__dtype="f32", splits=["testing"])
+    b = melctl.open(tmp_path / "b", "testing")
+    assert np.array_equal(a[0], b[0])
+    with pytest.raises(ValueError, match="hop is ambiguous: segment.long.hop, segment.short.hop"):
+        melctl.build(demo_data, tmp_path / "c", hop=3)
+    with pytest.raises(ValueError, match="no_such_key: no configuration key"):
+        melctl.build(demo_data, tmp_path / "c", no_such_key=3)
+    with pytest.raises(melctl.ConfigParseError):
+        melctl.build(demo_data, tmp_path / "c", n_mels="many")
+    with pytest.raises(melctl.ConfigError, match="n_fft"):
+        melctl.build(demo_data, tmp_path / "c", n_fft=3)
+    with pytest.raises(melctl.UnknownPresetError):
+        melctl.build(demo_data, tmp_path / "c", preset="nope")
+    with pytest.raises(TypeError, match="no TOML form"):
+        melctl.build(demo_data, tmp_path / "c", n_mels=None)
+    with pytest.raises(ValueError, match="on_error"):
+        melctl.build(demo_data, tmp_path / "c", on_error="ignore")
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_config_file_is_read_and_a_missing_one_named(demo_data, tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[audio]\nclip_seconds = 1.0\n[mel]\nn_mels = 20\n")
+    melctl.build(demo_data, tmp_path / "out", config=cfg, loader="stream", splits=["testing"])
+    assert melctl.open(tmp_path / "out", "testing").clip_shape[-2] == 20
+    with pytest.raises(melctl.IoError, match="nope.toml"):
+        melctl.build(demo_data, tmp_path / "out", config=tmp_path / "nope.toml")
+
+
+def test_errors_are_raised_by_kind_and_nothing_is_published(demo_data, tmp_path):
+    with pytest.raises(melctl.IoError, match="missing"):
+        melctl.build(tmp_path / "missing", tmp_path / "out")
+    # An output folder that is a file is refused before any work.
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(melctl.Error, match="file"):
+        melctl.build(demo_data, tmp_path / "file", config=SHORT, loader="stream")
+    assert (tmp_path / "file").read_text() == "x"
+
+    def stop(split, done, total):
+        raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        melctl.build(demo_data, tmp_path / "out", config=SHORT, loader="stream", progress=stop)
+    assert not list((tmp_path / "out").glob("*.h5"))
+    with pytest.raises(TypeError, match="progress"):
+        melctl.build(demo_data, tmp_path / "out", progress=3)
+
+
+def test_a_file_left_out_is_named_or_stops_the_build(demo_data, tmp_path):
+    import shutil
+
+    root = tmp_path / "data"
+    shutil.copytree(demo_data, root)
+    bad = next((root / "testing").glob("*/*.wav"))
+    bad.write_bytes(b"RIFF\x00\x00\x00\x00WAVEjunk")
+    with pytest.warns(UserWarning, match="1 file\\(s\\) left out"):
+        report = melctl.build(root, tmp_path / "out", config=SHORT, loader="stream")
+    testing = next(s for s in report["splits"] if s["split"] == "testing")
+    assert len(testing["skipped"]) + len(testing["unreadable"]) == 1
+    assert bad.name in json.dumps(testing)
+    with pytest.raises(melctl.DecodeError, match=bad.name):
+        melctl.build(root, tmp_path / "out2", config=SHORT, loader="stream", on_error="fail")
+    assert not list((tmp_path / "out2").glob("*.h5"))
+
+
+def test_labels_fix_the_ids(demo_data, tmp_path):
+    names = sorted(p.name for p in (demo_data / "training").iterdir())
+    wanted = list(reversed(names)) + ["extra"]
+    melctl.build(demo_data, tmp_path / "out", config=SHORT, loader="stream", labels=wanted,
+                 splits=["testing"])
+    s = melctl.open(tmp_path / "out", "testing")
+    assert s.label_names == wanted
+    for i in range(len(s)):
+        assert wanted[s.labels[i]] == s.paths[i].split("/")[1]
+    with pytest.raises(melctl.ConfigError, match="classes not in the label map"):
+        melctl.build(demo_data, tmp_path / "o2", config=SHORT, loader="stream", labels=["x"])
+
+
+def test_ctrl_c_stops_the_build_cleanly(demo_data, tmp_path):
+    """A real SIGINT in a child process: KeyboardInterrupt, nothing published."""
+    script = textwrap.dedent(
+        f"""
+        import sys, melctl
+        def progress(split, done, total):
+            print("progress", flush=True)
+        try:
+            # Long clips (60 s) and one thread: the build outlasts the signal.
+            melctl.build({str(demo_data)!r}, {str(tmp_path / "out")!r}, loader="stream",
+                         threads=1, clip_seconds=60.0, progress=progress)
+            print("finished")
+        except KeyboardInterrupt:
+            print("interrupted")
+        """
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "progress"
+    child.send_signal(signal.SIGINT)
+    rest = child.stdout.read()
+    assert child.wait(timeout=120) == 0
+    assert "interrupted" in rest, rest
+    assert not list((tmp_path / "out").glob("*.h5"))
+    assert not [p for p in os.listdir(tmp_path / "out") if not p.startswith(".")]
