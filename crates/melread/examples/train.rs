@@ -5,6 +5,10 @@
 //! cargo run --release -p melread --example train -- --data OUT_DIR [--epochs N] [--batch N]
 //! ```
 //!
+//! With its defaults it learns the real-speech keyword corpus
+//! (`scripts/make_speech_corpus.py`, built with `--preset speech-16k`) to a file-level
+//! accuracy above 0.9 on speakers it never heard, in about a minute on 2 cores.
+//!
 //! Reads `OUT_DIR/training.*` (HDF5 or npy) through melread's loader: segments
 //! (`[n_mels, frames]` spectrograms; a whole clip when the output has no segmentation)
 //! in a seeded shuffle, normalised per mel bin with the statistics stored in the output
@@ -18,8 +22,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use candle_core::{D, DType, Device, Module, Tensor};
-use candle_nn::{Conv2d, Conv2dConfig, Linear, Optimizer, VarBuilder, VarMap};
+use candle_core::{D, DType, Device, Tensor};
+use candle_nn::{BatchNorm, Conv2d, Conv2dConfig, Linear, Optimizer, VarBuilder, VarMap};
 use clap::Parser;
 use melread::eval::{Decision, FileEvaluator, FileReport};
 use melread::{Loader, LoaderOptions, MelStats, Shuffle, Split, TensorFloat, Unit};
@@ -32,11 +36,12 @@ pub struct Args {
     #[arg(long)]
     pub data: PathBuf,
     /// Passes over the training split.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 6)]
     pub epochs: usize,
-    /// Segments per training batch.
-    #[arg(long, default_value_t = 256)]
-    pub batch: usize,
+    /// Segments per training batch (default: a fiftieth of an epoch, within 16..=256,
+    /// so a small split still gets enough optimizer steps).
+    #[arg(long)]
+    pub batch: Option<usize>,
     /// Stop each epoch after this many training steps (quick checks).
     #[arg(long)]
     pub steps: Option<usize>,
@@ -70,7 +75,7 @@ impl Args {
         }
         for (flag, value, max) in [
             ("--epochs", self.epochs, 1_000_000),
-            ("--batch", self.batch, MAX_BATCH),
+            ("--batch", self.batch.unwrap_or(1), MAX_BATCH),
             ("--eval-batch", self.eval_batch, MAX_BATCH),
             ("--steps", self.steps.unwrap_or(1), usize::MAX),
             ("--workers", self.workers.unwrap_or(1), 1024),
@@ -94,46 +99,72 @@ pub struct Report {
     pub testing: FileReport,
 }
 
-/// Two convolutions, a pooling where the spectrogram is large enough, global average
-/// pooling and a linear layer.
+/// Three convolutions over time, dilated 1, 2 and 4 (the first spans every mel bin, so
+/// mel bins act as its input channels), each batch-normalised, then the maximum and the
+/// mean over time and a linear layer: a keyword is recognised wherever in the clip it is
+/// spoken. The convolutions are candle's 2-D ones with a kernel one bin high after the
+/// first: in candle 0.11 on the CPU the 1-D convolution's gradient did not train (the
+/// same network built with `conv1d` stayed at chance on the speech corpus; with these it
+/// reaches 1.0).
 struct Net {
-    c1: Conv2d,
-    c2: Conv2d,
+    layers: Vec<(Conv2d, BatchNorm)>,
     fc: Linear,
-    pool: (usize, usize),
 }
+
+/// Channels of each convolution.
+const WIDTH: usize = 64;
 
 impl Net {
+    /// Unpadded convolutions: each shortens the sequence by (kernel − 1) × dilation, so
+    /// the kernel is the widest of 5, 3, 1 that leaves at least one frame (a leak-4k
+    /// segment has 5 frames: 1, per-frame layers).
     fn new(vb: VarBuilder, classes: usize, n_mels: usize, frames: usize) -> Result<Net> {
-        let cfg = Conv2dConfig {
-            padding: 1,
-            ..Conv2dConfig::default()
-        };
+        let dilations = [1, 2, 4];
+        let span: usize = dilations.iter().sum();
+        let kernel = [5, 3, 1]
+            .into_iter()
+            .find(|&k| (k - 1) * span < frames)
+            .unwrap_or(1);
+        let layers = dilations
+            .iter()
+            .enumerate()
+            .map(|(k, &dilation)| {
+                let (inputs, height) = if k == 0 { (1, n_mels) } else { (WIDTH, 1) };
+                let vb = vb.pp(format!("c{k}"));
+                // Initial values are replaced by `seed_weights`.
+                let w = vb.get_with_hints(
+                    (WIDTH, inputs, height, kernel),
+                    "weight",
+                    candle_nn::Init::Const(0.0),
+                )?;
+                let b = vb.get_with_hints(WIDTH, "bias", candle_nn::Init::Const(0.0))?;
+                let cfg = Conv2dConfig {
+                    dilation,
+                    ..Conv2dConfig::default()
+                };
+                Ok((
+                    Conv2d::new(w, Some(b), cfg),
+                    candle_nn::batch_norm(WIDTH, 1e-5, vb.pp("bn"))?,
+                ))
+            })
+            .collect::<candle_core::Result<Vec<_>>>()?;
         Ok(Net {
-            c1: candle_nn::conv2d(1, 16, 3, cfg, vb.pp("c1"))?,
-            c2: candle_nn::conv2d(16, 32, 3, cfg, vb.pp("c2"))?,
-            fc: candle_nn::linear(32, classes, vb.pp("fc"))?,
-            pool: (
-                if n_mels >= 16 { 2 } else { 1 },
-                if frames >= 16 { 2 } else { 1 },
-            ),
+            layers,
+            fc: candle_nn::linear(2 * WIDTH, classes, vb.pp("fc"))?,
         })
     }
-}
 
-impl Module for Net {
-    /// `[batch, n_mels, frames]` → logits `[batch, classes]`.
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let mut h = x.unsqueeze(1)?.apply(&self.c1)?.relu()?;
-        if self.pool != (1, 1) {
-            h = h.max_pool2d_with_stride(self.pool, self.pool)?;
+    /// `[batch, n_mels, frames]` → logits `[batch, classes]`; `train` makes the batch
+    /// normalisations use (and update) the batch's statistics.
+    fn forward_t(&self, x: &Tensor, train: bool) -> candle_core::Result<Tensor> {
+        // [batch, 1, n_mels, frames] → [batch, WIDTH, 1, frames'] after each layer.
+        let mut h = x.unsqueeze(1)?;
+        for (conv, bn) in &self.layers {
+            h = h.apply(conv)?.apply_t(bn, train)?.relu()?;
         }
-        let h = h
-            .apply(&self.c2)?
-            .relu()?
-            .mean(D::Minus1)?
-            .mean(D::Minus1)?;
-        h.apply(&self.fc)
+        let h = h.squeeze(2)?;
+        let pooled = Tensor::cat(&[h.max(D::Minus1)?, h.mean(D::Minus1)?], 1)?;
+        pooled.apply(&self.fc)
     }
 }
 
@@ -167,7 +198,7 @@ fn evaluate(
         let clips: Vec<usize> = b.ids().iter().map(|id| id.clip).collect();
         let labels = b.labels().to_vec();
         let (x, _) = b.into_tensors(device, TensorFloat::F32)?;
-        let probs = candle_nn::ops::softmax(&net.forward(&x)?, D::Minus1)?;
+        let probs = candle_nn::ops::softmax(&net.forward_t(&x, false)?, D::Minus1)?;
         let guess: Vec<u32> = probs.argmax(D::Minus1)?.to_vec1()?;
         right += guess
             .iter()
@@ -182,7 +213,8 @@ fn evaluate(
 }
 
 /// Re-initialises every weight from `seed` (candle's CPU generator cannot be seeded):
-/// Kaiming-uniform weights, zero biases, in name order, so a run is reproducible.
+/// Kaiming-uniform weights, zero biases, batch normalisations the identity (scale and
+/// running variance 1), in name order, so a run is reproducible.
 fn seed_weights(varmap: &VarMap, seed: u64) -> Result<()> {
     let mut state = seed ^ 0x5EED;
     let mut next = move || {
@@ -203,6 +235,8 @@ fn seed_weights(varmap: &VarMap, seed: u64) -> Result<()> {
             let fan_in: usize = dims[1..].iter().product();
             let bound = (6.0 / fan_in as f32).sqrt();
             (0..n).map(|_| next() * bound).collect()
+        } else if name.ends_with("bn.weight") || name.ends_with("bn.running_var") {
+            vec![1.0; n]
         } else {
             vec![0.0; n]
         };
@@ -269,11 +303,13 @@ pub fn run(args: &Args, log: &mut dyn Write) -> Result<Report> {
     let net = Net::new(vb, classes, n_mels, frames)?;
     seed_weights(&varmap, args.seed)?;
     let mut opt = candle_nn::AdamW::new_lr(varmap.all_vars(), args.lr)?;
+    let segments = training.clips() * training.segments_per_clip();
+    let batch = args.batch.unwrap_or((segments / 50).clamp(16, 256));
     let loader = Loader::new(
         training.clone(),
         LoaderOptions {
             unit: Unit::Segment,
-            batch_size: args.batch,
+            batch_size: batch,
             shuffle: Shuffle::Buffered { buffer: 16_384 },
             seed: args.seed,
             normalize: Some(stats.clone()),
@@ -291,7 +327,7 @@ pub fn run(args: &Args, log: &mut dyn Write) -> Result<Report> {
         let first = losses.len();
         for b in loader.epoch(epoch as u64).take(steps) {
             let (x, y) = b?.into_tensors(&device, TensorFloat::F32)?;
-            let loss = candle_nn::loss::cross_entropy(&net.forward(&x)?, &y)?;
+            let loss = candle_nn::loss::cross_entropy(&net.forward_t(&x, true)?, &y)?;
             opt.backward_step(&loss)?;
             let value = loss.to_scalar::<f32>()?;
             if !value.is_finite() {

@@ -51,7 +51,7 @@ fn leak_4k_segments_train_and_the_loss_falls() {
     let args = train::Args {
         data,
         epochs: 2,
-        batch: 128,
+        batch: Some(128),
         steps: Some(20),
         lr: 2e-3,
         seed: 1,
@@ -87,7 +87,7 @@ fn speech_16k_whole_spectrograms_from_npy_train() {
     let args = train::Args {
         data,
         epochs: 3,
-        batch: 5,
+        batch: Some(5),
         steps: None,
         lr: 2e-3,
         seed: 1,
@@ -107,7 +107,7 @@ fn quick_args(data: std::path::PathBuf) -> train::Args {
     train::Args {
         data,
         epochs: 1,
-        batch: 5,
+        batch: Some(5),
         steps: Some(3),
         lr: 2e-3,
         seed: 1,
@@ -157,7 +157,7 @@ fn options_no_training_can_use_are_refused_naming_the_flag() {
         ),
         (
             train::Args {
-                batch: 0,
+                batch: Some(0),
                 ..base.clone()
             },
             "--batch 0",
