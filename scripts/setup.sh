@@ -42,6 +42,16 @@ if ! ldconfig -p 2>/dev/null | grep -q libvulkan.so.1 || ! ls /usr/share/vulkan/
     fi
 fi
 
+if ! command -v espeak-ng >/dev/null 2>&1 || ! command -v sox >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "setup: apt-get install espeak-ng sox libsox-fmt-all (for the real-speech corpus test)" >&2
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq espeak-ng sox libsox-fmt-all; } >/dev/null \
+            || echo "setup: could not install espeak-ng and sox; the speech corpus test will print a skip" >&2
+    else
+        echo "setup: no espeak-ng or sox and no root for apt-get; the speech corpus test will print a skip" >&2
+    fi
+fi
+
 cmake_ok() {
     command -v cmake >/dev/null 2>&1 || return 1
     local v

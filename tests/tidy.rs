@@ -66,8 +66,12 @@ fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
                 "mel-wgpu",
             ],
         ),
-        // The Python package wraps melread's public API, nothing else.
-        ("melctl-python", vec!["melread"]),
+        // The Python package is a front end like the CLI: it builds and extracts through
+        // melkit (with mel-core's configuration and mel-audio's scan), reads with melread.
+        (
+            "melctl-python",
+            vec!["melread", "melkit", "mel-core", "mel-audio"],
+        ),
     ])
 }
 

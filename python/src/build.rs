@@ -72,6 +72,8 @@ struct Progress {
     done: u64,
     total: u64,
     notices: Vec<String>,
+    /// The last values the callback was called with.
+    told: Option<(String, u64, u64)>,
 }
 
 impl Progress {
@@ -95,7 +97,9 @@ impl Progress {
                 Event::Started(split, total) => {
                     self.flush(callback, &mut changed)?;
                     (self.split, self.done, self.total) = (split, 0, total);
+                    // Each split's start is told as (split, 0, total).
                     changed = true;
+                    self.flush(callback, &mut changed)?;
                 }
                 Event::Progress(n) => {
                     self.done = (self.done + n).min(self.total);
@@ -110,9 +114,11 @@ impl Progress {
         self.flush(callback, &mut changed)
     }
 
-    fn flush(&self, callback: Option<&Bound<'_, PyAny>>, changed: &mut bool) -> PyResult<()> {
-        if let Some(cb) = callback.filter(|_| *changed) {
-            cb.call1((self.split.as_str(), self.done, self.total))?;
+    fn flush(&mut self, callback: Option<&Bound<'_, PyAny>>, changed: &mut bool) -> PyResult<()> {
+        let now = (self.split.clone(), self.done, self.total);
+        if let Some(cb) = callback.filter(|_| *changed && self.told.as_ref() != Some(&now)) {
+            cb.call1((now.0.as_str(), now.1, now.2))?;
+            self.told = Some(now);
         }
         *changed = false;
         Ok(())
@@ -167,7 +173,7 @@ pub fn build<'py>(
     preset: &str,
     config: Option<&Bound<'py, PyAny>>,
     backend: Option<&str>,
-    splits: Option<Vec<String>>,
+    splits: Option<&Bound<'py, PyAny>>,
     resume: bool,
     on_error: &str,
     labels: Option<&Bound<'py, PyAny>>,
@@ -206,6 +212,17 @@ pub fn build<'py>(
         _ => None,
     };
     let labels = label_names(labels)?;
+    let splits: Vec<String> = match splits {
+        None => Vec::new(),
+        Some(s) if s.is_instance_of::<pyo3::types::PyString>() => {
+            return Err(PyTypeError::new_err(
+                "splits must be a list of split names, e.g. [\"training\"]",
+            ));
+        }
+        Some(s) => s
+            .extract()
+            .map_err(|_| PyTypeError::new_err("splits must be a list of split names"))?,
+    };
     let threads = match config.run.threads {
         0 => crate::default_threads(),
         n => n,
@@ -214,7 +231,7 @@ pub fn build<'py>(
     let settings = BuildSettings {
         config,
         on_error,
-        only: splits.unwrap_or_default(),
+        only: splits,
         resume,
         cache_dir,
     };

@@ -82,19 +82,43 @@ fn batch(
             p.shape()
         )));
     }
-    kwargs.set_item("dtype", "int64")?;
-    let f = numpy
-        .getattr("ascontiguousarray")?
-        .call((files,), Some(&kwargs))?;
-    let f: PyReadonlyArray1<i64> = f.extract()?;
-    let files: Vec<usize> = f
-        .as_slice()?
-        .iter()
-        .map(|&x| {
-            usize::try_from(x)
-                .map_err(|_| PyValueError::new_err(format!("file id {x} is negative")))
-        })
-        .collect::<PyResult<_>>()?;
+    let f = numpy.call_method1("asarray", (files,))?;
+    let kind: String = f.getattr("dtype")?.getattr("kind")?.extract()?;
+    let ndim: usize = f.getattr("ndim")?.extract()?;
+    if !(kind == "i" || kind == "u") || ndim != 1 {
+        return Err(PyValueError::new_err(format!(
+            "files must be a 1-D array of integer file ids; got dtype {} with {ndim} dimension(s)",
+            f.getattr("dtype")?.str()?
+        )));
+    }
+    // Unsigned ids as u64 (2**64 - 1 is out of range, not -1), signed as i64.
+    let files: Vec<usize> = if kind == "u" {
+        kwargs.set_item("dtype", "uint64")?;
+        let f = numpy
+            .getattr("ascontiguousarray")?
+            .call((f,), Some(&kwargs))?;
+        let f: PyReadonlyArray1<u64> = f.extract()?;
+        f.as_slice()?
+            .iter()
+            .map(|&x| {
+                usize::try_from(x)
+                    .map_err(|_| PyValueError::new_err(format!("file id {x} is out of range")))
+            })
+            .collect::<PyResult<_>>()?
+    } else {
+        kwargs.set_item("dtype", "int64")?;
+        let f = numpy
+            .getattr("ascontiguousarray")?
+            .call((f,), Some(&kwargs))?;
+        let f: PyReadonlyArray1<i64> = f.extract()?;
+        f.as_slice()?
+            .iter()
+            .map(|&x| {
+                usize::try_from(x)
+                    .map_err(|_| PyValueError::new_err(format!("file id {x} is negative")))
+            })
+            .collect::<PyResult<_>>()?
+    };
     Ok((p.as_slice()?.to_vec(), files))
 }
 
@@ -119,7 +143,8 @@ impl PyFileEvaluator {
                     .map_err(|_| PyValueError::new_err(format!("class {t} is negative")))
             })
             .collect::<PyResult<_>>()?;
-        let classes = classes.unwrap_or_else(|| truth.iter().max().map_or(0, |m| m + 1));
+        let classes =
+            classes.unwrap_or_else(|| truth.iter().max().map_or(0, |m| m.saturating_add(1)));
         let inner = FileEvaluator::new(truth, classes).map_err(to_py)?;
         Ok(PyFileEvaluator {
             inner: Mutex::new(inner),
@@ -183,11 +208,12 @@ impl PyFileEvaluator {
         threshold: Option<f32>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let decision = self::rule(rule, positive, threshold)?;
-        let r = self
+        let inner = self
             .inner
             .lock()
-            .map_err(|_| PyRuntimeError::new_err("a thread panicked in the evaluator"))?
-            .report(&decision);
+            .map_err(|_| PyRuntimeError::new_err("a thread panicked in the evaluator"))?;
+        inner.check_rule(&decision).map_err(to_py)?;
+        let r = inner.report(&decision);
         report_dict(py, &r)
     }
 
@@ -216,7 +242,8 @@ pub fn evaluate_files<'py>(
     let classes = match classes {
         Some(c) => c,
         None => {
-            let shape: Vec<usize> = probs.getattr("shape")?.extract()?;
+            let array = py.import("numpy")?.call_method1("asarray", (probs,))?;
+            let shape: Vec<usize> = array.getattr("shape")?.extract()?;
             *shape
                 .get(1)
                 .ok_or_else(|| PyValueError::new_err("probs must be [segments, classes]"))?

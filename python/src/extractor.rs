@@ -35,6 +35,13 @@ fn check_dtype(dtype: ItemDtype, stored: Dtype) -> PyResult<()> {
     Ok(())
 }
 
+/// Whether `dtype` names a stored type (`"f32"`, `"f16"`, `"bf16"`) rather than a numpy one.
+fn stored_name(dtype: &Bound<'_, PyAny>) -> bool {
+    dtype
+        .extract::<String>()
+        .is_ok_and(|d| ["f32", "f16", "bf16"].contains(&d.as_str()))
+}
+
 /// `features` as a numpy array of `dtype`, its leading clip axis dropped when `one`.
 fn to_numpy<'py>(
     py: Python<'py>,
@@ -121,8 +128,27 @@ impl PyExtractor {
         dtype: Option<&Bound<'_, PyAny>>,
         overrides: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let config = crate::config::resolve(preset, config, backend, overrides)?;
-        let dtype = dtype.map_or(Ok(ItemDtype::F32), ItemDtype::parse)?;
+        // `dtype="f32" | "f16" | "bf16"` is the stored type (as for `melctl.build`); a
+        // numpy dtype (`"float32"`, `np.float16`) is the results' type.
+        let stored = dtype
+            .filter(|d| stored_name(d))
+            .and_then(|d| d.extract::<String>().ok());
+        let overrides = match stored {
+            Some(name) => {
+                let all = PyDict::new(py);
+                if let Some(o) = overrides {
+                    all.update(o.as_mapping())?;
+                }
+                all.set_item("output__dtype", name)?;
+                Some(all)
+            }
+            None => overrides.cloned(),
+        };
+        let config = crate::config::resolve(preset, config, backend, overrides.as_ref())?;
+        let dtype = match dtype {
+            Some(d) if !stored_name(d) => ItemDtype::parse(d)?,
+            _ => ItemDtype::F32,
+        };
         Self::start(py, config, dtype)
     }
 
@@ -165,8 +191,19 @@ impl PyExtractor {
         if samples.is_empty() {
             return Err(PyValueError::new_err("audio holds no samples"));
         }
-        let features = self.with(py, |ex| ex.rows(samples, row_len, sample_rate))?;
-        to_numpy(py, features, self.dtype, one)
+        // Between parts of rows, Python's signal handlers run: Ctrl-C ends a long call.
+        let mut raised: Option<PyErr> = None;
+        let features = self.with(py, |ex| {
+            ex.rows_until(samples, row_len, sample_rate, &mut || {
+                Python::attach(|py| py.check_signals())
+                    .map_err(|e| raised = Some(e))
+                    .is_err()
+            })
+        });
+        if let Some(e) = raised {
+            return Err(e);
+        }
+        to_numpy(py, features?, self.dtype, one)
     }
 
     /// The spectrogram of the audio file at `path`, decoded exactly as a build decodes

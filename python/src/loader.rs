@@ -416,7 +416,7 @@ impl PyBatches {
         let mut pos = locked(&self.position)?;
         if pos.generation == self.generation {
             if index + 1 >= self.batches {
-                pos.epoch = self.epoch + 1;
+                pos.epoch = self.epoch.saturating_add(1);
                 pos.batch = 0;
             } else {
                 pos.epoch = self.epoch;

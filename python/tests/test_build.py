@@ -173,3 +173,20 @@ def test_ctrl_c_stops_the_build_cleanly(demo_data, tmp_path):
     assert "interrupted" in rest, rest
     assert not list((tmp_path / "out").glob("*.h5"))
     assert not [p for p in os.listdir(tmp_path / "out") if not p.startswith(".")]
+
+
+def test_label_lists_are_checked_like_label_maps(demo_data, tmp_path):
+    names = sorted(p.name for p in (demo_data / "training").iterdir())
+    for bad, why in ((names + [names[0]], "both"), (names + [""], "label"), (names + ["a\nb"], "label")):
+        with pytest.raises(melctl.ConfigError, match=why):
+            melctl.build(demo_data, tmp_path / "out", config=SHORT, loader="stream", labels=bad)
+    assert not list((tmp_path / "out").glob("*.h5"))
+    with pytest.raises(TypeError, match="list of split names"):
+        melctl.build(demo_data, tmp_path / "out", config=SHORT, loader="stream", splits="training")
+
+
+def test_the_progress_callback_is_told_each_change_once(demo_data, tmp_path):
+    calls = []
+    melctl.build(demo_data, tmp_path / "out", config=SHORT, loader="stream",
+                 progress=lambda *a: calls.append(a))
+    assert all(a != b for a, b in zip(calls, calls[1:])), calls

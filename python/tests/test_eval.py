@@ -71,3 +71,33 @@ def test_a_loaders_segments_scored_by_truth_give_accuracy_one(outputs, demo_data
                  loader="stream", n_mels=16, splits=["testing"])
     with pytest.raises(melctl.DatasetError, match="n_mels"):
         melctl.FileEvaluator.for_split(split, melctl.open(tmp_path / "o", "testing"))
+
+
+def test_what_the_attack_found_is_refused():
+    # Class ids or counts that would need terabytes of counters: an error, not an abort.
+    with pytest.raises(melctl.ConfigError, match="classes"):
+        melctl.FileEvaluator([0, 2**40])
+    with pytest.raises(melctl.ConfigError, match="classes"):
+        melctl.FileEvaluator([0], classes=2**40)
+    ev = melctl.FileEvaluator([0, 1], 2)
+    # Probabilities that are not numbers or are negative would flip decisions silently.
+    for bad in (np.nan, np.inf, -0.5):
+        with pytest.raises(melctl.ShapeError, match="finite and not negative"):
+            ev.add(np.array([[bad, 0.5]]), [0])
+    # File ids are integers: 1.7 is not file 1.
+    with pytest.raises(ValueError, match="integer file ids"):
+        ev.add(np.zeros((1, 2)), [1.7])
+    with pytest.raises(ValueError, match="integer file ids"):
+        ev.add(np.zeros((1, 2)), ["1"])
+    # The largest unsigned id is that id (it was read as -1), beyond the files.
+    with pytest.raises(melctl.ShapeError, match="file 18446744073709551615 is beyond"):
+        ev.add(np.zeros((1, 2)), np.array([2**64 - 1], dtype=np.uint64))
+    ev.add(np.array([[0.2, 0.8]]), np.array([1], dtype=np.uint8))
+    # A positive class beyond the classes, or a threshold outside [0, 1], is refused.
+    with pytest.raises(melctl.ConfigError, match="positive"):
+        ev.report("mean", positive=5)
+    for t in (2.0, -1.0, float("nan")):
+        with pytest.raises(melctl.ConfigError, match="threshold"):
+            ev.report("mean", positive=1, threshold=t)
+    # A plain list of probabilities is taken as an array.
+    assert melctl.evaluate_files([[0.1, 0.9]], [0], [1])["accuracy"] == 1.0

@@ -82,3 +82,61 @@ def test_an_extractor_pickles_by_configuration():
     assert back.config == ex.config and back.dtype == "float64"
     tone = np.sin(np.arange(4096, dtype=np.float32) * 0.3) * 0.5
     assert np.array_equal(back(tone, 4096), ex(tone, 4096))
+
+
+def test_the_stored_dtype_is_an_override_and_a_numpy_dtype_the_results():
+    tone = np.sin(np.arange(4096, dtype=np.float32) * 0.3) * 0.5
+    f32 = melctl.Extractor(config=SHORT, dtype="f32")
+    assert "dtype = \"f32\"" in f32.config and f32.dtype == "float32"
+    bf = melctl.Extractor(config=SHORT, dtype="bf16")
+    assert "dtype = \"bf16\"" in bf.config
+    # bf16 keeps 8 bits of mantissa: the widened values differ from f32's, and are exact bf16.
+    v = bf(tone, 4096)
+    assert not np.array_equal(v, f32(tone, 4096))
+    assert np.array_equal(v.view(np.uint32) & 0xFFFF, np.zeros_like(v.view(np.uint32)))
+
+
+def test_an_output_too_large_to_allocate_is_an_error_not_an_abort():
+    try:
+        overcommit = open("/proc/sys/vm/overcommit_memory").read().strip()
+    except OSError:
+        overcommit = "unknown"
+    if overcommit == "1":
+        pytest.skip("vm.overcommit_memory = 1: any allocation succeeds, so none can be refused")
+    ex = melctl.Extractor()
+    # 10**6 one-sample rows: 4 MB in, 10**6 ten-second clips × 37,920 f16 values (76 GB) out.
+    with pytest.raises(melctl.LimitError, match="cannot be allocated"):
+        ex(np.zeros((10**6, 1), dtype=np.float32), 4096)
+
+
+def test_ctrl_c_ends_a_long_extraction():
+    """A real SIGINT in a child: KeyboardInterrupt well before the call would end."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import time, numpy as np, melctl
+        ex = melctl.Extractor(backend="cpu")
+        rows = np.zeros((5000, 4096), dtype=np.float32)
+        print("start", flush=True)
+        t = time.perf_counter()
+        try:
+            ex(rows, 4096)
+            print("finished", flush=True)
+        except KeyboardInterrupt:
+            print("interrupted after", time.perf_counter() - t, flush=True)
+        """
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "start"
+    import signal
+    import time
+
+    time.sleep(1.0)
+    child.send_signal(signal.SIGINT)
+    rest = child.stdout.read()
+    assert child.wait(timeout=120) == 0
+    assert rest.startswith("interrupted after"), rest
+    assert float(rest.split()[-1]) < 30, rest

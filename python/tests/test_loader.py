@@ -220,3 +220,11 @@ def test_the_plan_is_what_the_epoch_delivers(h5):
         clip, seg = plan[k]
         idx = np.unravel_index(seg, per) if per else ()
         assert np.array_equal(x[k], split[clip][idx])
+
+
+def test_the_last_epoch_number_iterates_without_overflow(h5):
+    loader = melctl.Loader(h5, 64, epoch=2**64 - 1)
+    assert len(list(loader)) == len(loader)
+    assert loader.epoch == 2**64 - 1
+    loader.set_epoch(2**64 - 1)
+    assert len(list(loader)) == len(loader) and loader.state_dict()["epoch"] == 2**64 - 1

@@ -18,6 +18,6 @@ mod wav;
 
 pub use decode::{DecodeInfo, decode_bytes_into, decode_into, fit_clip, probe};
 pub use fingerprint::files_fingerprint;
-pub use manifest::{ManifestOptions, from_manifest, read_label_map};
+pub use manifest::{ManifestOptions, check_label_names, from_manifest, read_label_map};
 pub use open::open_input;
 pub use scan::{Dataset, FileEntry, Split, scan};

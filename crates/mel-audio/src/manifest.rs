@@ -71,6 +71,22 @@ struct Row {
     split: Option<String>,
 }
 
+/// Checks class names given as a list (a label map from anywhere): each a valid name,
+/// each once, and no two the same text in two Unicode forms; the reason names the first
+/// offending entry.
+pub fn check_label_names(names: &[String]) -> std::result::Result<(), String> {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for (i, name) in names.iter().enumerate() {
+        check_name(name).map_err(|why| format!("label {i}: the label {why}"))?;
+        if let Some(first) = seen.insert(name, i) {
+            return Err(format!(
+                "labels {first} and {i} are both {name:?}: each label once"
+            ));
+        }
+    }
+    check_distinct("label", names.iter().map(String::as_str))
+}
+
 /// Reads a label map: one class name per line (blank lines and `#` comments ignored),
 /// each checked like a folder name; a name given twice is refused with both lines.
 pub fn read_label_map(path: &Path) -> Result<Vec<String>> {
@@ -256,6 +272,7 @@ pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
     let rows: Vec<Row> = numbered.into_iter().map(|(_, r)| r).collect();
     let label_names = match &opts.label_map {
         Some(map) => {
+            check_label_names(map).map_err(|reason| Error::config("labels", reason))?;
             let unknown: Vec<&str> = rows
                 .iter()
                 .map(|r| r.label.as_str())
@@ -536,6 +553,22 @@ mod tests {
                 .splits,
             d.splits
         );
+    }
+
+    #[test]
+    fn label_lists_are_checked_like_label_map_files() {
+        let ok: Vec<String> = ["leak", "no_leak"].map(String::from).to_vec();
+        assert!(check_label_names(&ok).is_ok());
+        for (bad, why) in [
+            (vec!["a", "b", "a"], "labels 0 and 2 are both \"a\""),
+            (vec!["a", ""], "label 1"),
+            (vec!["a", "x\ny"], "label 1"),
+            (vec!["caf\u{e9}", "cafe\u{301}"], "two Unicode forms"),
+        ] {
+            let names: Vec<String> = bad.iter().map(|s| s.to_string()).collect();
+            let e = check_label_names(&names).unwrap_err();
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
     }
 
     #[test]

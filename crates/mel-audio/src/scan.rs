@@ -116,6 +116,7 @@ impl Dataset {
     /// [`read_label_map`](crate::read_label_map)), which must name every class of the
     /// dataset; classes it names beyond them keep their ids and hold no file.
     pub fn relabel(&mut self, names: Vec<String>) -> Result<()> {
+        crate::check_label_names(&names).map_err(|reason| Error::config("labels", reason))?;
         let missing: Vec<&str> = self
             .label_names
             .iter()

@@ -372,7 +372,7 @@ fn open_unheld(dir: &Path) -> Result<(File, (u64, u64))> {
     if HELD.lock().unwrap_or_else(|p| p.into_inner()).contains(&id) {
         return Err(Error::output(
             dir,
-            "this run already writes to this folder (is the cache folder the output folder?); give each its own folder",
+            "this process already holds this folder's lock (another build running in this process, or the cache folder is the output folder); give each its own folder",
         ));
     }
     Ok((f, id))
@@ -501,7 +501,10 @@ mod tests {
         let lock = DirLock::try_now(t.path()).unwrap();
         // wait() on a folder this process holds waited for itself for ever.
         let e = DirLock::wait(t.path()).unwrap_err().to_string();
-        assert!(e.contains("this run already writes to this folder"), "{e}");
+        assert!(
+            e.contains("this process already holds this folder's lock"),
+            "{e}"
+        );
         drop(lock);
         drop(DirLock::wait(t.path()).unwrap());
     }

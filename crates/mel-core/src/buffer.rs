@@ -36,6 +36,22 @@ impl OutputBuf {
         }
     }
 
+    /// A zeroed buffer of `len` values, or `None` where the memory cannot be had (an
+    /// error to report, where [`zeros`](Self::zeros) would abort the process).
+    pub fn try_zeros(dtype: Dtype, len: usize) -> Option<Self> {
+        fn filled<T: Copy>(len: usize, zero: T) -> Option<Vec<T>> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(len).ok()?;
+            v.resize(len, zero);
+            Some(v)
+        }
+        Some(match dtype {
+            Dtype::F32 => OutputBuf::F32(filled(len, 0.0)?),
+            Dtype::F16 => OutputBuf::F16(filled(len, f16::ZERO)?),
+            Dtype::Bf16 => OutputBuf::Bf16(filled(len, bf16::ZERO)?),
+        })
+    }
+
     /// The element type.
     pub fn dtype(&self) -> Dtype {
         match self {

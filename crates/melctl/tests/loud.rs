@@ -130,7 +130,7 @@ fn a_cache_folder_that_is_the_output_folder_is_refused_not_a_hang() {
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("this run already writes to this folder"),
+        err.contains("this process already holds this folder's lock"),
         "{err}"
     );
 }

@@ -53,6 +53,22 @@ impl Features {
     }
 }
 
+/// The zeroed output of `count` clips of `per` values, or a limit error naming its size
+/// where it cannot be allocated.
+fn output(dtype: mel_core::Dtype, count: usize, per: usize) -> Result<OutputBuf> {
+    let too_big = || {
+        Error::limit(
+            "the extracted features",
+            format!(
+                "{count} clips × {per} values of {} cannot be allocated",
+                dtype.name()
+            ),
+        )
+    };
+    let len = count.checked_mul(per).ok_or_else(too_big)?;
+    OutputBuf::try_zeros(dtype, len).ok_or_else(too_big)
+}
+
 /// Rows [`Extractor::rows`] fits and computes at once.
 pub const ROWS_AT_ONCE: usize = 64;
 
@@ -129,6 +145,19 @@ impl Extractor {
     /// [`ROWS_AT_ONCE`] at a time, so the working memory beside the output stays bounded
     /// whatever the row length.
     pub fn rows(&mut self, samples: &[f32], row_len: usize, sample_rate: u32) -> Result<Features> {
+        self.rows_until(samples, row_len, sample_rate, &mut || false)
+    }
+
+    /// [`rows`](Self::rows), asking `stop` before each part of [`ROWS_AT_ONCE`] rows:
+    /// when it answers true the call ends with [`Error::Cancelled`] (a caller stays
+    /// responsive to Ctrl-C during a long call).
+    pub fn rows_until(
+        &mut self,
+        samples: &[f32],
+        row_len: usize,
+        sample_rate: u32,
+        stop: &mut dyn FnMut() -> bool,
+    ) -> Result<Features> {
         if row_len == 0 || samples.is_empty() || !samples.len().is_multiple_of(row_len) {
             return Err(Error::Shape(format!(
                 "{} samples is not a whole, non-zero number of {row_len}-sample rows",
@@ -138,9 +167,12 @@ impl Extractor {
         let (n, per) = (self.plan.clip_samples(), self.plan.values_per_clip());
         let audio = self.plan.spec().audio.clone();
         let count = samples.len() / row_len;
-        let mut values = OutputBuf::zeros(self.plan.dtype(), count * per);
+        let mut values = output(self.plan.dtype(), count, per)?;
         let mut fitted = vec![0.0f32; count.min(ROWS_AT_ONCE) * n];
         for (c, chunk) in samples.chunks(row_len * ROWS_AT_ONCE).enumerate() {
+            if stop() {
+                return Err(Error::Cancelled);
+            }
             let first = c * ROWS_AT_ONCE;
             let m = chunk.len() / row_len;
             for (k, (row, dst)) in chunk
@@ -182,7 +214,7 @@ impl Extractor {
             )));
         }
         let count = clips.len() / n;
-        let mut values = OutputBuf::zeros(self.plan.dtype(), count * self.plan.values_per_clip());
+        let mut values = output(self.plan.dtype(), count, self.plan.values_per_clip())?;
         self.backend.compute(clips, values.as_mut_slice())?;
         // The same check a build makes before it stores a clip: no train/serve skew in
         // what counts as a valid spectrogram either.

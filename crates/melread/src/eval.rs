@@ -20,6 +20,9 @@
 
 use mel_core::{Error, Result};
 
+/// The most classes an evaluator scores.
+pub const MAX_CLASSES: usize = 1 << 16;
+
 /// How a file's segments become one decision.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Decision {
@@ -109,8 +112,11 @@ impl FileEvaluator {
     /// An evaluator for files whose true classes are `truth` (file `i` has class
     /// `truth[i]`), scored over `classes` classes.
     pub fn new(truth: Vec<usize>, classes: usize) -> Result<Self> {
-        if classes == 0 {
-            return Err(Error::config("classes", "must be at least 1"));
+        if classes == 0 || classes > MAX_CLASSES {
+            return Err(Error::config(
+                "classes",
+                format!("{classes}: must be within 1..={MAX_CLASSES}"),
+            ));
         }
         if let Some((i, &t)) = truth.iter().enumerate().find(|&(_, &t)| t >= classes) {
             return Err(Error::Shape(format!(
@@ -118,11 +124,25 @@ impl FileEvaluator {
             )));
         }
         let files = truth.len();
+        let too_many = || {
+            Error::limit(
+                "FileEvaluator",
+                format!("{files} files × {classes} classes of counters cannot be allocated"),
+            )
+        };
+        let cells = files.checked_mul(classes).ok_or_else(too_many)?;
+        let mut sums = Vec::new();
+        let mut votes = Vec::new();
+        sums.try_reserve_exact(cells)
+            .and_then(|()| votes.try_reserve_exact(cells))
+            .map_err(|_| too_many())?;
+        sums.resize(cells, 0.0);
+        votes.resize(cells, 0);
         Ok(FileEvaluator {
             classes,
             truth,
-            sums: vec![0.0; files * classes],
-            votes: vec![0; files * classes],
+            sums,
+            votes,
             segments: vec![0; files],
             probs: vec![Vec::new(); files],
         })
@@ -164,6 +184,14 @@ impl FileEvaluator {
                 self.truth.len()
             )));
         }
+        if let Some(k) = probs.iter().position(|p| !(p.is_finite() && *p >= 0.0)) {
+            return Err(Error::Shape(format!(
+                "probability {} of segment {} is {}: probabilities are finite and not negative",
+                k % self.classes,
+                k / self.classes,
+                probs[k]
+            )));
+        }
         let c = self.classes;
         for (row, &f) in probs.chunks_exact(c).zip(files) {
             for (s, &p) in self.sums[f * c..(f + 1) * c].iter_mut().zip(row) {
@@ -174,6 +202,36 @@ impl FileEvaluator {
             self.probs[f].extend_from_slice(row);
         }
         Ok(())
+    }
+
+    /// Checks `rule` against the classes: a positive class among them, a threshold
+    /// within [0, 1]. [`report`](Self::report) assumes a checked rule.
+    pub fn check_rule(&self, rule: &Decision) -> Result<()> {
+        match *rule {
+            Decision::MeanProbability | Decision::MajorityVote => Ok(()),
+            Decision::MeanThreshold {
+                positive,
+                threshold,
+            }
+            | Decision::VoteThreshold {
+                positive,
+                threshold,
+            } => {
+                if positive >= self.classes {
+                    return Err(Error::config(
+                        "positive",
+                        format!("class {positive} is not below {}", self.classes),
+                    ));
+                }
+                if !(0.0..=1.0).contains(&threshold) {
+                    return Err(Error::config(
+                        "threshold",
+                        format!("{threshold} is not within [0, 1]"),
+                    ));
+                }
+                Ok(())
+            }
+        }
     }
 
     /// Decides every file by `rule`.
@@ -300,6 +358,31 @@ pub fn evaluate_files(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_probabilities_and_rules_out_of_range_are_refused() {
+        assert!(FileEvaluator::new(vec![0], MAX_CLASSES + 1).is_err());
+        assert!(FileEvaluator::new(vec![0], 0).is_err());
+        let mut ev = FileEvaluator::new(vec![0, 1], 2).unwrap();
+        for bad in [f32::NAN, f32::INFINITY, -0.1] {
+            let e = ev.add(&[0.5, bad], &[0]).unwrap_err().to_string();
+            assert!(e.contains("probability 1 of segment 0"), "{e}");
+        }
+        ev.add(&[0.5, 0.5], &[0]).unwrap();
+        let far = Decision::MeanThreshold {
+            positive: 2,
+            threshold: 0.5,
+        };
+        assert!(ev.check_rule(&far).is_err());
+        for threshold in [1.5, -0.1, f32::NAN] {
+            let rule = Decision::VoteThreshold {
+                positive: 1,
+                threshold,
+            };
+            assert!(ev.check_rule(&rule).is_err(), "{threshold}");
+        }
+        assert!(ev.check_rule(&Decision::MajorityVote).is_ok());
+    }
 
     /// Three files, three classes; segments of files interleaved across two batches.
     fn evaluator() -> FileEvaluator {
