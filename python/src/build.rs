@@ -235,11 +235,8 @@ pub fn build<'py>(
         resume,
         cache_dir,
     };
-    let input_c = input.clone();
-    let prepared = py.detach(move || -> PyResult<_> {
-        let dataset = dataset(&input_c, labels)?;
-        Ok(dataset)
-    })?;
+    // The scan lists every file: no GIL needed.
+    let prepared = py.detach(|| dataset(&input, labels))?;
     let builder = Build::new(&prepared, settings).map_err(build_to_py)?;
     if let Some(available) = melkit::loaders::select::available_memory() {
         mel_core::pipeline::check_memory(&builder.settings().config, builder.plan(), available)

@@ -62,6 +62,41 @@ fn report_dict<'py>(py: Python<'py>, r: &FileReport) -> PyResult<Bound<'py, PyDi
     Ok(d)
 }
 
+/// `obj` as a C-contiguous numpy array of `dtype`.
+fn contiguous<'py>(
+    numpy: &Bound<'py, PyModule>,
+    obj: &Bound<'py, PyAny>,
+    dtype: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let kwargs = PyDict::new(numpy.py());
+    kwargs.set_item("dtype", dtype)?;
+    numpy
+        .getattr("ascontiguousarray")?
+        .call((obj,), Some(&kwargs))
+}
+
+/// An integer id array read as `T` (`dtype` its numpy name) into indices; an id that is
+/// no index is refused, `why` saying how.
+fn ids_as<T>(
+    numpy: &Bound<'_, PyModule>,
+    ids: &Bound<'_, PyAny>,
+    dtype: &str,
+    why: &str,
+) -> PyResult<Vec<usize>>
+where
+    T: numpy::Element + Copy + std::fmt::Display,
+    usize: TryFrom<T>,
+{
+    let a = contiguous(numpy, ids, dtype)?;
+    let a: PyReadonlyArray1<T> = a.extract()?;
+    a.as_slice()?
+        .iter()
+        .map(|&x| {
+            usize::try_from(x).map_err(|_| PyValueError::new_err(format!("file id {x} {why}")))
+        })
+        .collect()
+}
+
 /// `probs` as `[segments, classes]` float32 rows and `files` as ids.
 fn batch(
     py: Python<'_>,
@@ -70,11 +105,7 @@ fn batch(
     classes: usize,
 ) -> PyResult<(Vec<f32>, Vec<usize>)> {
     let numpy = py.import("numpy")?;
-    let kwargs = PyDict::new(py);
-    kwargs.set_item("dtype", "float32")?;
-    let p = numpy
-        .getattr("ascontiguousarray")?
-        .call((probs,), Some(&kwargs))?;
+    let p = contiguous(&numpy, probs, "float32")?;
     let p = p.cast::<numpy::PyArrayDyn<f32>>()?.readonly();
     if p.ndim() != 2 || p.shape()[1] != classes {
         return Err(PyValueError::new_err(format!(
@@ -92,32 +123,10 @@ fn batch(
         )));
     }
     // Unsigned ids as u64 (2**64 - 1 is out of range, not -1), signed as i64.
-    let files: Vec<usize> = if kind == "u" {
-        kwargs.set_item("dtype", "uint64")?;
-        let f = numpy
-            .getattr("ascontiguousarray")?
-            .call((f,), Some(&kwargs))?;
-        let f: PyReadonlyArray1<u64> = f.extract()?;
-        f.as_slice()?
-            .iter()
-            .map(|&x| {
-                usize::try_from(x)
-                    .map_err(|_| PyValueError::new_err(format!("file id {x} is out of range")))
-            })
-            .collect::<PyResult<_>>()?
+    let files = if kind == "u" {
+        ids_as::<u64>(&numpy, &f, "uint64", "is out of range")?
     } else {
-        kwargs.set_item("dtype", "int64")?;
-        let f = numpy
-            .getattr("ascontiguousarray")?
-            .call((f,), Some(&kwargs))?;
-        let f: PyReadonlyArray1<i64> = f.extract()?;
-        f.as_slice()?
-            .iter()
-            .map(|&x| {
-                usize::try_from(x)
-                    .map_err(|_| PyValueError::new_err(format!("file id {x} is negative")))
-            })
-            .collect::<PyResult<_>>()?
+        ids_as::<i64>(&numpy, &f, "int64", "is negative")?
     };
     Ok((p.as_slice()?.to_vec(), files))
 }
