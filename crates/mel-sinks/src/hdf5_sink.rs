@@ -136,7 +136,7 @@ impl Hdf5Sink {
             .map_err(|e| write_failed(&final_path, "reserving disk space", &e))?;
         drop(handle);
         let err = |e: hdf5::Error| hdf5_failed(&final_path, "creating the file", &e);
-        let file = File::create(staged.path()).map_err(err)?;
+        let file = create_private(staged.path()).map_err(err)?;
         let chunk_clips = opts.chunk_clips.min(spec.rows.max(1));
         let chunked = chunk_clips > 0 && spec.rows > 0;
         let mel = create_mel(&file, &spec, spec.rows, chunk_clips, opts.gzip).map_err(err)?;
@@ -229,7 +229,7 @@ impl Hdf5Sink {
         drop(handle);
         let (file, mel) = {
             let e = self.h5err("creating the exact-size file");
-            let file = File::create(staged.path()).map_err(&e)?;
+            let file = create_private(staged.path()).map_err(&e)?;
             let mel = create_mel(&file, &self.spec, rows, 0, 0).map_err(&e)?;
             (file, mel)
         };
@@ -383,7 +383,7 @@ impl Hdf5Sink {
     /// shape with their labels and paths: what will be published opens complete.
     fn verify(&self, rows: usize) -> Result<()> {
         let e = self.h5err("the finished file does not read back");
-        let file = File::open(self.staged.path()).map_err(&e)?;
+        let file = unlocked().open(self.staged.path()).map_err(&e)?;
         let mut shape = vec![rows];
         shape.extend(self.spec.plan.clip_shape());
         let mel = file.dataset(h5::MEL).map_err(&e)?.shape();
@@ -396,6 +396,24 @@ impl Hdf5Sink {
         }
         Ok(())
     }
+}
+
+/// Creates the HDF5 file at `path`, a staged name no other process knows, without
+/// HDF5's file lock. The library takes an exclusive `flock` on the open descriptor, and a
+/// descriptor is inherited by any child process forked while the file is open (HDF5
+/// opens without `O_CLOEXEC`): a child outliving the close kept the lock, and the
+/// read-back check of the finished file failed with EAGAIN. The staged name already
+/// gives what the lock would (no reader sees the file before its rename), and the build
+/// lock keeps other builds out.
+fn create_private(path: &Path) -> hdf5::Result<File> {
+    unlocked().create(path)
+}
+
+/// HDF5 file options without the library's file lock (see [`create_private`]).
+fn unlocked() -> hdf5::FileBuilder {
+    let mut options = File::with_options();
+    options.with_fapl(|p| p.file_locking(false));
+    options
 }
 
 /// A bound on the bytes HDF5 writes besides `mel` for `rows` clips: labels, paths (in
@@ -620,4 +638,69 @@ fn start_writeback(file: &std::fs::File, offset: u64, len: u64) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = (file, offset, len);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mel_core::{Config, MelPlan, SourceInfo};
+
+    fn spec(rows: usize) -> SinkSpec {
+        let mut c = Config::default();
+        c.audio.clip_seconds = 1.0;
+        c.output.fsync = false;
+        SinkSpec {
+            split: "train".into(),
+            rows,
+            plan: MelPlan::from_config(&c).unwrap(),
+            label_names: vec!["a".into(), "b".into()],
+            provenance: c.resolved_json(),
+        }
+    }
+
+    fn write_rows(sink: &mut Hdf5Sink, plan: &MelPlan, rows: usize) {
+        let data = OutputBuf::zeros(plan.dtype(), rows * plan.values_per_clip());
+        let metas: Vec<ClipMeta> = (0..rows)
+            .map(|i| ClipMeta {
+                index: i,
+                source: SourceInfo::default(),
+                label: (i % 2) as i64,
+                path: format!("c/{i}.wav"),
+            })
+            .collect();
+        sink.write(0, &metas, &data).unwrap();
+    }
+
+    /// A child process started while the file is open inherits its descriptor and
+    /// outlives the close. With HDF5's lock on that descriptor the read-back check failed
+    /// ("unable to lock file, errno = 11"), as a concurrent test's `python3` once did in CI.
+    #[test]
+    fn a_child_process_holding_the_staged_files_descriptor_does_not_fail_the_build() {
+        // (chunk_clips, rows planned, rows written): contiguous, contiguous shrunk into a
+        // second file, chunked.
+        for (chunk_clips, planned, kept) in [(0, 4, 4), (0, 4, 3), (2, 4, 3)] {
+            let t = tempfile::tempdir().unwrap();
+            let s = spec(planned);
+            let plan = s.plan.clone();
+            let opts = Hdf5Options {
+                chunk_clips,
+                gzip: 0,
+                fsync: false,
+                writers: 1,
+            };
+            let mut sink = Hdf5Sink::create(t.path(), s, opts).unwrap();
+            let mut child = std::process::Command::new("sleep")
+                .arg("60")
+                .spawn()
+                .expect("sleep runs");
+            write_rows(&mut sink, &plan, kept);
+            let result = Box::new(sink).finish(kept).and_then(|f| f.publish());
+            child.kill().unwrap();
+            child.wait().unwrap();
+            let path =
+                result.unwrap_or_else(|e| panic!("chunks {chunk_clips}, {kept} of {planned}: {e}"));
+            let file = File::open(&path).unwrap();
+            assert_eq!(file.dataset(h5::LABEL).unwrap().shape(), [kept]);
+        }
+    }
 }
