@@ -36,3 +36,17 @@ def read_all(path):
             "config": json.loads(f.attrs["config"]),
             "stored": f["mel"].dtype,
         }
+
+
+def interruptible_child(script: str):
+    """Starts `script` in a child interpreter that turns SIGINT into KeyboardInterrupt.
+
+    Python keeps SIGINT ignored when its parent started it ignored (a shell's background
+    job, as a CI runner may be), and then a Ctrl-C test would test nothing: the child
+    restores the default handler first.
+    """
+    import subprocess
+    import sys
+
+    prelude = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    return subprocess.Popen([sys.executable, "-c", prelude + script], stdout=subprocess.PIPE, text=True)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import melctl
+from helpers import interruptible_child
 
 SHORT = {"audio": {"clip_seconds": 1.0}}
 
@@ -111,8 +112,6 @@ def test_an_output_too_large_to_allocate_is_an_error_not_an_abort():
 
 def test_ctrl_c_ends_a_long_extraction():
     """A real SIGINT in a child: KeyboardInterrupt well before the call would end."""
-    import subprocess
-    import sys
     import textwrap
 
     script = textwrap.dedent(
@@ -129,7 +128,7 @@ def test_ctrl_c_ends_a_long_extraction():
             print("interrupted after", time.perf_counter() - t, flush=True)
         """
     )
-    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    child = interruptible_child(script)
     assert child.stdout.readline().strip() == "start"
     import signal
     import time
