@@ -9,46 +9,30 @@
 #    conformance suite runs on it. Needs apt as root; without it those tests print a skip.
 set -euo pipefail
 
+# Debian packages, installed in one apt-get run (as root; without root each missing one
+# is named and the tests that need it print a skip):
 #  - strace: the integrity tests kill a build at every sync point and fail its writes
-#    with strace's fault injection (without it they print a skip).
-if ! command -v strace >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "setup: apt-get install strace (for the integrity tests)" >&2
-        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace; } >/dev/null \
-            || echo "setup: could not install strace; those tests will print a skip" >&2
-    else
-        echo "setup: no strace and no root for apt-get; those tests will print a skip" >&2
-    fi
-fi
-
-#  - a TrueType font: `melctl show` labels its pictures (its test draws some).
-if ! ls /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "setup: apt-get install fonts-dejavu-core (for melctl show)" >&2
-        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-dejavu-core; } >/dev/null \
-            || echo "setup: could not install fonts-dejavu-core; melctl show and its test will fail" >&2
-    else
-        echo "setup: no DejaVu font and no root for apt-get; melctl show needs a TrueType font" >&2
-    fi
-fi
-
+#    with strace's fault injection.
+#  - fonts-dejavu-core: `melctl show` labels its pictures (its test draws some).
+#  - libvulkan1 + mesa-vulkan-drivers (lavapipe): the wgpu backend's conformance suite.
+#  - espeak-ng, sox, libsox-fmt-all: the real-speech corpus test.
+#  - slurm-wlm, munge: the sharded build's Slurm recipe (docs/cluster/) is tested on a
+#    single-node Slurm that the test starts and stops (scripts/slurm-local.sh).
+apt_need=()
+command -v strace >/dev/null 2>&1 || apt_need+=(strace)
+ls /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf >/dev/null 2>&1 || apt_need+=(fonts-dejavu-core)
 if ! ldconfig -p 2>/dev/null | grep -q libvulkan.so.1 || ! ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "setup: apt-get install libvulkan1 mesa-vulkan-drivers (lavapipe, for the wgpu tests)" >&2
-        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libvulkan1 mesa-vulkan-drivers; } >/dev/null \
-            || echo "setup: could not install lavapipe; the wgpu tests will print a skip" >&2
-    else
-        echo "setup: no Vulkan driver and no root for apt-get; the wgpu tests will print a skip" >&2
-    fi
+    apt_need+=(libvulkan1 mesa-vulkan-drivers)
 fi
-
-if ! command -v espeak-ng >/dev/null 2>&1 || ! command -v sox >/dev/null 2>&1; then
+{ command -v espeak-ng && command -v sox; } >/dev/null 2>&1 || apt_need+=(espeak-ng sox libsox-fmt-all)
+{ command -v slurmctld && command -v munged; } >/dev/null 2>&1 || apt_need+=(slurm-wlm munge)
+if [ ${#apt_need[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "setup: apt-get install espeak-ng sox libsox-fmt-all (for the real-speech corpus test)" >&2
-        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq espeak-ng sox libsox-fmt-all; } >/dev/null \
-            || echo "setup: could not install espeak-ng and sox; the speech corpus test will print a skip" >&2
+        echo "setup: apt-get install ${apt_need[*]}" >&2
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${apt_need[@]}"; } >/dev/null \
+            || echo "setup: could not install ${apt_need[*]}; the tests that need them will print a skip (melctl show's test will fail without a font)" >&2
     else
-        echo "setup: no espeak-ng or sox and no root for apt-get; the speech corpus test will print a skip" >&2
+        echo "setup: missing ${apt_need[*]} and no root for apt-get; the tests that need them will print a skip (melctl show's test will fail without a font)" >&2
     fi
 fi
 
@@ -83,22 +67,16 @@ if ! python3 -m pip show -q nvidia-cuda-nvrtc >/dev/null 2>&1 && ! ldconfig -p 2
         || echo "setup: NVRTC not installed; the PTX test will print a skip" >&2
 fi
 
-#  - The Python package (python/, import name melctl) and its tests: maturin builds it,
-#    pytest runs python/tests (which read melctl's files back with h5py). It is built
-#    with cargo's dev profile into the workspace's target/, so it shares the compiled
-#    dependencies with `cargo test` instead of a release build with LTO (`pip install
-#    ./python` without MATURIN_PEP517_ARGS makes that optimised build, for real use).
-#    --no-build-isolation: the maturin installed here, and the cmake found above (pip's
-#    isolated build environment hides a pip-installed cmake's module).
+#  - The Python tests: pytest, and kubernetes-validate for the Kubernetes recipe's
+#    manifests. They import this checkout's package with the extension module that
+#    `cargo test --workspace` compiles (python/tests/conftest.py), so nothing is built here:
+#    `pip install ./python` installs the package for use (README, "From Python").
 py_need=()
-python3 -c "import maturin" 2>/dev/null || py_need+=("maturin>=1.9.4,<2")
 python3 -c "import pytest" 2>/dev/null || py_need+=(pytest)
+python3 -c "import kubernetes_validate" 2>/dev/null || py_need+=(kubernetes-validate)
 if [ ${#py_need[@]} -gt 0 ]; then
     echo "setup: pip install ${py_need[*]}" >&2
-    python3 -m pip install --quiet --disable-pip-version-check "${py_need[@]}"
+    python3 -m pip install --quiet --disable-pip-version-check "${py_need[@]}" \
+        || echo "setup: could not install ${py_need[*]}" >&2
 fi
-root=$(cd "$(dirname "$0")/.." && pwd)
-echo "setup: building the Python package melctl (python/, dev profile)" >&2
-MATURIN_PEP517_ARGS="--profile dev" python3 -m pip install --quiet --disable-pip-version-check \
-    --no-build-isolation --force-reinstall --no-deps "$root/python"
-echo "setup: $(cmake --version | head -n1), numpy $(python3 -c 'import numpy; print(numpy.__version__)'), h5py $(python3 -c 'import h5py; print(h5py.__version__)'), melctl $(python3 -c 'import melctl; print(melctl.__version__)')" >&2
+echo "setup: $(cmake --version | head -n1), numpy $(python3 -c 'import numpy; print(numpy.__version__)'), h5py $(python3 -c 'import h5py; print(h5py.__version__)')" >&2

@@ -50,12 +50,18 @@ fn open_split(py: Python<'_>, path: &Path, name: Option<&str>) -> PyResult<Split
 
 /// `index` (negative counts from the end) as a position in `0..len`, or IndexError.
 pub fn position(index: isize, len: usize, what: &str) -> PyResult<usize> {
-    let at = if index < 0 {
+    wrapped(index, len)
+        .ok_or_else(|| PyIndexError::new_err(format!("{what} {index} is out of range ({len})")))
+}
+
+/// `index` of `len` items as Python counts: from the end when negative; `None` beyond
+/// either end.
+fn wrapped(index: isize, len: usize) -> Option<usize> {
+    if index < 0 {
         len.checked_sub(index.unsigned_abs())
     } else {
         Some(index as usize).filter(|&i| i < len)
-    };
-    at.ok_or_else(|| PyIndexError::new_err(format!("{what} {index} is out of range ({len})")))
+    }
 }
 
 impl PySplit {
@@ -329,18 +335,18 @@ pub fn _reopen_split(
 
 #[cfg(test)]
 mod tests {
-    use super::position;
+    use super::wrapped;
 
     #[test]
     fn indices_count_from_either_end_and_stop_at_both() {
-        assert_eq!(position(0, 3, "clip").ok(), Some(0));
-        assert_eq!(position(2, 3, "clip").ok(), Some(2));
-        assert_eq!(position(-1, 3, "clip").ok(), Some(2));
-        assert_eq!(position(-3, 3, "clip").ok(), Some(0));
+        assert_eq!(wrapped(0, 3), Some(0));
+        assert_eq!(wrapped(2, 3), Some(2));
+        assert_eq!(wrapped(-1, 3), Some(2));
+        assert_eq!(wrapped(-3, 3), Some(0));
         for bad in [3, -4, isize::MIN, isize::MAX] {
-            assert!(position(bad, 3, "clip").is_err(), "{bad}");
+            assert_eq!(wrapped(bad, 3), None, "{bad}");
         }
-        assert!(position(0, 0, "clip").is_err());
-        assert!(position(-1, 0, "clip").is_err());
+        assert_eq!(wrapped(0, 0), None);
+        assert_eq!(wrapped(-1, 0), None);
     }
 }

@@ -1,4 +1,13 @@
-"""Test datasets, built once per session by the real melctl binary from `melctl demo`'s
+"""The package under test, and test datasets.
+
+The package is this checkout's: `python/melctl` with the extension module that `cargo
+test --workspace` (the README's test command, just before pytest) compiled, staged
+under `target/pytest-melctl/` and put first on `sys.path` and `PYTHONPATH` (so child
+interpreters import it too). The tests thus check the sources they sit beside, and the
+workspace compiles the Rust code once for both test suites. `MELCTL_TEST_INSTALLED=1`
+tests the installed package instead (a wheel from `pip install ./python`).
+
+Test datasets are built once per session by the real melctl binary from `melctl demo`'s
 generated clips (one-second clips, so builds take a second), under a temporary folder.
 
 The binary is $MELCTL_BIN if set, else the workspace's `target/debug/melctl` as the
@@ -10,11 +19,56 @@ check is compared with an independent read (h5py, numpy).
 import os
 import shutil
 import subprocess
+import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+
+
+def stage_workspace_package() -> str:
+    """Copies python/melctl and the extension cargo built into target/pytest-melctl and
+    puts that first on the import path of this interpreter and its children."""
+    if os.environ.get("MELCTL_TEST_INSTALLED") == "1":
+        return "melctl: the installed package (MELCTL_TEST_INSTALLED=1)"
+    staged = os.environ.get("MELCTL_TEST_STAGED")
+    if staged:
+        # A child interpreter of the tests (spawn, forkserver): already on its path.
+        return f"melctl: staged in {staged}"
+    built = TARGET / "debug" / "deps" / "lib_melctl.so"
+    if not built.exists():
+        raise pytest.UsageError(
+            f"{built} is missing: run `cargo test --workspace` first (it compiles the "
+            "extension), or set MELCTL_TEST_INSTALLED=1 to test an installed melctl"
+        )
+    sources = [ROOT / "python" / "src", ROOT / "crates", ROOT / "backends"]
+    newest = max(p.stat().st_mtime for d in sources for p in d.rglob("*.rs"))
+    if newest > built.stat().st_mtime:
+        raise pytest.UsageError(
+            f"{built} is older than the Rust sources: run `cargo test --workspace` first"
+        )
+    stage = TARGET / "pytest-melctl"
+    package = stage / "melctl"
+    shutil.rmtree(stage, ignore_errors=True)
+    shutil.copytree(ROOT / "python" / "melctl", package,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    shutil.copy2(built, package / ("_melctl" + sysconfig.get_config_var("EXT_SUFFIX")))
+    sys.path.insert(0, str(stage))
+    os.environ["MELCTL_TEST_STAGED"] = str(stage)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(stage)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
+    return f"melctl: this checkout's, extension from {built}"
+
+
+PACKAGE = stage_workspace_package()
+
+
+def pytest_report_header(config):
+    return PACKAGE
 SHORT_CLIPS = "[audio]\nclip_seconds = 1.0\n"
 
 # name -> extra configuration (TOML) and flags of a build of the demo clips.

@@ -1,4 +1,5 @@
-//! Measures the f32 FFT's error against f64 on the speech-16k golden input (a diagnostic).
+//! Measures the f32 FFT's error against f64 on the speech-16k golden input (a diagnostic):
+//! `cargo run --release -p mel-cpu --features fft-diagnostics --example fft_accuracy`.
 use realfft::{RealFftPlanner, num_complex::Complex};
 use rustfft::FftPlanner;
 fn main() {

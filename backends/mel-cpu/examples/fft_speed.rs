@@ -3,7 +3,7 @@
 //! FFT (8 frames per call) in f64 and f32, AVX2 and portable; plus bare realfft
 //! `process` calls for reference. Sizes 512 and 400 (400 has no batched path).
 //!
-//! `taskset -c 1 cargo run --release -p mel-cpu --example fft_speed [rounds]`
+//! `taskset -c 1 cargo run --release -p mel-cpu --features fft-diagnostics --example fft_speed [rounds]`
 use std::time::Instant;
 
 use mel_core::{Config, MelPlan, Preset};
