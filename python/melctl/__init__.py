@@ -9,7 +9,10 @@
   one-line message.
 
 - :func:`build` builds a dataset exactly as ``melctl build`` does (lock, resume,
-  all-or-nothing publish) and returns its report; Ctrl-C stops it cleanly.
+  all-or-nothing publish) and returns its report; Ctrl-C stops it cleanly. With
+  ``shard=(k, n)`` it builds one shard of a sharded build (one task of a Dask or Ray map,
+  a Slurm array, a Kubernetes Indexed Job), and :func:`merge` joins the shards into what
+  one build writes.
 - :class:`Extractor` computes, from a numpy array or a file, exactly what a build stores
   for that clip: serve a model the features it was trained on.
 - :class:`FileEvaluator` and :func:`evaluate_files` turn per-segment probabilities into
@@ -43,6 +46,7 @@ from ._melctl import (
     __version__,
     build,
     evaluate_files,
+    merge,
     open,
 )
 
@@ -52,6 +56,7 @@ __all__ = [
     "Split",
     "Loader",
     "build",
+    "merge",
     "Extractor",
     "FileEvaluator",
     "evaluate_files",

@@ -181,6 +181,7 @@ def build(
     labels: Sequence[str] | PathLike | None = None,
     cache_dir: PathLike | None = None,
     progress: Callable[[str, int, int], object] | None = None,
+    shard: tuple[int, int] | str | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
     """Builds ``input`` (a ``ROOT/{split}/{class}/`` folder, or a manifest CSV) into
@@ -200,6 +201,28 @@ def build(
     Returns the report (``melctl build --report``'s JSON as a dict, plus ``notices``).
     Files left out (undecodable, with ``on_error="skip"``) are listed in it and named in
     a UserWarning. Errors raise a :class:`Error` subclass.
+
+    ``shard=(k, n)`` (or ``"k/n"``, numbered from 0) builds shard ``k`` of ``n`` into
+    ``output/shards/k-of-n/``: each split's sorted file list cut into ``n`` contiguous
+    ranges, the whole tree's label map kept. A shard already complete and verified is
+    left as it is (the report's ``shard.built`` is False), so retries are safe.
+    :func:`merge` then writes what one build of the whole tree would.
+    """
+
+def merge(
+    output: PathLike,
+    *,
+    shards: int | None = None,
+    threads: int | None = None,
+    progress: Callable[[str, int, int], object] | None = None,
+) -> dict[str, Any]:
+    """Merges the shards under ``output/shards/k-of-n/`` into ``output/{split}.h5`` (or
+    ``.npy.d``), exactly as ``melctl merge`` does: the set checked first (every shard
+    present and complete, one configuration, label map and file set), then the datasets
+    one build of the whole tree writes, published atomically. ``shards`` picks the count
+    when shards of several counts are there. Ctrl-C stops it before the publish.
+
+    Returns the report: each split's clips, output and the files the shards left out.
     """
 
 class Extractor:

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use mel_audio::{Dataset, ManifestOptions};
 use mel_core::config::LoaderKind;
-use melkit::build::{Build, BuildReport, BuildSettings, Observer, OnError};
+use melkit::build::merge::MergeSettings;
+use melkit::build::{Build, BuildReport, BuildSettings, Observer, OnError, Shard};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -163,7 +164,8 @@ fn label_names(labels: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<String>
 #[pyfunction]
 #[pyo3(signature = (
     input, output, preset="leak-4k", config=None, backend=None, *, splits=None,
-    resume=false, on_error="skip", labels=None, cache_dir=None, progress=None, **overrides
+    resume=false, on_error="skip", labels=None, cache_dir=None, progress=None, shard=None,
+    **overrides
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn build<'py>(
@@ -179,8 +181,10 @@ pub fn build<'py>(
     labels: Option<&Bound<'py, PyAny>>,
     cache_dir: Option<PathBuf>,
     progress: Option<&Bound<'py, PyAny>>,
+    shard: Option<&Bound<'py, PyAny>>,
     overrides: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let shard = shard.map(parse_shard).transpose()?;
     let config = crate::config::resolve(preset, config, backend, overrides)?;
     config.check_options().map_err(to_py)?;
     let on_error = match on_error {
@@ -192,13 +196,7 @@ pub fn build<'py>(
             )));
         }
     };
-    if let Some(cb) = progress
-        && !cb.is_callable()
-    {
-        return Err(PyTypeError::new_err(
-            "progress must be a callable (split, done, total)",
-        ));
-    }
+    check_callable(progress)?;
     let cache_dir = match (config.run.loader, cache_dir) {
         (_, Some(d)) => Some(d),
         (LoaderKind::Auto | LoaderKind::Memmap, None) if !config.run.cache_dir.is_empty() => {
@@ -237,7 +235,11 @@ pub fn build<'py>(
     };
     // The scan lists every file: no GIL needed.
     let prepared = py.detach(|| dataset(&input, labels))?;
-    let builder = Build::new(&prepared, settings).map_err(build_to_py)?;
+    // A shard builds its part of every split into OUTPUT/shards/K-of-N.
+    let part = shard.map(|s| s.part(&prepared));
+    let tree = part.as_ref().unwrap_or(&prepared);
+    let out_dir = shard.map_or(output.clone(), |s| s.dir(&output));
+    let builder = Build::new(tree, settings.clone()).map_err(build_to_py)?;
     if let Some(available) = melkit::loaders::select::available_memory() {
         mel_core::pipeline::check_memory(&builder.settings().config, builder.plan(), available)
             .map_err(to_py)?;
@@ -248,7 +250,7 @@ pub fn build<'py>(
         guard.input(&input, "the manifest");
     }
     guard
-        .check(&builder.planned_outputs(&output))
+        .check(&builder.planned_outputs(&out_dir))
         .map_err(to_py)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
@@ -256,52 +258,37 @@ pub fn build<'py>(
         .build()
         .map_err(|e| to_py(mel_core::Error::config("run.threads", e.to_string())))?;
     let _prewarm = melkit::backend::prewarm(builder.settings().config.run.backend);
-    let queue = Queue::default();
-    let cancel = Arc::new(AtomicBool::new(false));
     let mut report = BuildReport::default();
-    let mut state = Progress::default();
-    let mut raised: Option<PyErr> = None;
-    let built = std::thread::scope(|s| {
-        let worker =
-            s.spawn(|| pool.install(|| builder.run(&output, &queue, &cancel, &mut report)));
-        loop {
-            let finished = py.detach(|| {
-                std::thread::sleep(POLL);
-                worker.is_finished()
-            });
-            if raised.is_none() {
-                let step = state
-                    .apply(py, queue.take(), progress)
-                    .and_then(|()| py.check_signals());
-                if let Err(e) = step {
-                    // Ctrl-C, or the callback raised: stop before the publish.
-                    cancel.store(true, Ordering::SeqCst);
-                    raised = Some(e);
-                }
-            }
-            if finished {
-                break;
-            }
-        }
-        worker.join()
-    });
-    let built = built.map_err(|p| {
-        crate::errors::InternalError::new_err(format!(
-            "the build panicked: {}",
-            mel_core::error::panic_message(p.as_ref())
-        ))
+    let (built, notices) = polled(py, progress, "build", |queue, cancel| {
+        pool.install(|| match shard {
+            Some(s) => melkit::build::build_shard(
+                &prepared,
+                settings,
+                s,
+                &output,
+                queue,
+                cancel,
+                &mut report,
+            )
+            .map(|o| o == melkit::build::ShardOutcome::Built),
+            None => builder
+                .run(&output, queue, cancel, &mut report)
+                .map(|()| true),
+        })
     })?;
-    if raised.is_none() {
-        state.apply(py, queue.take(), progress)?;
-    }
-    match (built, raised) {
-        // Ctrl-C or the callback's exception: raised, whether the build stopped before
-        // its publish (nothing changed) or had begun it (it completed whole).
-        (_, Some(e)) => Err(e),
-        (Err(e), None) => Err(build_to_py(e)),
-        (Ok(()), None) => {
+    match built {
+        Err(e) => Err(build_to_py(e)),
+        Ok(built) => {
             let mut json = report.to_json(&config_json, None);
-            json["notices"] = state.notices.clone().into();
+            json["notices"] = notices.into();
+            if let Some(s) = shard {
+                json["shard"] = serde_json::json!({
+                    "index": s.index(),
+                    "count": s.count(),
+                    "folder": out_dir,
+                    "built": built,
+                });
+            }
             let text = serde_json::to_string(&json)
                 .map_err(|e| PyValueError::new_err(format!("the report: {e}")))?;
             let dict = py.import("json")?.call_method1("loads", (text,))?;
@@ -328,4 +315,117 @@ pub fn build<'py>(
             Ok(dict)
         }
     }
+}
+
+/// A shard as `(k, n)` or `"k/n"` (numbered from 0).
+fn parse_shard(value: &Bound<'_, PyAny>) -> PyResult<Shard> {
+    let shard = if let Ok(text) = value.extract::<String>() {
+        Shard::parse(&text)
+    } else if let Ok((k, n)) = value.extract::<(usize, usize)>() {
+        Shard::new(k, n)
+    } else {
+        return Err(PyTypeError::new_err(
+            "shard must be (k, n) or \"k/n\": shard k of n, numbered from 0",
+        ));
+    };
+    shard.map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// Merges the shards of a sharded build under `output/shards/K-of-N/` into
+/// `output/{split}.h5` (what one build of the whole tree writes), as `melctl merge` does;
+/// returns its report as a dict.
+#[pyfunction]
+#[pyo3(signature = (output, *, shards=None, threads=None, progress=None))]
+pub fn merge<'py>(
+    py: Python<'py>,
+    output: PathBuf,
+    shards: Option<usize>,
+    threads: Option<usize>,
+    progress: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    check_callable(progress)?;
+    let settings = MergeSettings {
+        shards,
+        threads: threads.unwrap_or_else(crate::default_threads),
+    };
+    let (merged, notices) = polled(py, progress, "merge", |queue, cancel| {
+        melkit::build::merge(&output, &settings, queue, cancel)
+    })?;
+    let merged = merged.map_err(build_to_py)?;
+    let json = serde_json::json!({
+        "shards": merged.shards,
+        "build": merged.build,
+        "wall_s": merged.wall.as_secs_f64(),
+        "notices": notices,
+        "splits": merged.splits.iter().map(|s| serde_json::json!({
+            "split": s.split,
+            "files": s.files,
+            "clips": s.clips,
+            "skipped": s.skipped,
+            "output": s.output,
+            "output_bytes": s.output_bytes,
+        })).collect::<Vec<_>>(),
+    });
+    py.import("json")?
+        .call_method1("loads", (json.to_string(),))
+}
+
+/// Refuses a progress callback that cannot be called.
+fn check_callable(progress: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    match progress {
+        Some(cb) if !cb.is_callable() => Err(PyTypeError::new_err(
+            "progress must be a callable (split, done, total)",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Runs `work` on a thread of its own with the GIL released. The calling thread wakes
+/// every [`POLL`] to call the progress callback with what the work's observer was told
+/// and to run Python's signal handlers: Ctrl-C, or an exception from the callback, raises
+/// the work's cancel flag (it stops before its publish; once that has begun it completes
+/// whole) and is raised. Returns the work's result and its notices.
+fn polled<T: Send>(
+    py: Python<'_>,
+    progress: Option<&Bound<'_, PyAny>>,
+    what: &str,
+    work: impl FnOnce(&Queue, &Arc<AtomicBool>) -> T + Send,
+) -> PyResult<(T, Vec<String>)> {
+    let queue = Queue::default();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let mut state = Progress::default();
+    let mut raised: Option<PyErr> = None;
+    let done = std::thread::scope(|s| {
+        let worker = s.spawn(|| work(&queue, &cancel));
+        loop {
+            let finished = py.detach(|| {
+                std::thread::sleep(POLL);
+                worker.is_finished()
+            });
+            if raised.is_none() {
+                let step = state
+                    .apply(py, queue.take(), progress)
+                    .and_then(|()| py.check_signals());
+                if let Err(e) = step {
+                    cancel.store(true, Ordering::SeqCst);
+                    raised = Some(e);
+                }
+            }
+            if finished {
+                break;
+            }
+        }
+        worker.join()
+    });
+    let done = done.map_err(|p| {
+        crate::errors::InternalError::new_err(format!(
+            "the {what} panicked: {}",
+            mel_core::error::panic_message(p.as_ref())
+        ))
+    })?;
+    if let Some(e) = raised {
+        return Err(e);
+    }
+    state.apply(py, queue.take(), progress)?;
+    Ok((done, state.notices))
 }

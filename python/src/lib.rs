@@ -44,6 +44,7 @@ fn _melctl(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(open, m)?)?;
     m.add_function(wrap_pyfunction!(build::build, m)?)?;
+    m.add_function(wrap_pyfunction!(build::merge, m)?)?;
     m.add_function(wrap_pyfunction!(eval::evaluate_files, m)?)?;
     m.add_function(wrap_pyfunction!(extractor::_extractor_from_toml, m)?)?;
     m.add_class::<extractor::PyExtractor>()?;

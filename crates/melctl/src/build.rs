@@ -97,6 +97,19 @@ impl Observer for Terminal<'_> {
     }
 }
 
+/// The first Ctrl-C (or SIGTERM) raises `cancel`, which stops the work cleanly with no
+/// output committed; a second exits at once.
+pub fn stop_on_ctrl_c(cancel: &std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    use std::sync::atomic::Ordering;
+    let flag = cancel.clone();
+    let _ = ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        errln!("\ninterrupted: stopping (each output is committed whole or not at all)");
+    });
+}
+
 /// A build error in the CLI's words: what was refused, and the flag or command to use.
 pub fn in_words(e: Error) -> anyhow::Error {
     match e {

@@ -19,8 +19,11 @@ pub struct Cli {
 /// melctl's subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Build one HDF5 file of mel spectrograms per split.
+    /// Build one HDF5 file of mel spectrograms per split (or one shard of the build).
     Build(BuildArgs),
+    /// Merge the shards of a sharded build (OUT/shards/K-of-N/) into OUT/{split}.h5:
+    /// the datasets one build of the whole tree writes.
+    Merge(MergeArgs),
     /// Describe an HDF5 file written by melctl: shapes, labels, configuration, statistics.
     Inspect(InspectArgs),
     /// Generate a small deterministic leak-4k-shaped dataset and build it.
@@ -132,6 +135,43 @@ pub struct BuildArgs {
     /// uninterrupted build.
     #[arg(long)]
     pub resume: bool,
+    /// Build shard K of N (numbered from 0) into OUT/shards/K-of-N/, for `melctl merge
+    /// OUT`. Each split's sorted file list is cut into N contiguous ranges. Without the
+    /// flag, an array task's environment gives it: SLURM_ARRAY_TASK_ID (less
+    /// SLURM_ARRAY_TASK_MIN) of SLURM_ARRAY_TASK_COUNT, or JOB_COMPLETION_INDEX (a
+    /// Kubernetes Indexed Job) of --shards or MELCTL_SHARDS.
+    #[arg(long, value_name = "K/N", conflicts_with_all = ["shards", "no_shard", "splits"])]
+    pub shard: Option<String>,
+    /// The shard count N, with the index from the environment (JOB_COMPLETION_INDEX or
+    /// SLURM_ARRAY_TASK_ID).
+    #[arg(long, value_name = "N", conflicts_with = "no_shard")]
+    pub shards: Option<usize>,
+    /// Build the whole tree even in an array task's environment (SLURM_ARRAY_TASK_ID,
+    /// JOB_COMPLETION_INDEX).
+    #[arg(long)]
+    pub no_shard: bool,
+}
+
+/// `melctl merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The sharded build's output folder: merges OUT/shards/K-of-N/ into OUT/{split}.h5.
+    pub output: PathBuf,
+    /// The shard count to merge, when OUT/shards holds shards of several counts.
+    #[arg(long, value_name = "N")]
+    pub shards: Option<usize>,
+    /// Threads writing the merged output (0 = all cores).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub threads: usize,
+    /// Write the summary as JSON to this file; `-` writes it to stdout.
+    #[arg(long, value_name = "FILE.json|-")]
+    pub report: Option<PathBuf>,
+    /// Exit with status 3 when the shards left any file out (the output is still written).
+    #[arg(long)]
+    pub strict: bool,
+    /// Output verbosity.
+    #[command(flatten)]
+    pub verbosity: Verbosity,
 }
 
 /// How much a command prints.

@@ -14,6 +14,7 @@ mod inspect;
 mod progress;
 mod report;
 mod settings;
+mod shard;
 mod show;
 
 use std::process::ExitCode;
@@ -121,6 +122,7 @@ fn on_sigbus_explain_and_exit() {
 fn run(cli: Cli, interrupted: &Arc<AtomicBool>) -> Result<u8> {
     match cli.command {
         Command::Build(args) => run_build(&args, interrupted),
+        Command::Merge(args) => shard::run_merge(&args, interrupted),
         Command::Inspect(args) => {
             let summary = inspect::summarize(&args.file, args.sample)?;
             if args.json {
@@ -189,6 +191,10 @@ fn run(cli: Cli, interrupted: &Arc<AtomicBool>) -> Result<u8> {
                     dry_run: false,
                     strict: false,
                     verbosity: args.verbosity,
+                    // The demo builds its whole tree, in an array task too.
+                    shard: None,
+                    shards: None,
+                    no_shard: true,
                 },
                 interrupted,
             )
@@ -197,7 +203,7 @@ fn run(cli: Cli, interrupted: &Arc<AtomicBool>) -> Result<u8> {
 }
 
 /// Exit status of `--strict` when files were skipped.
-const EXIT_SKIPPED: u8 = 3;
+pub(crate) const EXIT_SKIPPED: u8 = 3;
 
 fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     let config = settings::resolve(&args.flags)?;
@@ -214,11 +220,39 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     let _discovery = melkit::backend::prewarm(config.run.backend);
     start_workers(config.run.threads)?;
     let (dataset, source) = load_dataset(args)?;
+    let sharded = shard::choose(args, &|name| std::env::var(name).ok())?;
     let settings = build::settings(config.clone(), args)?;
-    let builder = melkit::build::Build::new(&dataset, settings).map_err(build::in_words)?;
-    check_outputs(args, &builder, report_to_stdout)?;
+    // A shard builds its part of every split (the whole tree's label map) into
+    // OUT/shards/K-of-N.
+    let part = sharded.as_ref().map(|c| c.shard.part(&dataset));
+    let tree = part.as_ref().unwrap_or(&dataset);
+    let out_dir = match &sharded {
+        Some(c) => c.shard.dir(&args.output),
+        None => args.output.clone(),
+    };
+    let builder = melkit::build::Build::new(tree, settings.clone()).map_err(build::in_words)?;
+    check_outputs(
+        args,
+        &builder,
+        &out_dir,
+        sharded.is_some(),
+        report_to_stdout,
+    )?;
     if let Some(note) = split_names_note(args, &dataset) {
         errln!("{note}");
+    }
+    if let Some(c) = &sharded
+        && !quiet
+    {
+        let files = |d: &mel_audio::Dataset| d.splits.iter().map(|s| s.files.len()).sum::<usize>();
+        errln!(
+            "shard {} (from {}): {} of the {} files, into {}",
+            c.shard,
+            c.source,
+            files(tree),
+            files(&dataset),
+            out_dir.display()
+        );
     }
     if !quiet {
         errln!(
@@ -236,7 +270,7 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         );
     }
     if args.dry_run {
-        let mut chosen_splits = dataset.clone();
+        let mut chosen_splits = tree.clone();
         chosen_splits
             .splits
             .retain(|s| builder.settings().builds(&s.name));
@@ -250,14 +284,7 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         let loaders = builder.loader_choices().map_err(build::in_words)?;
         out!(
             "{}",
-            dryrun::text(
-                &dataset,
-                &config,
-                &plan,
-                &args.output,
-                &chosen.line,
-                &loaders
-            )?
+            dryrun::text(&dataset, &config, &plan, &out_dir, &chosen.line, &loaders)?
         );
         return Ok(0);
     }
@@ -266,23 +293,29 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     } else {
         progress::Progress::for_stderr()
     };
-    let flag = cancel.clone();
-    // A second Ctrl-C exits at once; the first stops cleanly (no output is committed).
-    let _ = ctrlc::set_handler(move || {
-        if flag.swap(true, Ordering::SeqCst) {
-            std::process::exit(130);
-        }
-        errln!("\ninterrupted: stopping (each output is committed whole or not at all)");
-    });
+    build::stop_on_ctrl_c(cancel);
     let mut report = build::BuildReport::default();
-    let built = builder
-        .run(
+    let observer = build::Terminal::new(&progress);
+    let built = match &sharded {
+        Some(c) => melkit::build::build_shard(
+            &dataset,
+            settings,
+            c.shard,
             &args.output,
-            &build::Terminal::new(&progress),
+            &observer,
             cancel,
             &mut report,
         )
-        .map_err(build::in_words);
+        .map(|outcome| outcome == melkit::build::ShardOutcome::Built),
+        None => builder
+            .run(&args.output, &observer, cancel, &mut report)
+            .map(|()| true),
+    }
+    .map_err(build::in_words);
+    if matches!(built, Ok(false)) {
+        // A complete shard, verified: an array task's retry has nothing to do.
+        return Ok(0);
+    }
     if built.is_ok() && !quiet {
         let summary = report::text(&report, verbose);
         if report_to_stdout {
@@ -342,6 +375,8 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
 fn check_outputs(
     args: &BuildArgs,
     builder: &melkit::build::Build<'_>,
+    out_dir: &std::path::Path,
+    sharded: bool,
     report_to_stdout: bool,
 ) -> Result<()> {
     use mel_core::outputs::{Guard, Output, Written};
@@ -357,7 +392,20 @@ fn check_outputs(
             guard.input(p, what);
         }
     }
-    let mut outputs = builder.planned_outputs(&args.output);
+    let mut outputs = builder.planned_outputs(out_dir);
+    if sharded {
+        use melkit::build::shard::{SHARD_RECORD, SHARD_REPORT};
+        outputs.push(Output::new(
+            out_dir.join(SHARD_RECORD),
+            "the shard record",
+            Written::File,
+        ));
+        outputs.push(Output::new(
+            out_dir.join(SHARD_REPORT),
+            "the shard's report",
+            Written::File,
+        ));
+    }
     if let Some(path) = args.report.as_ref().filter(|_| !report_to_stdout) {
         outputs.push(Output::new(path, "the report", Written::Stream));
     }

@@ -25,9 +25,11 @@
 mod cache;
 mod error;
 mod loaders;
+pub mod merge;
 mod outputs;
 mod report;
 mod resume;
+pub mod shard;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -44,8 +46,10 @@ use mel_sinks::{Journal, publish_build, remove_journal};
 
 pub use cache::default_cache_dir;
 pub use error::{Error, Result};
+pub use merge::{MergeReport, MergedSplit, merge};
 pub use outputs::{check_split_names, final_path};
 pub use report::{BuildReport, KeptSplit, SplitReport, peak_rss_bytes};
+pub use shard::{Shard, ShardOutcome, build_shard};
 
 /// What a build does with a file it cannot decode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -204,14 +208,14 @@ impl<'a> Build<'a> {
         cancel: &Arc<AtomicBool>,
         report: &mut BuildReport,
     ) -> Result<()> {
-        let started = Instant::now();
-        let r = self.run_inner(out, observer, cancel, report);
-        report.wall = started.elapsed();
-        report.peak_rss_bytes = peak_rss_bytes();
-        r
+        timed(report, |report| {
+            let _lock = lock_folder(out)?;
+            self.run_locked(out, observer, cancel, report)
+        })
     }
 
-    fn run_inner(
+    /// [`run`](Self::run) into `out`, whose lock the caller holds.
+    fn run_locked(
         &self,
         out: &Path,
         observer: &dyn Observer,
@@ -224,8 +228,6 @@ impl<'a> Build<'a> {
             &self.settings.only,
             self.settings.resume,
         );
-        std::fs::create_dir_all(out).map_err(|e| mel_core::Error::io(out, e))?;
-        let _lock = DirLock::try_now(out)?;
         report.ignored = dataset.ignored.clone();
         let chosen_splits: Vec<&Split> = self.splits().collect();
         if let Some(first) = chosen_splits.first()
@@ -466,6 +468,22 @@ impl<'a> Build<'a> {
         }
         Ok(())
     }
+}
+
+/// Creates the output folder `out` if needed and takes its lock: one build (or merge)
+/// writes into a folder at a time.
+fn lock_folder(out: &Path) -> Result<DirLock> {
+    std::fs::create_dir_all(out).map_err(|e| mel_core::Error::io(out, e))?;
+    Ok(DirLock::try_now(out)?)
+}
+
+/// Runs `f`, then records its wall time and the process's peak memory in `report`.
+fn timed<T>(report: &mut BuildReport, f: impl FnOnce(&mut BuildReport) -> T) -> T {
+    let started = Instant::now();
+    let r = f(report);
+    report.wall = started.elapsed();
+    report.peak_rss_bytes = peak_rss_bytes();
+    r
 }
 
 /// Clips written per class: the split's files of each class less those skipped.

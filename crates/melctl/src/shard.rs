@@ -1,0 +1,343 @@
+//! Which shard a build is, from `--shard` or an array task's environment (the one place
+//! melctl reads Slurm's and Kubernetes' variables), and `melctl merge`.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::{Context, Result, bail};
+use melkit::build::Shard;
+use melkit::build::merge::{MergeReport, MergeSettings};
+
+use crate::cli::{BuildArgs, MergeArgs};
+
+/// A shard and where it came from, in words ("--shard", or the variables that gave it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chosen {
+    /// The shard.
+    pub shard: Shard,
+    /// Where it came from.
+    pub source: String,
+}
+
+/// The shard `args` ask for: `--shard K/N`, else an array task's environment (read
+/// through `env`), else none. `--no-shard` ignores the environment.
+pub fn choose(args: &BuildArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Chosen>> {
+    if let Some(text) = &args.shard {
+        let shard = Shard::parse(text).with_context(|| format!("--shard {text}"))?;
+        return Ok(Some(Chosen {
+            shard,
+            source: "--shard".into(),
+        }));
+    }
+    if args.no_shard {
+        return Ok(None);
+    }
+    let var = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+    let number = |name: &str| -> Result<Option<usize>> {
+        var(name)
+            .map(|v| {
+                v.trim().parse::<usize>().map_err(|_| {
+                    anyhow::anyhow!(
+                        "{name}={v:?} is not a whole number (an array task's index or count)"
+                    )
+                })
+            })
+            .transpose()
+    };
+    let count_flag = match (args.shards, number("MELCTL_SHARDS")?) {
+        (Some(n), _) => Some((n, "--shards")),
+        (None, Some(n)) => Some((n, "MELCTL_SHARDS")),
+        (None, None) => None,
+    };
+    if let Some(id) = number("SLURM_ARRAY_TASK_ID")? {
+        let min = number("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
+        let step = number("SLURM_ARRAY_TASK_STEP")?.unwrap_or(1);
+        let task_count = number("SLURM_ARRAY_TASK_COUNT")?;
+        let max = number("SLURM_ARRAY_TASK_MAX")?;
+        if step != 1 {
+            bail!(
+                "SLURM_ARRAY_TASK_STEP={step}: shards need one task per index; submit --array=0-{} (or pass --shard K/N)",
+                task_count.map_or("N-1".into(), |n| (n.max(1) - 1).to_string())
+            );
+        }
+        if let (Some(n), Some(max)) = (task_count, max)
+            && max.checked_sub(min).map(|d| d + 1) != Some(n)
+        {
+            bail!(
+                "the Slurm array is not one range (tasks {min}..={max}, {n} of them): submit --array=0-{} (or pass --shard K/N)",
+                n.max(1) - 1
+            );
+        }
+        let (n, from) = match (count_flag, task_count) {
+            (Some((n, from)), _) => (n, from.to_string()),
+            (None, Some(n)) => (n, "SLURM_ARRAY_TASK_COUNT".to_string()),
+            (None, None) => bail!(
+                "SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not; pass --shards N"
+            ),
+        };
+        let k = id.checked_sub(min).with_context(|| {
+            format!("SLURM_ARRAY_TASK_ID={id} is below SLURM_ARRAY_TASK_MIN={min}")
+        })?;
+        let shard = Shard::new(k, n).with_context(|| {
+            format!("SLURM_ARRAY_TASK_ID={id} (less SLURM_ARRAY_TASK_MIN={min}) with N from {from}")
+        })?;
+        return Ok(Some(Chosen {
+            shard,
+            source: format!("SLURM_ARRAY_TASK_ID={id}, SLURM_ARRAY_TASK_MIN={min}, N from {from}"),
+        }));
+    }
+    if let Some(k) = number("JOB_COMPLETION_INDEX")? {
+        let Some((n, from)) = count_flag else {
+            bail!(
+                "JOB_COMPLETION_INDEX={k} is set (a Kubernetes Indexed Job), but not the shard count: pass --shards N (the Job's completions) or set MELCTL_SHARDS"
+            );
+        };
+        let shard = Shard::new(k, n)
+            .with_context(|| format!("JOB_COMPLETION_INDEX={k} with N from {from}"))?;
+        return Ok(Some(Chosen {
+            shard,
+            source: format!("JOB_COMPLETION_INDEX={k}, N from {from}"),
+        }));
+    }
+    if args.shards.is_some() {
+        bail!(
+            "--shards N takes the shard's index from an array task's environment (SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX), and neither is set; pass --shard K/N"
+        );
+    }
+    Ok(None)
+}
+
+/// `melctl merge`: merges, prints the summary, writes the report; returns the exit status.
+pub fn run_merge(args: &MergeArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
+    let threads = if args.threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        args.threads
+    };
+    let settings = MergeSettings {
+        shards: args.shards,
+        threads,
+    };
+    let progress = if args.verbosity.quiet {
+        crate::progress::Progress::hidden()
+    } else {
+        crate::progress::Progress::for_stderr()
+    };
+    crate::build::stop_on_ctrl_c(cancel);
+    let merged = melkit::build::merge(
+        &args.output,
+        &settings,
+        &crate::build::Terminal::new(&progress),
+        cancel,
+    )
+    .map_err(crate::build::in_words)?;
+    let to_stdout = args.report.as_deref() == Some(std::path::Path::new("-"));
+    let skipped: usize = merged.splits.iter().map(|s| s.skipped.len()).sum();
+    for s in &merged.splits {
+        for line in &s.skipped {
+            errln!("skipped {line}");
+        }
+    }
+    if !args.verbosity.quiet {
+        let text = summary(&merged);
+        if to_stdout {
+            err!("{text}");
+        } else {
+            out!("{text}");
+        }
+    }
+    if let Some(path) = &args.report {
+        let text = serde_json::to_string_pretty(&report_json(&merged))? + "\n";
+        if to_stdout {
+            out!("{text}");
+        } else {
+            mel_core::atomic::write_file(path, text.as_bytes(), false)
+                .with_context(|| format!("cannot write the report to {}", path.display()))?;
+        }
+    }
+    if args.strict && skipped > 0 {
+        errln!(
+            "error: --strict: the shards left {skipped} file(s) out (listed above); the merged outputs were written"
+        );
+        return Ok(crate::EXIT_SKIPPED);
+    }
+    Ok(0)
+}
+
+/// The merge in words: each split's clips and output, the total.
+fn summary(m: &MergeReport) -> String {
+    let mut s = String::new();
+    for split in &m.splits {
+        s += &format!(
+            "{}: {} clips of {} files -> {} ({:.1} MB)\n",
+            split.split,
+            split.clips,
+            split.files,
+            split.output.display(),
+            split.output_bytes as f64 / 1e6
+        );
+    }
+    s += &format!(
+        "merged {} shards into build {} in {:.2} s\n",
+        m.shards,
+        m.build,
+        m.wall.as_secs_f64()
+    );
+    s
+}
+
+/// The merge as JSON.
+fn report_json(m: &MergeReport) -> serde_json::Value {
+    serde_json::json!({
+        "shards": m.shards,
+        "build": m.build,
+        "wall_s": m.wall.as_secs_f64(),
+        "splits": m.splits.iter().map(|s| serde_json::json!({
+            "split": s.split,
+            "files": s.files,
+            "clips": s.clips,
+            "skipped": s.skipped,
+            "output": s.output,
+            "output_bytes": s.output_bytes,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn args(flags: &[&str]) -> BuildArgs {
+        let mut argv = vec!["melctl", "build", "-i", "in", "-o", "out"];
+        argv.extend(flags);
+        match crate::cli::Cli::parse_from(argv).command {
+            crate::cli::Command::Build(a) => a,
+            _ => unreachable!(),
+        }
+    }
+
+    fn with(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    }
+
+    fn shard(k: usize, n: usize) -> Shard {
+        Shard::new(k, n).unwrap()
+    }
+
+    #[test]
+    fn the_flag_wins_and_no_environment_means_no_shard() {
+        let slurm = with(&[
+            ("SLURM_ARRAY_TASK_ID", "1"),
+            ("SLURM_ARRAY_TASK_COUNT", "4"),
+        ]);
+        let c = choose(&args(&["--shard", "2/3"]), &slurm).unwrap().unwrap();
+        assert_eq!(c.shard, shard(2, 3));
+        assert_eq!(choose(&args(&[]), &with(&[])).unwrap(), None);
+        assert_eq!(choose(&args(&["--no-shard"]), &slurm).unwrap(), None);
+        // Set but empty is unset.
+        assert_eq!(
+            choose(&args(&[]), &with(&[("JOB_COMPLETION_INDEX", "")])).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn a_slurm_array_gives_the_shard_less_its_first_index() {
+        let c = choose(
+            &args(&[]),
+            &with(&[
+                ("SLURM_ARRAY_TASK_ID", "7"),
+                ("SLURM_ARRAY_TASK_MIN", "5"),
+                ("SLURM_ARRAY_TASK_MAX", "8"),
+                ("SLURM_ARRAY_TASK_COUNT", "4"),
+            ]),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(c.shard, shard(2, 4));
+        assert!(c.source.contains("SLURM_ARRAY_TASK_ID=7"), "{}", c.source);
+        // Without MIN the array starts at 0.
+        let c = choose(
+            &args(&[]),
+            &with(&[
+                ("SLURM_ARRAY_TASK_ID", "3"),
+                ("SLURM_ARRAY_TASK_COUNT", "4"),
+            ]),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(c.shard, shard(3, 4));
+    }
+
+    #[test]
+    fn arrays_that_are_not_one_range_are_refused_in_words() {
+        for (vars, says) in [
+            (
+                vec![
+                    ("SLURM_ARRAY_TASK_ID", "4"),
+                    ("SLURM_ARRAY_TASK_MIN", "0"),
+                    ("SLURM_ARRAY_TASK_MAX", "4"),
+                    ("SLURM_ARRAY_TASK_COUNT", "3"),
+                ],
+                "not one range",
+            ),
+            (
+                vec![
+                    ("SLURM_ARRAY_TASK_ID", "2"),
+                    ("SLURM_ARRAY_TASK_STEP", "2"),
+                    ("SLURM_ARRAY_TASK_COUNT", "3"),
+                ],
+                "SLURM_ARRAY_TASK_STEP=2",
+            ),
+            (
+                vec![("SLURM_ARRAY_TASK_ID", "2")],
+                "SLURM_ARRAY_TASK_COUNT is not",
+            ),
+            (
+                vec![
+                    ("SLURM_ARRAY_TASK_ID", "x"),
+                    ("SLURM_ARRAY_TASK_COUNT", "3"),
+                ],
+                "not a whole number",
+            ),
+            (
+                vec![
+                    ("SLURM_ARRAY_TASK_ID", "1"),
+                    ("SLURM_ARRAY_TASK_MIN", "2"),
+                    ("SLURM_ARRAY_TASK_COUNT", "3"),
+                ],
+                "below SLURM_ARRAY_TASK_MIN",
+            ),
+            (vec![("JOB_COMPLETION_INDEX", "2")], "--shards N"),
+            (
+                vec![("JOB_COMPLETION_INDEX", "4"), ("MELCTL_SHARDS", "4")],
+                "numbered from 0",
+            ),
+        ] {
+            let e = format!("{:#}", choose(&args(&[]), &with(&vars)).unwrap_err());
+            assert!(e.contains(says), "{vars:?}: {e}");
+        }
+        let e = format!(
+            "{:#}",
+            choose(&args(&["--shards", "4"]), &with(&[])).unwrap_err()
+        );
+        assert!(e.contains("neither is set"), "{e}");
+    }
+
+    #[test]
+    fn an_indexed_job_takes_its_count_from_the_flag_or_the_variable() {
+        let env = with(&[("JOB_COMPLETION_INDEX", "1"), ("MELCTL_SHARDS", "3")]);
+        assert_eq!(
+            choose(&args(&[]), &env).unwrap().unwrap().shard,
+            shard(1, 3)
+        );
+        let c = choose(&args(&["--shards", "5"]), &env).unwrap().unwrap();
+        assert_eq!(c.shard, shard(1, 5));
+        assert!(c.source.contains("--shards"), "{}", c.source);
+    }
+}

@@ -1,0 +1,402 @@
+//! Merging a sharded build: the `N` shards under `OUT/shards/K-of-N/` become
+//! `OUT/{split}.h5` (or `.npy.d`), the datasets one build of the whole tree writes, byte
+//! for byte (the statistics are computed in one pass over the rows in order, as a build
+//! computes them). The set is checked first (every shard present once and complete,
+//! one version, configuration, label map and file set, ranges that tile each split) and
+//! each shard's outputs are opened with every check of the reader. The merged splits
+//! are published together with a new build record, atomically, like a build's.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use mel_core::atomic::DirLock;
+use mel_core::{ClipMeta, Config, Finished, MelPlan, OutputBuf, SinkSpec, SourceInfo};
+
+use super::error::{Error, Result};
+use super::shard::{SHARDS_DIR, Shard, ShardRecord};
+use super::{Observer, lock_folder, outputs};
+
+/// Bytes of spectrograms handed to the sink at a time.
+const BATCH_BYTES: usize = 16 << 20;
+
+/// How a merge runs.
+#[derive(Debug, Clone, Default)]
+pub struct MergeSettings {
+    /// The shard count to merge when `OUT/shards` holds shards of several counts (an
+    /// earlier run's); `None`: the one count found.
+    pub shards: Option<usize>,
+    /// Threads for the sink's writes (0: one).
+    pub threads: usize,
+}
+
+/// One merged split.
+#[derive(Debug, Clone)]
+pub struct MergedSplit {
+    /// Its name.
+    pub split: String,
+    /// Files of the whole split.
+    pub files: usize,
+    /// Clips written (the files less those the shards left out).
+    pub clips: usize,
+    /// The files the shards left out, `path: reason`, in the split's order.
+    pub skipped: Vec<String>,
+    /// The published output.
+    pub output: PathBuf,
+    /// Its size in bytes.
+    pub output_bytes: u64,
+}
+
+/// What a merge wrote.
+#[derive(Debug, Clone, Default)]
+pub struct MergeReport {
+    /// Shards merged.
+    pub shards: usize,
+    /// The merged output's build id.
+    pub build: String,
+    /// Each split, in name order.
+    pub splits: Vec<MergedSplit>,
+    /// Wall time.
+    pub wall: Duration,
+}
+
+/// A shard found under `OUT/shards`, its record read and checked.
+struct Found {
+    shard: Shard,
+    dir: PathBuf,
+    record: ShardRecord,
+}
+
+/// Merges the shards under `out/shards/` into `out` (see the module documentation).
+/// Raising `cancel` stops it before the publish, leaving `out` as it was.
+pub fn merge(
+    out: &Path,
+    settings: &MergeSettings,
+    observer: &dyn Observer,
+    cancel: &Arc<AtomicBool>,
+) -> Result<MergeReport> {
+    let started = Instant::now();
+    let shards = find_shards(out, settings.shards)?;
+    // Held to the end: no shard is rebuilt while it is read.
+    let _shard_locks = shards
+        .iter()
+        .map(|(_, dir)| DirLock::try_now(dir))
+        .collect::<mel_core::Result<Vec<_>>>()?;
+    let found = read_records(&shards)?;
+    check_consistent(&found)?;
+    for f in &found {
+        f.record.verify(&f.dir)?;
+    }
+    let first = &found[0].record;
+    let config: Config = serde_json::from_value(first.config.clone()).map_err(|e| {
+        bad(
+            &found[0].dir.join(super::shard::SHARD_RECORD),
+            format!("its configuration does not read: {e}"),
+        )
+    })?;
+    let plan = MelPlan::from_config(&config)?;
+    let _lock = lock_folder(out)?;
+    let build_id = mel_core::record::new_build_id();
+    let threads = settings.threads.max(1);
+    let mut report = MergeReport {
+        shards: found.len(),
+        build: build_id.clone(),
+        ..MergeReport::default()
+    };
+    let mut finished: Vec<(String, Finished)> = Vec::new();
+    for (name, part) in &first.splits {
+        let clips: usize = found.iter().map(|f| f.record.splits[name].clips).sum();
+        let spec = SinkSpec {
+            split: name.clone(),
+            rows: clips,
+            plan: plan.clone(),
+            label_names: first.label_names.clone(),
+            provenance: config.resolved_json(),
+        };
+        let mut sink = outputs::make_sink(&config, out, spec, threads, &build_id)?;
+        observer.split_started(name, clips as u64);
+        let mut row = 0;
+        for f in &found {
+            let path = f.dir.join(&f.record.splits[name].output);
+            row += copy_rows(&path, &plan, row, sink.as_mut(), observer, cancel)?;
+        }
+        observer.split_finished(name);
+        if row != clips {
+            return Err(bad(
+                &out.join(SHARDS_DIR),
+                format!("split {name}: the shards hold {row} clips; their records say {clips}"),
+            ));
+        }
+        let output = sink.finish(clips)?;
+        report.splits.push(MergedSplit {
+            split: name.clone(),
+            files: part.files,
+            clips,
+            skipped: found
+                .iter()
+                .flat_map(|f| f.record.splits[name].skipped.iter().cloned())
+                .collect(),
+            output: output.final_path().to_path_buf(),
+            output_bytes: output.bytes(),
+        });
+        finished.push((name.clone(), output));
+    }
+    if cancel.load(Ordering::SeqCst) {
+        return Err(Error::Interrupted {
+            split: None,
+            journaled: false,
+        });
+    }
+    mel_sinks::publish_build(out, &build_id, finished, &|_| false, config.output.fsync)?;
+    report.wall = started.elapsed();
+    Ok(report)
+}
+
+/// Copies every clip of the shard output at `path` into `sink` from row `first_row` on,
+/// with its label, path and source facts; returns the clips copied.
+fn copy_rows(
+    path: &Path,
+    plan: &MelPlan,
+    first_row: usize,
+    sink: &mut dyn mel_core::Sink,
+    observer: &dyn Observer,
+    cancel: &AtomicBool,
+) -> Result<usize> {
+    let split = melread::Split::open(path)?;
+    if split.clip_shape() != plan.clip_shape() || split.dtype() != plan.dtype() {
+        return Err(bad(
+            path,
+            format!(
+                "holds clips of {:?} {}; the configuration gives {:?} {}",
+                split.clip_shape(),
+                split.dtype().name(),
+                plan.clip_shape(),
+                plan.dtype().name()
+            ),
+        ));
+    }
+    let clips = split.clips();
+    let per = plan.bytes_per_clip();
+    let batch = (BATCH_BYTES / per.max(1)).clamp(1, clips.max(1));
+    let provenance = split.provenance();
+    let source = |i: usize| SourceInfo {
+        rate: provenance.source_rate.as_ref().map_or(0, |v| v[i]),
+        channels: provenance.source_channels.as_ref().map_or(0, |v| v[i]),
+        frames: provenance.source_frames.as_ref().map_or(0, |v| v[i]),
+    };
+    let mut reader = split.reader();
+    let mut bytes = Vec::with_capacity(batch * per);
+    for start in (0..clips).step_by(batch) {
+        if cancel.load(Ordering::SeqCst) {
+            return Err(Error::Interrupted {
+                split: Some(split.name().to_string()),
+                journaled: false,
+            });
+        }
+        let end = (start + batch).min(clips);
+        bytes.clear();
+        let mut metas = Vec::with_capacity(end - start);
+        for i in start..end {
+            bytes.extend_from_slice(reader.raw(i, None)?);
+            metas.push(ClipMeta {
+                index: first_row + i,
+                source: source(i),
+                label: split.labels()[i],
+                path: split.paths()[i].clone(),
+            });
+        }
+        let data = OutputBuf::from_bytes(plan.dtype(), &bytes)
+            .ok_or_else(|| bad(path, "its clips do not fill whole values".into()))?;
+        sink.write(first_row + start, &metas, &data)?;
+        observer.progress((end - start) as u64);
+    }
+    Ok(clips)
+}
+
+/// The shards of one count under `out/shards`, every one of `0..N` present, in order.
+fn find_shards(out: &Path, count: Option<usize>) -> Result<Vec<(Shard, PathBuf)>> {
+    let root = out.join(SHARDS_DIR);
+    let entries = match std::fs::read_dir(&root) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(bad(
+                out,
+                format!("holds no shard folder ({SHARDS_DIR}/K-of-N, written by sharded builds)"),
+            ));
+        }
+        Err(e) => return Err(mel_core::Error::io(&root, e).into()),
+    };
+    let mut all: Vec<Shard> = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| mel_core::Error::io(&root, e))?;
+        let name = entry.file_name();
+        let Some(shard) = name.to_str().and_then(Shard::from_dir_name) else {
+            continue;
+        };
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            all.push(shard);
+        }
+    }
+    let mut counts: Vec<usize> = all.iter().map(Shard::count).collect();
+    counts.sort_unstable();
+    counts.dedup();
+    let n = match (count, counts.as_slice()) {
+        (Some(n), _) => n,
+        (None, [n]) => *n,
+        (None, []) => {
+            return Err(bad(&root, "holds no shard folder (K-of-N)".into()));
+        }
+        (None, many) => {
+            let many: Vec<String> = many.iter().map(usize::to_string).collect();
+            return Err(bad(
+                &root,
+                format!(
+                    "holds shards of {} counts ({}); say which to merge",
+                    many.len(),
+                    many.join(", ")
+                ),
+            ));
+        }
+    };
+    let missing: Vec<String> = (0..n)
+        .filter(|&k| !all.contains(&Shard::new(k, n).expect("k < n")))
+        .map(|k| format!("{k}-of-{n}"))
+        .collect();
+    if !missing.is_empty() {
+        return Err(bad(
+            &root,
+            format!(
+                "{} of {n} shards missing: {}",
+                missing.len(),
+                named(&missing)
+            ),
+        ));
+    }
+    Ok((0..n)
+        .map(|k| {
+            let s = Shard::new(k, n).expect("k < n");
+            (s, s.dir(out))
+        })
+        .collect())
+}
+
+/// Each shard's record: every one there and complete.
+fn read_records(shards: &[(Shard, PathBuf)]) -> Result<Vec<Found>> {
+    let mut found = Vec::with_capacity(shards.len());
+    let mut incomplete = Vec::new();
+    for (shard, dir) in shards {
+        match ShardRecord::read(dir)? {
+            Some(record) => found.push(Found {
+                shard: *shard,
+                dir: dir.clone(),
+                record,
+            }),
+            None => incomplete.push(shard.dir_name()),
+        }
+    }
+    if !incomplete.is_empty() {
+        let root = shards[0].1.parent().unwrap_or(Path::new(""));
+        return Err(bad(
+            root,
+            format!(
+                "{} of {} shards not complete (no shard.json: still building, failed or killed; build them again): {}",
+                incomplete.len(),
+                shards.len(),
+                named(&incomplete)
+            ),
+        ));
+    }
+    Ok(found)
+}
+
+/// Refuses a set of shards that are not of one build: each record must be its folder's
+/// shard, of the same version, configuration (its run options aside), classes and
+/// splits, each split seen as the same file set, cut into the ranges the partition gives.
+fn check_consistent(found: &[Found]) -> Result<()> {
+    let first = &found[0].record;
+    for f in found {
+        let r = &f.record;
+        let path = f.dir.join(super::shard::SHARD_RECORD);
+        let differs = |what: &str| {
+            Err(bad(
+                &path,
+                format!("its {what} differs from shard 0-of-{}'s", f.shard.count()),
+            ))
+        };
+        if (r.shard, r.of) != (f.shard.index(), f.shard.count()) {
+            return Err(bad(
+                &path,
+                format!(
+                    "says shard {}/{}, in the folder of shard {}",
+                    r.shard, r.of, f.shard
+                ),
+            ));
+        }
+        if r.melctl_version != first.melctl_version {
+            return differs("melctl version");
+        }
+        if r.values_config() != first.values_config() {
+            return differs("configuration");
+        }
+        if r.label_names != first.label_names {
+            return differs("label map");
+        }
+        if r.splits.keys().ne(first.splits.keys()) {
+            return differs("set of splits");
+        }
+        for (name, part) in &r.splits {
+            let want = &first.splits[name];
+            if (part.files, &part.fingerprint) != (want.files, &want.fingerprint) {
+                return Err(bad(
+                    &path,
+                    format!(
+                        "split {name}: built from another file set than shard 0-of-{} ({} files against {}): the tree changed between the tasks; build every shard again",
+                        f.shard.count(),
+                        part.files,
+                        want.files
+                    ),
+                ));
+            }
+            let range = f.shard.range(part.files);
+            if (part.first, part.end) != (range.start, range.end) || part.clips > range.len() {
+                return Err(bad(
+                    &path,
+                    format!(
+                        "split {name}: holds files {}..{} ({} clips); shard {} of {} files is {}..{}",
+                        part.first,
+                        part.end,
+                        part.clips,
+                        f.shard,
+                        part.files,
+                        range.start,
+                        range.end
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// At most twelve names, then how many more.
+fn named(names: &[String]) -> String {
+    const SHOWN: usize = 12;
+    let mut s = names
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        s += &format!(" and {} more", names.len() - SHOWN);
+    }
+    s
+}
+
+fn bad(path: &Path, reason: String) -> Error {
+    Error::Core(mel_core::Error::Dataset {
+        root: path.to_path_buf(),
+        reason,
+    })
+}
