@@ -14,7 +14,9 @@ root=$(realpath "$1") out=$(realpath -m "$2") n=$3
 shift 3
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out/logs"
-export ROOT="$root" OUT="$out"
+# MELCTL_SHARDS: N for every task, so a task resubmitted alone (sbatch --array=5 ...)
+# still builds shard 5 of N (its own array has one task).
+export ROOT="$root" OUT="$out" MELCTL_SHARDS="$n"
 build=$(sbatch --parsable --array="0-$((n - 1))" --export=ALL \
     --output="$out/logs/shard-%a.log" "$@" "$here/build.sbatch")
 build=${build%%;*}

@@ -270,15 +270,18 @@ pub fn build<'py>(
                 cancel,
                 &mut report,
             )
-            .map(|o| o == melkit::build::ShardOutcome::Built),
+            .map(|o| match o {
+                melkit::build::ShardOutcome::Built => None,
+                melkit::build::ShardOutcome::AlreadyComplete { skipped } => Some(skipped),
+            }),
             None => builder
                 .run(&output, queue, cancel, &mut report)
-                .map(|()| true),
+                .map(|()| None),
         })
     })?;
     match built {
         Err(e) => Err(build_to_py(e)),
-        Ok(built) => {
+        Ok(earlier) => {
             let mut json = report.to_json(&config_json, None);
             json["notices"] = notices.into();
             if let Some(s) = shard {
@@ -286,8 +289,24 @@ pub fn build<'py>(
                     "index": s.index(),
                     "count": s.count(),
                     "folder": out_dir,
-                    "built": built,
+                    "built": earlier.is_none(),
+                    // A retry of a complete shard: the files its build left out.
+                    "skipped": earlier.clone().unwrap_or_default(),
                 });
+            }
+            if let Some(skipped) = earlier.filter(|s| !s.is_empty()) {
+                let message = format!(
+                    "melctl.build: shard {} was complete; its build left {} file(s) out, listed in the report's shard.skipped (first: {})",
+                    shard.map(|s| s.to_string()).unwrap_or_default(),
+                    skipped.len(),
+                    skipped[0]
+                );
+                pyo3::PyErr::warn(
+                    py,
+                    &py.get_type::<pyo3::exceptions::PyUserWarning>(),
+                    &std::ffi::CString::new(message).unwrap_or_default(),
+                    1,
+                )?;
             }
             let text = serde_json::to_string(&json)
                 .map_err(|e| PyValueError::new_err(format!("the report: {e}")))?;
@@ -319,10 +338,28 @@ pub fn build<'py>(
 
 /// A shard as `(k, n)` or `"k/n"` (numbered from 0).
 fn parse_shard(value: &Bound<'_, PyAny>) -> PyResult<Shard> {
+    let int = |v: Bound<'_, PyAny>| -> Option<i128> {
+        if v.is_instance_of::<pyo3::types::PyBool>() {
+            None
+        } else {
+            v.extract().ok()
+        }
+    };
+    let pair = value
+        .extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>()
+        .ok()
+        .and_then(|(k, n)| Some((int(k)?, int(n)?)));
     let shard = if let Ok(text) = value.extract::<String>() {
         Shard::parse(&text)
-    } else if let Ok((k, n)) = value.extract::<(usize, usize)>() {
-        Shard::new(k, n)
+    } else if let Some((k, n)) = pair {
+        match (usize::try_from(k), usize::try_from(n)) {
+            (Ok(k), Ok(n)) => Shard::new(k, n),
+            _ => {
+                return Err(PyValueError::new_err(format!(
+                    "shard ({k}, {n}): shard k of n, numbered from 0, both whole numbers from 0"
+                )));
+            }
+        }
     } else {
         return Err(PyTypeError::new_err(
             "shard must be (k, n) or \"k/n\": shard k of n, numbered from 0",
@@ -339,11 +376,22 @@ fn parse_shard(value: &Bound<'_, PyAny>) -> PyResult<Shard> {
 pub fn merge<'py>(
     py: Python<'py>,
     output: PathBuf,
-    shards: Option<usize>,
+    shards: Option<Bound<'py, PyAny>>,
     threads: Option<usize>,
     progress: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     check_callable(progress)?;
+    if let Some(n) = &shards
+        && n.is_instance_of::<pyo3::types::PyBool>()
+    {
+        return Err(PyTypeError::new_err(
+            "shards must be a whole number, the shard count",
+        ));
+    }
+    let shards: Option<usize> = shards
+        .map(|n| n.extract())
+        .transpose()
+        .map_err(|_| PyValueError::new_err("shards must be a whole number from 1"))?;
     let settings = MergeSettings {
         shards,
         threads: threads.unwrap_or_else(crate::default_threads),

@@ -44,8 +44,12 @@ def stage_workspace_package() -> str:
             f"{built} is missing: run `cargo test --workspace` first (it compiles the "
             "extension), or set MELCTL_TEST_INSTALLED=1 to test an installed melctl"
         )
-    sources = [ROOT / "python" / "src", ROOT / "crates", ROOT / "backends"]
-    newest = max(p.stat().st_mtime for d in sources for p in d.rglob("*.rs"))
+    # The extension's own sources: its crate's and those of the crates it links (not
+    # their tests or examples, which cargo test may rebuild without relinking it).
+    linked = ["mel-core", "mel-audio", "mel-loaders", "mel-sinks", "melkit", "melread"]
+    sources = [ROOT / "python" / "src"] + [ROOT / "crates" / c / "src" for c in linked]
+    sources += [b / "src" for b in (ROOT / "backends").iterdir()]
+    newest = max(p.stat().st_mtime for d in sources for p in d.rglob("*") if p.is_file())
     if newest > built.stat().st_mtime:
         raise pytest.UsageError(
             f"{built} is older than the Rust sources: run `cargo test --workspace` first"

@@ -70,8 +70,16 @@ def test_a_process_pool_builds_the_shards_and_merge_joins_them(demo_data, unshar
     assert_same(whole, out)
     with pytest.raises(ValueError, match="numbered from 0"):
         melctl.build(demo_data, out, config=config, shard=(3, 3))
+    with pytest.raises(ValueError, match="numbered from 0"):
+        melctl.build(demo_data, out, config=config, shard=(-1, 3))
+    for bad in (3, (True, 2), (1.0, 2)):
+        with pytest.raises(TypeError):
+            melctl.build(demo_data, out, config=config, shard=bad)
     with pytest.raises(TypeError):
-        melctl.build(demo_data, out, config=config, shard=3)
+        melctl.merge(out, shards=True)
+    for bad in (0, 2_000_000):
+        with pytest.raises(melctl.Error, match="shards"):
+            melctl.merge(out, shards=bad)
     with pytest.raises(melctl.DatasetError, match="no shard folder"):
         melctl.merge(tmp_path / "nothing-here" / "x")
 

@@ -110,6 +110,23 @@ impl Staged {
         &self.final_path
     }
 
+    /// Flushes the finished output's data (the file, or every file of the folder) to
+    /// the disk, for a caller that publishes several outputs and wants every flush done
+    /// before the first rename ([`commit_flushed`](Self::commit_flushed)).
+    pub fn flush(&self) -> Result<()> {
+        let r = match &self.temp {
+            Temp::File(temp) => File::open(temp).and_then(|f| f.sync_all()),
+            Temp::Dir(temp) => sync_tree(temp.path()),
+        };
+        r.map_err(|e| write_failed(&self.final_path, "flushing to the disk", &e))
+    }
+
+    /// Moves the output to its final path with no flush: after [`flush`](Self::flush),
+    /// the caller flushes the folder once all its renames are done.
+    pub fn commit_flushed(self) -> Result<PathBuf> {
+        self.commit(false)
+    }
+
     /// Moves the finished output to its final path (replacing what was there), flushing
     /// it and the folder first and after when `durable`. The caller must have closed
     /// every handle that could still write to it.
@@ -403,7 +420,7 @@ impl DirLock {
                 Err(Error::output(
                     dir,
                     format!(
-                        "{holder} is writing to this folder (it holds its lock); wait for it to finish, or write elsewhere"
+                        "{holder} is using this folder (it holds its lock: a build, or a merge reading or writing it); wait for it to finish, or write elsewhere"
                     ),
                 ))
             }

@@ -357,6 +357,25 @@ impl Finished {
         self.bytes
     }
 
+    /// Flushes its data to the disk now when it is to be durable, so that a publish of
+    /// several outputs does all its slow work before the first rename
+    /// ([`publish_flushed`](Self::publish_flushed)).
+    pub fn flush(&self) -> Result<()> {
+        match &self.staged {
+            Some(s) if self.durable => s.flush(),
+            _ => Ok(()),
+        }
+    }
+
+    /// After [`flush`](Self::flush): moves it to its final path, a rename and nothing
+    /// else; the caller flushes the folder (when durable) once every rename is done.
+    pub fn publish_flushed(mut self) -> Result<PathBuf> {
+        match self.staged.take() {
+            Some(s) => s.commit_flushed(),
+            None => Ok(self.final_path.clone()),
+        }
+    }
+
     /// Moves it to its final path (replacing what was there). Returns the path.
     pub fn publish(mut self) -> Result<PathBuf> {
         match self.staged.take() {

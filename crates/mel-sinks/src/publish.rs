@@ -31,9 +31,15 @@ pub fn publish_build(
             empty
         }
     };
+    // Every output's data on the disk first, then the renames back to back, then one
+    // flush of the folder (the record's write below): a kill lands between two renames
+    // only within those microseconds, not during a flush of gigabytes.
+    for (_, output) in &outputs {
+        output.flush()?;
+    }
     let mut published = Vec::with_capacity(outputs.len());
     for (split, output) in outputs {
-        let path = output.publish()?;
+        let path = output.publish_flushed()?;
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())

@@ -137,9 +137,9 @@ pub struct BuildArgs {
     pub resume: bool,
     /// Build shard K of N (numbered from 0) into OUT/shards/K-of-N/, for `melctl merge
     /// OUT`. Each split's sorted file list is cut into N contiguous ranges. Without the
-    /// flag, an array task's environment gives it: SLURM_ARRAY_TASK_ID (less
-    /// SLURM_ARRAY_TASK_MIN) of SLURM_ARRAY_TASK_COUNT, or JOB_COMPLETION_INDEX (a
-    /// Kubernetes Indexed Job) of --shards or MELCTL_SHARDS.
+    /// flag, an array task's environment gives it: K is SLURM_ARRAY_TASK_ID or
+    /// JOB_COMPLETION_INDEX (a Kubernetes Indexed Job); N is --shards or MELCTL_SHARDS,
+    /// else SLURM_ARRAY_TASK_COUNT of a whole array 0..N-1.
     #[arg(long, value_name = "K/N", conflicts_with_all = ["shards", "no_shard", "splits"])]
     pub shard: Option<String>,
     /// The shard count N, with the index from the environment (JOB_COMPLETION_INDEX or

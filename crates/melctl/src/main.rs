@@ -221,6 +221,15 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     start_workers(config.run.threads)?;
     let (dataset, source) = load_dataset(args)?;
     let sharded = shard::choose(args, &|name| std::env::var(name).ok())?;
+    if let Some(c) = &sharded
+        && !args.splits.is_empty()
+    {
+        anyhow::bail!(
+            "--split with shard {} (from {}): a shard holds its part of every split, or the shards cannot be merged; drop --split, or pass --no-shard",
+            c.shard,
+            c.source
+        );
+    }
     let settings = build::settings(config.clone(), args)?;
     // A shard builds its part of every split (the whole tree's label map) into
     // OUT/shards/K-of-N.
@@ -306,14 +315,28 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
             cancel,
             &mut report,
         )
-        .map(|outcome| outcome == melkit::build::ShardOutcome::Built),
+        .map(|outcome| match outcome {
+            melkit::build::ShardOutcome::Built => None,
+            melkit::build::ShardOutcome::AlreadyComplete { skipped } => Some(skipped),
+        }),
         None => builder
             .run(&args.output, &observer, cancel, &mut report)
-            .map(|()| true),
+            .map(|()| None),
     }
     .map_err(build::in_words);
-    if matches!(built, Ok(false)) {
-        // A complete shard, verified: an array task's retry has nothing to do.
+    if let Ok(Some(skipped)) = &built {
+        // A complete shard, verified: an array task's retry has nothing to do, but what
+        // its build left out is named again, and --strict fails on it as it did then.
+        for line in skipped {
+            errln!("skipped {line} (left out by the shard's earlier build)");
+        }
+        if args.strict && !skipped.is_empty() {
+            errln!(
+                "error: --strict: {} skipped (listed above); the shard's outputs were written",
+                dryrun::count(skipped.len(), "file was", "files were")
+            );
+            return Ok(EXIT_SKIPPED);
+        }
         return Ok(0);
     }
     if built.is_ok() && !quiet {

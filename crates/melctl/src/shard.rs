@@ -50,40 +50,34 @@ pub fn choose(args: &BuildArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<
         (None, None) => None,
     };
     if let Some(id) = number("SLURM_ARRAY_TASK_ID")? {
-        let min = number("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
-        let step = number("SLURM_ARRAY_TASK_STEP")?.unwrap_or(1);
-        let task_count = number("SLURM_ARRAY_TASK_COUNT")?;
+        // Shard K is array task K: an array numbered from 0. The task count says N only
+        // when the array is whole (tasks 0..COUNT-1): a task resubmitted alone
+        // (--array=5) or a part (--array=3-5) has MIN and COUNT of its own, which cannot
+        // be told from an array numbered from another first index, so N must then be
+        // given (--shards, MELCTL_SHARDS: docs/cluster/submit.sh exports it).
+        let min = number("SLURM_ARRAY_TASK_MIN")?;
         let max = number("SLURM_ARRAY_TASK_MAX")?;
-        if step != 1 {
-            bail!(
-                "SLURM_ARRAY_TASK_STEP={step}: shards need one task per index; submit --array=0-{} (or pass --shard K/N)",
-                task_count.map_or("N-1".into(), |n| (n.max(1) - 1).to_string())
-            );
-        }
-        if let (Some(n), Some(max)) = (task_count, max)
-            && max.checked_sub(min).map(|d| d + 1) != Some(n)
-        {
-            bail!(
-                "the Slurm array is not one range (tasks {min}..={max}, {n} of them): submit --array=0-{} (or pass --shard K/N)",
-                n.max(1) - 1
-            );
-        }
+        let task_count = number("SLURM_ARRAY_TASK_COUNT")?;
+        let step = number("SLURM_ARRAY_TASK_STEP")?.unwrap_or(1);
+        let whole = match (min, max, task_count) {
+            (Some(0), Some(max), Some(n)) => step == 1 && max.checked_add(1) == Some(n),
+            (None, None, Some(_)) => step == 1,
+            _ => false,
+        };
         let (n, from) = match (count_flag, task_count) {
             (Some((n, from)), _) => (n, from.to_string()),
-            (None, Some(n)) => (n, "SLURM_ARRAY_TASK_COUNT".to_string()),
-            (None, None) => bail!(
-                "SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not; pass --shards N"
+            (None, Some(n)) if whole => (n, "SLURM_ARRAY_TASK_COUNT".to_string()),
+            (None, _) => bail!(
+                "SLURM_ARRAY_TASK_ID={id} in an array that is not tasks 0..N-1 (tasks {}..={}, step {step}: a part resubmitted, or numbered from 1): shard K is task K, so give N with --shards N or MELCTL_SHARDS (docs/cluster/submit.sh sets it), or pass --shard K/N",
+                min.map_or("?".into(), |v| v.to_string()),
+                max.map_or("?".into(), |v| v.to_string()),
             ),
         };
-        let k = id.checked_sub(min).with_context(|| {
-            format!("SLURM_ARRAY_TASK_ID={id} is below SLURM_ARRAY_TASK_MIN={min}")
-        })?;
-        let shard = Shard::new(k, n).with_context(|| {
-            format!("SLURM_ARRAY_TASK_ID={id} (less SLURM_ARRAY_TASK_MIN={min}) with N from {from}")
-        })?;
+        let shard = Shard::new(id, n)
+            .with_context(|| format!("SLURM_ARRAY_TASK_ID={id} with N from {from}"))?;
         return Ok(Some(Chosen {
             shard,
-            source: format!("SLURM_ARRAY_TASK_ID={id}, SLURM_ARRAY_TASK_MIN={min}, N from {from}"),
+            source: format!("SLURM_ARRAY_TASK_ID={id}, N from {from}"),
         }));
     }
     if let Some(k) = number("JOB_COMPLETION_INDEX")? {
@@ -118,6 +112,13 @@ pub fn run_merge(args: &MergeArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         shards: args.shards,
         threads,
     };
+    // The report's path is checked before any work, as a build checks its outputs: a
+    // report that cannot be written is not found out after the merge has published.
+    let to_stdout = args.report.as_deref() == Some(std::path::Path::new("-"));
+    if let Some(path) = args.report.as_ref().filter(|_| !to_stdout) {
+        use mel_core::outputs::{Guard, Output, Written};
+        Guard::new().check(&[Output::new(path, "the report", Written::Stream)])?;
+    }
     let progress = if args.verbosity.quiet {
         crate::progress::Progress::hidden()
     } else {
@@ -131,7 +132,6 @@ pub fn run_merge(args: &MergeArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         cancel,
     )
     .map_err(crate::build::in_words)?;
-    let to_stdout = args.report.as_deref() == Some(std::path::Path::new("-"));
     let skipped: usize = merged.splits.iter().map(|s| s.skipped.len()).sum();
     for s in &merged.splits {
         for line in &s.skipped {
@@ -247,36 +247,45 @@ mod tests {
     }
 
     #[test]
-    fn a_slurm_array_gives_the_shard_less_its_first_index() {
-        let c = choose(
-            &args(&[]),
-            &with(&[
-                ("SLURM_ARRAY_TASK_ID", "7"),
-                ("SLURM_ARRAY_TASK_MIN", "5"),
-                ("SLURM_ARRAY_TASK_MAX", "8"),
-                ("SLURM_ARRAY_TASK_COUNT", "4"),
-            ]),
-        )
-        .unwrap()
-        .unwrap();
+    fn a_whole_slurm_array_gives_the_shard_and_a_part_of_one_needs_the_count() {
+        let whole = [
+            ("SLURM_ARRAY_TASK_ID", "2"),
+            ("SLURM_ARRAY_TASK_MIN", "0"),
+            ("SLURM_ARRAY_TASK_MAX", "3"),
+            ("SLURM_ARRAY_TASK_COUNT", "4"),
+            ("SLURM_ARRAY_TASK_STEP", "1"),
+        ];
+        let c = choose(&args(&[]), &with(&whole)).unwrap().unwrap();
         assert_eq!(c.shard, shard(2, 4));
-        assert!(c.source.contains("SLURM_ARRAY_TASK_ID=7"), "{}", c.source);
-        // Without MIN the array starts at 0.
-        let c = choose(
-            &args(&[]),
-            &with(&[
-                ("SLURM_ARRAY_TASK_ID", "3"),
-                ("SLURM_ARRAY_TASK_COUNT", "4"),
-            ]),
-        )
-        .unwrap()
-        .unwrap();
-        assert_eq!(c.shard, shard(3, 4));
+        assert!(c.source.contains("SLURM_ARRAY_TASK_ID=2"), "{}", c.source);
+        // Task 5 resubmitted alone (sbatch --array=5): its own MIN, MAX and COUNT of 1
+        // must not make it shard 0 of 1; with the count given it is shard 5.
+        let retry = [
+            ("SLURM_ARRAY_TASK_ID", "5"),
+            ("SLURM_ARRAY_TASK_MIN", "5"),
+            ("SLURM_ARRAY_TASK_MAX", "5"),
+            ("SLURM_ARRAY_TASK_COUNT", "1"),
+            ("SLURM_ARRAY_TASK_STEP", "1"),
+        ];
+        let e = format!("{:#}", choose(&args(&[]), &with(&retry)).unwrap_err());
+        assert!(
+            e.contains("MELCTL_SHARDS") && e.contains("tasks 5..=5"),
+            "{e}"
+        );
+        let mut given = retry.to_vec();
+        given.push(("MELCTL_SHARDS", "8"));
+        let c = choose(&args(&[]), &with(&given)).unwrap().unwrap();
+        assert_eq!(c.shard, shard(5, 8));
+        let c = choose(&args(&["--shards", "6"]), &with(&retry))
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.shard, shard(5, 6));
     }
 
     #[test]
-    fn arrays_that_are_not_one_range_are_refused_in_words() {
+    fn arrays_that_are_not_tasks_0_to_n_need_the_count_and_bad_values_are_refused() {
         for (vars, says) in [
+            // Sparse (0,2,4), numbered from 1, stepped, without a count, absurd bounds.
             (
                 vec![
                     ("SLURM_ARRAY_TASK_ID", "4"),
@@ -284,7 +293,16 @@ mod tests {
                     ("SLURM_ARRAY_TASK_MAX", "4"),
                     ("SLURM_ARRAY_TASK_COUNT", "3"),
                 ],
-                "not one range",
+                "not tasks 0..N-1",
+            ),
+            (
+                vec![
+                    ("SLURM_ARRAY_TASK_ID", "2"),
+                    ("SLURM_ARRAY_TASK_MIN", "1"),
+                    ("SLURM_ARRAY_TASK_MAX", "3"),
+                    ("SLURM_ARRAY_TASK_COUNT", "3"),
+                ],
+                "numbered from 1",
             ),
             (
                 vec![
@@ -292,11 +310,17 @@ mod tests {
                     ("SLURM_ARRAY_TASK_STEP", "2"),
                     ("SLURM_ARRAY_TASK_COUNT", "3"),
                 ],
-                "SLURM_ARRAY_TASK_STEP=2",
+                "step 2",
             ),
+            (vec![("SLURM_ARRAY_TASK_ID", "2")], "--shards N"),
             (
-                vec![("SLURM_ARRAY_TASK_ID", "2")],
-                "SLURM_ARRAY_TASK_COUNT is not",
+                vec![
+                    ("SLURM_ARRAY_TASK_ID", "0"),
+                    ("SLURM_ARRAY_TASK_MIN", "0"),
+                    ("SLURM_ARRAY_TASK_MAX", "18446744073709551615"),
+                    ("SLURM_ARRAY_TASK_COUNT", "4"),
+                ],
+                "not tasks 0..N-1",
             ),
             (
                 vec![
@@ -306,12 +330,8 @@ mod tests {
                 "not a whole number",
             ),
             (
-                vec![
-                    ("SLURM_ARRAY_TASK_ID", "1"),
-                    ("SLURM_ARRAY_TASK_MIN", "2"),
-                    ("SLURM_ARRAY_TASK_COUNT", "3"),
-                ],
-                "below SLURM_ARRAY_TASK_MIN",
+                vec![("SLURM_ARRAY_TASK_ID", "3"), ("MELCTL_SHARDS", "3")],
+                "numbered from 0",
             ),
             (vec![("JOB_COMPLETION_INDEX", "2")], "--shards N"),
             (

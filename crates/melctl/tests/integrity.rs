@@ -516,7 +516,7 @@ fn a_second_build_of_the_same_output_is_refused_naming_the_first() {
         .args(["build", "-i", "data", "-o", "out", "--backend", "cpu"])
         .stderr_of_failure();
     assert!(
-        err.contains(&format!("process {pid}")) && err.contains("is writing to this folder"),
+        err.contains(&format!("process {pid}")) && err.contains("is using this folder"),
         "{err}"
     );
     let o = child.wait_with_output().unwrap();

@@ -140,12 +140,12 @@ fn an_array_tasks_environment_chooses_the_shard() {
         }
         cmd.output()
     };
-    // A Slurm array 1-3: task 2 is shard 1 of 3.
+    // A Slurm array 0-2: task 2 is shard 2 of 3.
     let o = run(
         &[
             ("SLURM_ARRAY_TASK_ID", "2"),
-            ("SLURM_ARRAY_TASK_MIN", "1"),
-            ("SLURM_ARRAY_TASK_MAX", "3"),
+            ("SLURM_ARRAY_TASK_MIN", "0"),
+            ("SLURM_ARRAY_TASK_MAX", "2"),
             ("SLURM_ARRAY_TASK_COUNT", "3"),
         ],
         &[],
@@ -153,10 +153,25 @@ fn an_array_tasks_environment_chooses_the_shard() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let said = String::from_utf8_lossy(&o.stderr);
     assert!(
-        said.contains("shard 1/3 (from SLURM_ARRAY_TASK_ID=2"),
+        said.contains("shard 2/3 (from SLURM_ARRAY_TASK_ID=2"),
         "{said}"
     );
+    assert!(dir.join("out/shards/2-of-3/shard.json").is_file());
+    // Task 1 resubmitted alone (sbatch --array=1): its own count of 1 is not N; refused
+    // without MELCTL_SHARDS, shard 1 of 3 with it.
+    let retry = [
+        ("SLURM_ARRAY_TASK_ID", "1"),
+        ("SLURM_ARRAY_TASK_MIN", "1"),
+        ("SLURM_ARRAY_TASK_MAX", "1"),
+        ("SLURM_ARRAY_TASK_COUNT", "1"),
+    ];
+    let o = run(&retry, &[]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("MELCTL_SHARDS"));
+    let o = run(&[&retry[..], &[("MELCTL_SHARDS", "3")]].concat(), &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(dir.join("out/shards/1-of-3/shard.json").is_file());
+    assert!(!dir.join("out/shards/0-of-1").exists());
     // A Kubernetes Indexed Job: the index, and the count from MELCTL_SHARDS.
     let o = run(
         &[("JOB_COMPLETION_INDEX", "0"), ("MELCTL_SHARDS", "3")],
@@ -256,4 +271,191 @@ fn the_merge_refuses_a_set_that_is_incomplete_or_mixed_and_names_the_fault() {
     assert!(e.contains("is not a shard record"), "{e}");
     // The refused merges changed nothing: the 3-shard merge's outputs are still there.
     assert!(melread::Split::open(dir.join("out/training.h5")).is_ok());
+}
+
+#[test]
+fn a_rerun_builds_again_what_changed_in_place_and_strict_still_counts_what_was_left_out() {
+    let dir = Dir::demo(12);
+    // A broken file last in training's sorted list: in the last shard's range.
+    let class = dir.names("data/training").last().unwrap().clone();
+    let broken = dir.create(
+        format!("data/training/{class}/zz_broken.wav"),
+        b"RIFF\x10\0\0\0WAVEjunk",
+    );
+    let o = dir
+        .melctl()
+        .args(["build", "-i", "data", "-o", "out", "--config", "short.toml"])
+        .args(["--shard", "1/2", "--strict"])
+        .expect_code(3);
+    let said = String::from_utf8_lossy(&o.stdout) + String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("zz_broken.wav"), "{said}");
+    // The retry has nothing to build, but names the file again and fails as strictly.
+    let o = dir
+        .melctl()
+        .args(["build", "-i", "data", "-o", "out", "--config", "short.toml"])
+        .args(["--shard", "1/2", "--strict"])
+        .expect_code(3);
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        said.contains("nothing to do")
+            && said.contains("zz_broken.wav")
+            && said.contains("earlier build"),
+        "{said}"
+    );
+    // The file repaired in place: built again, and now in.
+    let good = dir.join(format!(
+        "data/training/{class}/{}",
+        dir.names(format!("data/training/{class}"))[0]
+    ));
+    std::fs::copy(&good, &broken).unwrap();
+    let said = build_shard(&dir, "out", 1, 2, &["--strict"]);
+    assert!(said.contains("files changed since"), "{said}");
+    // Audio swapped in place between two same-size files: built again too.
+    build_shard(&dir, "out", 0, 2, &[]);
+    let classes = dir.names("data/validation");
+    let file = |c: &str| {
+        let folder = dir.join(format!("data/validation/{c}"));
+        folder.join(&dir.names(&folder)[0])
+    };
+    let (pa, pb) = (file(&classes[0]), file(&classes[1]));
+    let (ba, bb) = (std::fs::read(&pa).unwrap(), std::fs::read(&pb).unwrap());
+    std::fs::write(&pa, bb).unwrap();
+    std::fs::write(&pb, ba).unwrap();
+    let said = build_shard(&dir, "out", 0, 2, &[]);
+    let said2 = build_shard(&dir, "out", 1, 2, &[]);
+    assert!(
+        said.contains("building it again") || said2.contains("building it again"),
+        "{said}\n{said2}"
+    );
+    dir.melctl().args(["merge", "out", "-q"]).expect_code(0);
+    dir.melctl()
+        .args([
+            "build",
+            "-i",
+            "data",
+            "-o",
+            "whole",
+            "--config",
+            "short.toml",
+            "-q",
+        ])
+        .expect_code(0);
+    let same = compare(&dir, "whole", "out").unwrap_or_else(|d| panic!("{d}"));
+    assert!(same.starts_with("same:"), "{same}");
+}
+
+#[test]
+fn shards_of_two_backends_are_not_merged_and_a_named_backend_rebuilds() {
+    let dir = Dir::demo(12);
+    let wgpu = dir
+        .melctl()
+        .args([
+            "build",
+            "-i",
+            "data",
+            "-o",
+            "out",
+            "--config",
+            "short.toml",
+            "-q",
+        ])
+        .args(["--shard", "0/2", "--backend", "wgpu"])
+        .output();
+    if !wgpu.status.success() {
+        // No Vulkan device here: the refusal is still checked with a forged record.
+        let e = String::from_utf8_lossy(&wgpu.stderr);
+        assert!(
+            std::env::var("MEL_REQUIRE_WGPU").as_deref() != Ok("1"),
+            "{e}"
+        );
+        println!("skipped the wgpu half: {e}");
+        return;
+    }
+    build_shard(&dir, "out", 1, 2, &["-q", "--backend", "cpu"]);
+    let e = dir.melctl().args(["merge", "out"]).stderr_of_failure();
+    assert!(
+        e.contains("wgpu backend") && e.contains("cpu backend"),
+        "{e}"
+    );
+    // Asking for the CPU by name rebuilds the wgpu shard; then they merge.
+    let said = build_shard(&dir, "out", 0, 2, &["--backend", "cpu"]);
+    assert!(said.contains("building it again"), "{said}");
+    dir.melctl().args(["merge", "out", "-q"]).expect_code(0);
+}
+
+#[test]
+fn merge_refuses_bad_counts_foreign_outputs_and_an_unwritable_report_before_any_work() {
+    let dir = Dir::demo(12);
+    for k in 0..2 {
+        build_shard(&dir, "out", k, 2, &["-q"]);
+    }
+    for n in ["0", "2000000"] {
+        let o = dir.melctl().args(["merge", "out", "--shards", n]).output();
+        assert_eq!(o.status.code(), Some(1), "--shards {n}: {o:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("shards"),
+            "{o:?}"
+        );
+    }
+    // A report that cannot be written is refused before the merge publishes anything.
+    std::fs::create_dir_all(dir.join("a-folder")).unwrap();
+    let e = dir
+        .melctl()
+        .args(["merge", "out", "--report", "a-folder"])
+        .stderr_of_failure();
+    assert!(e.contains("a-folder"), "{e}");
+    assert!(!dir.join("out/training.h5").exists());
+    // A shard.json that points a split at another split's output.
+    let record = dir.join("out/shards/1-of-2/shard.json");
+    let text = std::fs::read_to_string(&record).unwrap();
+    let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    json["splits"]["training"]["output"] = "validation.h5".into();
+    std::fs::write(&record, serde_json::to_string(&json).unwrap()).unwrap();
+    let e = dir.melctl().args(["merge", "out"]).stderr_of_failure();
+    assert!(
+        e.contains("names the output") && e.contains("validation.h5"),
+        "{e}"
+    );
+    std::fs::write(&record, text).unwrap();
+    // A shard folder that is a link to one is read; a name with a leading zero is not a
+    // shard's.
+    std::fs::rename(dir.join("out/shards/1-of-2"), dir.join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("out/shards/1-of-2")).unwrap();
+    std::fs::create_dir_all(dir.join("out/shards/1-of-02")).unwrap();
+    dir.melctl().args(["merge", "out", "-q"]).expect_code(0);
+}
+
+#[test]
+fn many_shards_merge_within_a_small_descriptor_limit() {
+    let dir = Dir::demo(12);
+    let n = 40;
+    for k in 0..n {
+        build_shard(&dir, "out", k, n, &["-q"]);
+    }
+    // One shard's lock at a time: 40 shards merge with 32 descriptors.
+    let o = dir
+        .program("sh")
+        .args([
+            "-c",
+            &format!(
+                "ulimit -n 32 && exec {} merge out -q",
+                env!("CARGO_BIN_EXE_melctl")
+            ),
+        ])
+        .output();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn split_with_a_shard_from_the_environment_is_refused_before_any_work() {
+    let dir = Dir::demo(12);
+    let o = dir
+        .melctl()
+        .args(["build", "-i", "data", "-o", "out", "--config", "short.toml"])
+        .args(["--split", "training", "--dry-run"])
+        .env("JOB_COMPLETION_INDEX", "0")
+        .env("MELCTL_SHARDS", "2")
+        .output();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--split with shard 0/2"));
 }

@@ -12,10 +12,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use mel_core::atomic::DirLock;
+use mel_core::config::MAX_THREADS;
 use mel_core::{ClipMeta, Config, Finished, MelPlan, OutputBuf, SinkSpec, SourceInfo};
 
 use super::error::{Error, Result};
-use super::shard::{SHARDS_DIR, Shard, ShardRecord};
+use super::shard::{SHARD_RECORD, SHARDS_DIR, Shard, ShardRecord};
 use super::{Observer, lock_folder, outputs};
 
 /// Bytes of spectrograms handed to the sink at a time.
@@ -69,7 +70,11 @@ struct Found {
 }
 
 /// Merges the shards under `out/shards/` into `out` (see the module documentation).
-/// Raising `cancel` stops it before the publish, leaving `out` as it was.
+/// Raising `cancel` stops it before the publish, leaving `out` as it was. Progress is
+/// told as one run (`split_started("merge", clips of every split)`): the shards are read
+/// one after the other, each into every split's output, each under its lock (one open
+/// descriptor at a time, however many shards), its record read again and checked
+/// unchanged first.
 pub fn merge(
     out: &Path,
     settings: &MergeSettings,
@@ -77,21 +82,22 @@ pub fn merge(
     cancel: &Arc<AtomicBool>,
 ) -> Result<MergeReport> {
     let started = Instant::now();
+    if let Some(n) = settings.shards {
+        Shard::new(0, n)?;
+    }
+    if settings.threads > MAX_THREADS {
+        return Err(Error::Core(mel_core::Error::config(
+            "threads",
+            format!("{} is above the limit of {MAX_THREADS}", settings.threads),
+        )));
+    }
     let shards = find_shards(out, settings.shards)?;
-    // Held to the end: no shard is rebuilt while it is read.
-    let _shard_locks = shards
-        .iter()
-        .map(|(_, dir)| DirLock::try_now(dir))
-        .collect::<mel_core::Result<Vec<_>>>()?;
     let found = read_records(&shards)?;
     check_consistent(&found)?;
-    for f in &found {
-        f.record.verify(&f.dir)?;
-    }
     let first = &found[0].record;
     let config: Config = serde_json::from_value(first.config.clone()).map_err(|e| {
         bad(
-            &found[0].dir.join(super::shard::SHARD_RECORD),
+            &found[0].dir.join(SHARD_RECORD),
             format!("its configuration does not read: {e}"),
         )
     })?;
@@ -104,7 +110,8 @@ pub fn merge(
         build: build_id.clone(),
         ..MergeReport::default()
     };
-    let mut finished: Vec<(String, Finished)> = Vec::new();
+    // One output per split, written shard after shard in the global row order.
+    let mut splits = Vec::new();
     for (name, part) in &first.splits {
         let clips: usize = found.iter().map(|f| f.record.splits[name].clips).sum();
         let spec = SinkSpec {
@@ -114,14 +121,32 @@ pub fn merge(
             label_names: first.label_names.clone(),
             provenance: config.resolved_json(),
         };
-        let mut sink = outputs::make_sink(&config, out, spec, threads, &build_id)?;
-        observer.split_started(name, clips as u64);
-        let mut row = 0;
-        for f in &found {
-            let path = f.dir.join(&f.record.splits[name].output);
-            row += copy_rows(&path, &plan, row, sink.as_mut(), observer, cancel)?;
+        let sink = outputs::make_sink(&config, out, spec, threads, &build_id)?;
+        splits.push((name.clone(), part.files, clips, sink, 0usize));
+    }
+    let total: usize = splits.iter().map(|s| s.2).sum();
+    observer.split_started("merge", total as u64);
+    for f in &found {
+        let _shard_lock = DirLock::try_now(&f.dir)?;
+        match ShardRecord::read(&f.dir)? {
+            Some(now) if now == f.record => {}
+            _ => {
+                return Err(bad(
+                    &f.dir,
+                    "changed during the merge (built again?); merge once every shard is done"
+                        .into(),
+                ));
+            }
         }
-        observer.split_finished(name);
+        f.record.verify(&f.dir)?;
+        for (name, _, _, sink, row) in &mut splits {
+            let path = f.dir.join(&f.record.splits[name.as_str()].output);
+            *row += copy_rows(&path, name, &plan, *row, sink.as_mut(), observer, cancel)?;
+        }
+    }
+    observer.split_finished("merge");
+    let mut finished: Vec<(String, Finished)> = Vec::new();
+    for (name, files, clips, sink, row) in splits {
         if row != clips {
             return Err(bad(
                 &out.join(SHARDS_DIR),
@@ -131,16 +156,16 @@ pub fn merge(
         let output = sink.finish(clips)?;
         report.splits.push(MergedSplit {
             split: name.clone(),
-            files: part.files,
+            files,
             clips,
             skipped: found
                 .iter()
-                .flat_map(|f| f.record.splits[name].skipped.iter().cloned())
+                .flat_map(|f| f.record.splits[name.as_str()].skipped.iter().cloned())
                 .collect(),
             output: output.final_path().to_path_buf(),
             output_bytes: output.bytes(),
         });
-        finished.push((name.clone(), output));
+        finished.push((name, output));
     }
     if cancel.load(Ordering::SeqCst) {
         return Err(Error::Interrupted {
@@ -153,10 +178,11 @@ pub fn merge(
     Ok(report)
 }
 
-/// Copies every clip of the shard output at `path` into `sink` from row `first_row` on,
-/// with its label, path and source facts; returns the clips copied.
+/// Copies every clip of the shard output at `path` (split `name`) into `sink` from row
+/// `first_row` on, with its label, path and source facts; returns the clips copied.
 fn copy_rows(
     path: &Path,
+    name: &str,
     plan: &MelPlan,
     first_row: usize,
     sink: &mut dyn mel_core::Sink,
@@ -164,6 +190,12 @@ fn copy_rows(
     cancel: &AtomicBool,
 ) -> Result<usize> {
     let split = melread::Split::open(path)?;
+    if split.name() != name {
+        return Err(bad(
+            path,
+            format!("holds split {}, not split {name}", split.name()),
+        ));
+    }
     if split.clip_shape() != plan.clip_shape() || split.dtype() != plan.dtype() {
         return Err(bad(
             path,
@@ -217,16 +249,19 @@ fn copy_rows(
 /// The shards of one count under `out/shards`, every one of `0..N` present, in order.
 fn find_shards(out: &Path, count: Option<usize>) -> Result<Vec<(Shard, PathBuf)>> {
     let root = out.join(SHARDS_DIR);
-    let entries = match std::fs::read_dir(&root) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(bad(
-                out,
-                format!("holds no shard folder ({SHARDS_DIR}/K-of-N, written by sharded builds)"),
-            ));
-        }
-        Err(e) => return Err(mel_core::Error::io(&root, e).into()),
+    let no_shards = || {
+        bad(
+            out,
+            format!("holds no shard folder ({SHARDS_DIR}/K-of-N, written by sharded builds)"),
+        )
     };
+    match std::fs::metadata(&root) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(no_shards()),
+        Err(e) => return Err(mel_core::Error::io(&root, e).into()),
+        Ok(m) if !m.is_dir() => return Err(bad(&root, "is not a folder".into())),
+        Ok(_) => {}
+    }
+    let entries = std::fs::read_dir(&root).map_err(|e| mel_core::Error::io(&root, e))?;
     let mut all: Vec<Shard> = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| mel_core::Error::io(&root, e))?;
@@ -234,7 +269,8 @@ fn find_shards(out: &Path, count: Option<usize>) -> Result<Vec<(Shard, PathBuf)>
         let Some(shard) = name.to_str().and_then(Shard::from_dir_name) else {
             continue;
         };
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+        // A folder, or a link to one (a build writes through such a link too).
+        if std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir()) {
             all.push(shard);
         }
     }
@@ -244,9 +280,7 @@ fn find_shards(out: &Path, count: Option<usize>) -> Result<Vec<(Shard, PathBuf)>
     let n = match (count, counts.as_slice()) {
         (Some(n), _) => n,
         (None, [n]) => *n,
-        (None, []) => {
-            return Err(bad(&root, "holds no shard folder (K-of-N)".into()));
-        }
+        (None, []) => return Err(no_shards()),
         (None, many) => {
             let many: Vec<String> = many.iter().map(usize::to_string).collect();
             return Err(bad(
@@ -317,7 +351,7 @@ fn check_consistent(found: &[Found]) -> Result<()> {
     let first = &found[0].record;
     for f in found {
         let r = &f.record;
-        let path = f.dir.join(super::shard::SHARD_RECORD);
+        let path = f.dir.join(SHARD_RECORD);
         let differs = |what: &str| {
             Err(bad(
                 &path,
@@ -336,8 +370,25 @@ fn check_consistent(found: &[Found]) -> Result<()> {
         if r.melctl_version != first.melctl_version {
             return differs("melctl version");
         }
-        if r.values_config() != first.values_config() {
-            return differs("configuration");
+        if let Some(key) = first_difference(&first.values_config(), &r.values_config(), "") {
+            return Err(bad(
+                &path,
+                format!(
+                    "its configuration differs from shard 0-of-{}'s at {key}",
+                    f.shard.count()
+                ),
+            ));
+        }
+        if r.backend != first.backend {
+            return Err(bad(
+                &path,
+                format!(
+                    "was computed by the {} backend, shard 0-of-{} by the {} backend: backends agree within the conformance bound, not bit for bit, so the merge would equal no single build; build every shard on one backend",
+                    r.backend,
+                    f.shard.count(),
+                    first.backend
+                ),
+            ));
         }
         if r.label_names != first.label_names {
             return differs("label map");
@@ -347,6 +398,17 @@ fn check_consistent(found: &[Found]) -> Result<()> {
         }
         for (name, part) in &r.splits {
             let want = &first.splits[name];
+            if part.output != want.output
+                || mel_core::format::split_of_name(&part.output) != Some(name.as_str())
+            {
+                return Err(bad(
+                    &path,
+                    format!(
+                        "split {name}: names the output {:?}, not split {name}'s",
+                        part.output
+                    ),
+                ));
+            }
             if (part.files, &part.fingerprint) != (want.files, &want.fingerprint) {
                 return Err(bad(
                     &path,
@@ -377,6 +439,33 @@ fn check_consistent(found: &[Found]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The first key path (`output.dtype`) where `a` and `b` differ, if any.
+fn first_difference(a: &serde_json::Value, b: &serde_json::Value, at: &str) -> Option<String> {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            keys.into_iter().find_map(|k| {
+                let path = if at.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{at}.{k}")
+                };
+                match (x.get(k), y.get(k)) {
+                    (Some(p), Some(q)) => first_difference(p, q, &path),
+                    _ => Some(path),
+                }
+            })
+        }
+        _ if a == b => None,
+        _ => Some(if at.is_empty() {
+            "the top".into()
+        } else {
+            at.to_string()
+        }),
+    }
 }
 
 /// At most twelve names, then how many more.

@@ -255,6 +255,7 @@ impl<'a> Build<'a> {
         }
         report.backend = chosen.line;
         let mut backend = chosen.backend;
+        report.backend_name = backend.name().to_string();
         let mut finished: Vec<(String, Finished, Option<Journal>)> = Vec::new();
         // Every output of this build carries its id; the build record names it once all
         // are published.

@@ -125,6 +125,8 @@ pub struct BuildReport {
     pub threads: usize,
     /// The mel backend, and with `auto` why it was chosen.
     pub backend: String,
+    /// The backend's name alone (`cpu`, `cuda`, `wgpu`).
+    pub backend_name: String,
 }
 
 /// Peak resident set size (VmHWM) of this process, on Linux.

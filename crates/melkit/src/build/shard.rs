@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use mel_audio::{Dataset, Split};
+use mel_audio::{Dataset, FileEntry, Split};
 use mel_core::Config;
 use serde::{Deserialize, Serialize};
 
@@ -99,8 +99,12 @@ impl Shard {
     /// Reads a folder name `K-of-N` back; `None` for any other name.
     pub fn from_dir_name(name: &str) -> Option<Shard> {
         let (k, n) = name.split_once("-of-")?;
-        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-        if !digits(k) || !digits(n) || (k.len() > 1 && k.starts_with('0')) {
+        let number = |s: &str| {
+            !s.is_empty()
+                && s.bytes().all(|b| b.is_ascii_digit())
+                && (s.len() == 1 || !s.starts_with('0'))
+        };
+        if !number(k) || !number(n) {
             return None;
         }
         Shard::new(k.parse().ok()?, n.parse().ok()?).ok()
@@ -116,13 +120,23 @@ impl Shard {
     /// `dataset` with each split cut to this shard's range; the label map and everything
     /// else are the whole dataset's.
     pub fn part(&self, dataset: &Dataset) -> Dataset {
-        let mut part = dataset.clone();
-        for split in &mut part.splits {
-            let range = self.range(split.files.len());
-            split.files.truncate(range.end);
-            split.files.drain(..range.start);
+        // Only the range's entries are copied: a shard of a million-file tree holds its
+        // part, not a second copy of the whole list.
+        let splits = dataset
+            .splits
+            .iter()
+            .map(|s| Split {
+                name: s.name.clone(),
+                files: s.files[self.range(s.files.len())].to_vec(),
+                unreadable: s.unreadable.clone(),
+            })
+            .collect();
+        Dataset {
+            root: dataset.root.clone(),
+            label_names: dataset.label_names.clone(),
+            splits,
+            ignored: dataset.ignored.clone(),
         }
-        part
     }
 }
 
@@ -150,6 +164,27 @@ pub fn split_fingerprint(split: &Split) -> String {
     format!("{:032x}", h.digest128())
 }
 
+/// The shard's own files as they are now: each one's relative path, size and
+/// modification time (xxh3-128, hex). A rerun of the shard compares it, so audio changed
+/// in place (or a broken file repaired) is built again rather than kept.
+pub fn range_fingerprint(files: &[FileEntry]) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(&(files.len() as u64).to_le_bytes());
+    for f in files {
+        let (size, secs, nanos) = match std::fs::metadata(&f.path) {
+            Ok(m) => (m.len(), m.mtime(), m.mtime_nsec()),
+            Err(_) => (u64::MAX, 0, 0),
+        };
+        h.update(f.rel.as_bytes());
+        h.update(&[0]);
+        for v in [size, secs as u64, nanos as u64] {
+            h.update(&v.to_le_bytes());
+        }
+    }
+    format!("{:032x}", h.digest128())
+}
+
 /// What a shard holds of one split.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardSplit {
@@ -161,6 +196,8 @@ pub struct ShardSplit {
     pub end: usize,
     /// The whole split's [`split_fingerprint`].
     pub fingerprint: String,
+    /// The shard's own files' [`range_fingerprint`] when it was built.
+    pub content: String,
     /// Clips the shard's output holds (its files less those left out).
     pub clips: usize,
     /// The files the shard left out, each `path: reason`.
@@ -183,6 +220,9 @@ pub struct ShardRecord {
     pub melctl_version: String,
     /// The build id its outputs carry.
     pub build: String,
+    /// The backend that computed it (`cpu`, `cuda`, `wgpu`); in a planned record, the
+    /// one asked for, or empty for `auto`.
+    pub backend: String,
     /// The configuration, resolved (its `run` part may differ between shards).
     pub config: serde_json::Value,
     /// The whole tree's class names, in id order.
@@ -206,6 +246,7 @@ impl ShardRecord {
                     first: range.start,
                     end: range.end,
                     fingerprint: split_fingerprint(s),
+                    content: range_fingerprint(&s.files[range]),
                     clips: 0,
                     skipped: Vec::new(),
                     output: output.display().to_string(),
@@ -219,17 +260,25 @@ impl ShardRecord {
             of: shard.count,
             melctl_version: env!("CARGO_PKG_VERSION").to_string(),
             build: String::new(),
+            backend: match config.run.backend {
+                mel_core::config::BackendKind::Auto => String::new(),
+                kind => kind.name().to_string(),
+            },
             config: serde_json::from_str(&config.resolved_json()).expect("a config is JSON"),
             label_names: dataset.label_names.clone(),
             splits,
         }
     }
 
-    /// The configuration without its `run` part: what must be equal in every shard.
+    /// The configuration without its run options and `output.fsync` (how it was
+    /// computed and flushed, not what it is): what must be equal in every shard.
     pub fn values_config(&self) -> serde_json::Value {
         let mut c = self.config.clone();
         if let Some(map) = c.as_object_mut() {
             map.remove("run");
+            if let Some(output) = map.get_mut("output").and_then(|o| o.as_object_mut()) {
+                output.remove("fsync");
+            }
         }
         c
     }
@@ -240,11 +289,25 @@ impl ShardRecord {
         let same_parts = self.splits.len() == planned.splits.len()
             && self.splits.iter().all(|(name, s)| {
                 planned.splits.get(name).is_some_and(|p| {
-                    (s.files, s.first, s.end, &s.fingerprint, &s.output)
-                        == (p.files, p.first, p.end, &p.fingerprint, &p.output)
+                    (
+                        s.files,
+                        s.first,
+                        s.end,
+                        &s.fingerprint,
+                        &s.content,
+                        &s.output,
+                    ) == (
+                        p.files,
+                        p.first,
+                        p.end,
+                        &p.fingerprint,
+                        &p.content,
+                        &p.output,
+                    )
                 })
             });
         self.format == planned.format
+            && (planned.backend.is_empty() || planned.backend == self.backend)
             && (self.shard, self.of) == (planned.shard, planned.of)
             && self.melctl_version == planned.melctl_version
             && self.values_config() == planned.values_config()
@@ -327,13 +390,17 @@ impl ShardRecord {
 }
 
 /// What a shard task did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ShardOutcome {
     /// It built the shard.
     Built,
     /// The shard was complete and verified already (an array task's retry): nothing
-    /// was done.
-    AlreadyComplete,
+    /// was done. `skipped`: the files its build left out, `path: reason`, named again
+    /// (a strict caller fails on them as the first run did).
+    AlreadyComplete {
+        /// The files left out.
+        skipped: Vec<String>,
+    },
 }
 
 /// Builds `shard` of `dataset` (the whole tree, whose label map every shard keeps) with
@@ -373,7 +440,10 @@ pub fn build_shard(
                         "shard {shard}: complete and verified in {}; nothing to do",
                         dir.display()
                     ));
-                    return Ok(ShardOutcome::AlreadyComplete);
+                    let skipped = found.splits.values().flat_map(|s| s.skipped.clone());
+                    return Ok(ShardOutcome::AlreadyComplete {
+                        skipped: skipped.collect(),
+                    });
                 }
                 Err(e) => observer.notice(&format!(
                     "shard {shard}: the earlier build does not verify ({}); building it again",
@@ -381,7 +451,7 @@ pub fn build_shard(
                 )),
             },
             Ok(Some(_)) => observer.notice(&format!(
-                "shard {shard}: the earlier build is of another configuration, version or file set; building it again"
+                "shard {shard}: the earlier build is of another configuration, backend, version or file set, or its files changed since; building it again"
             )),
             Ok(None) => {}
             Err(e) => observer.notice(&format!(
@@ -392,6 +462,7 @@ pub fn build_shard(
         remove_record(&dir)?;
         build.run_locked(&dir, observer, cancel, report)?;
         let published = mel_core::record::read(&dir)?.and_then(|r| r.build);
+        record.backend = report.backend_name.clone();
         record.build = published.ok_or_else(|| {
             Error::Core(mel_core::Error::Internal(format!(
                 "{} has no build record after the shard's publish",
