@@ -14,7 +14,7 @@
 # 3. torchaudio's MelSpectrogram on the same GPU, and a side-by-side table of step 2
 #    and 3 (clips/s and ratios, f16 output);
 # 4. the whole leak-4k build (51,434 clips by default, generated here), warm page cache,
-#    melctl --backend cuda (the default f64 kernel) with each loader, wgpu, fsync off,
+#    melctl --backend cuda (the kernel suggested for the device) with each loader, wgpu, fsync off,
 #    compressed chunks (checked equal to the uncompressed output, with h5py random-read
 #    speed), cpu, then the torchaudio + h5py pipeline.
 # `--quick` stops after step 3 (plus ncu profiles of both CUDA kernels when ncu exists);
@@ -33,6 +33,13 @@ trap 'tar czf "$FINAL/gpu-check.tgz" -C "$OUT" . ; cp "$OUT/summary.txt" "$FINAL
 mkdir -p "$FINAL"
 BIN=.device-bin
 log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+# What the steps read, checked first: a copy without them failed three tests midway.
+for need in "$BIN/melctl" "$BIN/conformance_cuda" "$BIN/conformance_wgpu" fixtures/golden/manifest.json benches/peer_torchaudio.py; do
+  if [ ! -e "$need" ]; then
+    log "error: $need is missing: run from the root of a checkout, after 'cargo xtask gpu-check' staged .device-bin/ (carry .device-bin and fixtures/ to the GPU machine)"
+    exit 1
+  fi
+done
 log "$(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
 log "cpus $(nproc), $(free -g | awk '/Mem/{print $2}') GB RAM"
 chmod +x $BIN/* 2>/dev/null

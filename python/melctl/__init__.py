@@ -24,7 +24,29 @@ numpy is the only dependency. Everything runs in the same Rust code as ``melctl`
 ``melread``: there is no second implementation.
 """
 
-from ._melctl import (
+import os as _os
+import tempfile as _tempfile
+
+
+def _quiet_vulkan_loader():
+    """The Vulkan loader (probed when the wgpu backend is considered) prints "error:
+    XDG_RUNTIME_DIR is invalid or not set" to stderr when the variable names no folder (a
+    server, CI, a container). Point it at a private folder first, as the melctl CLI does."""
+    if _os.path.isdir(_os.environ.get("XDG_RUNTIME_DIR", "")):
+        return
+    folder = _os.path.join(_tempfile.gettempdir(), f"melctl-runtime-{_os.getuid()}")
+    try:
+        _os.makedirs(folder, mode=0o700, exist_ok=True)
+        ours = _os.stat(folder).st_uid == _os.getuid()
+    except OSError:
+        return
+    if ours:
+        _os.environ["XDG_RUNTIME_DIR"] = folder
+
+
+_quiet_vulkan_loader()
+
+from ._melctl import (  # noqa: E402
     CancelledError,
     ConfigError,
     ConfigParseError,

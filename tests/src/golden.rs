@@ -58,8 +58,17 @@ pub fn fixtures_dir() -> PathBuf {
 /// Every golden variant in `fixtures/golden/manifest.json`.
 pub fn goldens() -> Vec<Golden> {
     let dir = fixtures_dir().join("golden");
-    let text = std::fs::read_to_string(dir.join("manifest.json"))
-        .expect("fixtures/golden/manifest.json is readable");
+    let manifest = dir.join("manifest.json");
+    let text = std::fs::read_to_string(&manifest).unwrap_or_else(|e| {
+        panic!(
+            "the golden fixtures are missing ({}: {e}): run the tests from the root of a \
+             checkout, whose fixtures/ they read (on another machine, carry fixtures/ with \
+             the binaries)",
+            std::path::absolute(&manifest)
+                .unwrap_or(manifest.clone())
+                .display()
+        )
+    });
     let manifest: Manifest = serde_json::from_str(&text).expect("manifest.json parses");
     manifest
         .variants

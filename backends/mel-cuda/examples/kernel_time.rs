@@ -79,7 +79,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
             for shape in shapes {
-                let options = CudaOptions { kernel, shape };
+                let options = CudaOptions {
+                    kernel: Some(kernel),
+                    shape,
+                };
                 let mut b = match CudaBackend::with_options(plan.clone(), 0, 256, options) {
                     Ok(b) => b,
                     Err(e) => {
@@ -119,7 +122,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             // The backend from host memory: pinned staging, two streams, copies both ways.
             for (batch, chunk) in [(1024usize, 256usize), (4096, 1024)] {
                 let options = CudaOptions {
-                    kernel,
+                    kernel: Some(kernel),
                     shape: forced,
                 };
                 let mut b = CudaBackend::with_options(plan.clone(), 0, chunk, options)?;

@@ -20,10 +20,11 @@ impl CudaKernel {
         }
     }
 
-    /// The kernel likely fastest on a device: f64 where FP64 runs at half the FP32 rate
-    /// (the data-centre chips: compute capability 6.0, 7.0, 8.0, 9.0, 10.0), f32
-    /// elsewhere (FP64 at 1/32 or 1/64). A suggestion, not the default: the default stays
-    /// [`CudaKernel::F64`] until the f32 kernel has passed its conformance suite on a GPU.
+    /// The kernel likely fastest on a device, and the backend's default: f64 where FP64
+    /// runs at half the FP32 rate (the data-centre chips: compute capability 6.0, 7.0,
+    /// 8.0, 9.0, 10.0), the compensated f32 one elsewhere (FP64 at 1/32 or 1/64: every
+    /// consumer and laptop GPU). Both passed the 11 golden variants on an H100
+    /// (BENCHMARKS.md, 2026-11-25).
     pub fn suggested(device: &DeviceLimits) -> CudaKernel {
         match device.compute_capability {
             (6, 0) | (7, 0) | (8, 0) | (9, 0) | (10, 0) => CudaKernel::F64,

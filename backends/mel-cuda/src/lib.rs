@@ -97,8 +97,10 @@ pub fn ptxas_report(plan: &MelPlan, kernel: CudaKernel, shape: Shape, sm: &str) 
 /// How [`CudaBackend::with_options`] sets the backend up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CudaOptions {
-    /// Which kernel transforms (default: the verified f64 one).
-    pub kernel: CudaKernel,
+    /// Which kernel transforms; `None` (the default): the one the device likely runs
+    /// fastest ([`CudaKernel::suggested`]): f64 where FP64 runs at half the FP32 rate,
+    /// the compensated f32 one elsewhere. Both pass the same conformance suite.
+    pub kernel: Option<CudaKernel>,
     /// The launch shape; `None`: chosen for the device ([`Shape::choose`]).
     pub shape: Option<Shape>,
 }
@@ -230,16 +232,19 @@ impl CudaBackend {
             return Err(err("the CUDA driver found no device"));
         }
         if ordinal >= count as usize {
-            return Err(err(format!(
-                "device {ordinal}: there are only {count} CUDA devices (0..{})",
-                count - 1
-            )));
+            let have = match count {
+                1 => "there is one CUDA device, device 0".to_string(),
+                n => format!("there are {n} CUDA devices, 0 to {}", n - 1),
+            };
+            return Err(err(format!("no CUDA device {ordinal}: {have}")));
         }
         let ctx = CudaContext::new(ordinal).map_err(|e| err(format!("device {ordinal}: {e}")))?;
         let device_name = ctx.name().unwrap_or_else(|_| "unknown".into());
         let limits = device_limits(&ctx)?;
         let chunk_clips = chunk_clips.max(1);
-        let kind = options.kernel;
+        let kind = options
+            .kernel
+            .unwrap_or_else(|| CudaKernel::suggested(&limits));
         let shape = match options.shape {
             Some(s) => s,
             None => Shape::choose(&plan, kind, &limits, chunk_clips)?,

@@ -122,6 +122,8 @@ fn cuda(plan: &MelPlan, req: &BackendRequest) -> Result<(Box<dyn MelBackend>, St
         .ok()
         .and_then(|d| d.into_iter().find(|d| d.ordinal == ordinal))
         .map_or_else(|| format!("CUDA device {ordinal}"), |d| d.name);
+    // The kernel the device was given (f64, or compensated f32 where FP64 is slow).
+    let name = format!("{name}, {} kernel", b.kernel().name());
     Ok((Box::new(b), name))
 }
 
@@ -296,9 +298,8 @@ pub fn choose_described(plan: &MelPlan, config: &mel_core::Config) -> Result<Des
         .map(|d| format!(" on {d}"))
         .unwrap_or_default();
     let line = match (c.kind, c.auto) {
-        (BackendKind::Wgpu, None) => format!("wgpu{on}"),
-        (kind, None) => kind.name().to_string(),
-        (_, Some(AutoReason::CudaDevice)) => "cuda (auto: a CUDA device works)".into(),
+        (kind, None) => format!("{}{on}", kind.name()),
+        (_, Some(AutoReason::CudaDevice)) => format!("cuda{on} (auto: a CUDA device works)"),
         (_, Some(AutoReason::HardwareAdapter)) => {
             format!("wgpu{on} (auto: no CUDA device; a hardware GPU adapter)")
         }
