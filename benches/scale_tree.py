@@ -1,29 +1,33 @@
 #!/usr/bin/env python3
-"""A dataset tree of N clips for memory-at-scale measurements, made of hard links to a
-few real WAV files (so a million clips cost directory entries, not gigabytes):
+"""A dataset tree of N clips for memory-at-scale measurements: tiny 16-bit WAV files
+(64 samples at 4096 Hz by default, a 4 KiB block each on disk), each its own file (melctl
+refuses two names of one file), so a million clips cost about 4 GB and a minute to write:
 
-    python3 benches/scale_tree.py SOURCE_DIR ROOT N [--splits training=0.8,testing=0.2]
+    python3 benches/scale_tree.py ROOT N [--splits training=0.8,testing=0.2] [--samples 64]
 
-SOURCE_DIR holds WAV files (e.g. a `melctl demo --no-build` tree); ROOT/{split}/{class}/
-gets N links in all, spread over the splits by the given shares and over 10 classes,
-named with long-ish paths (as real datasets have: `recording_0001234_ch0.wav`).
+ROOT/{split}/class_XX/recording_NNNNNNN_ch0.wav, over 10 classes, named with long-ish
+paths as real datasets have.
 """
 
 import argparse
-import os
+import struct
 from pathlib import Path
+
+
+def wav(samples: int, seed: int) -> bytes:
+    data = struct.pack(f"<{samples}h", *(((seed * 7919 + i * 104729) % 2001) - 1000 for i in range(samples)))
+    header = b"RIFF" + struct.pack("<I", 36 + len(data)) + b"WAVE"
+    fmt = b"fmt " + struct.pack("<IHHIIHH", 16, 1, 1, 4096, 8192, 2, 16)
+    return header + fmt + b"data" + struct.pack("<I", len(data)) + data
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("source", type=Path)
     p.add_argument("root", type=Path)
     p.add_argument("n", type=int)
     p.add_argument("--splits", default="training=0.8,testing=0.2")
+    p.add_argument("--samples", type=int, default=64)
     a = p.parse_args()
-    sources = sorted(a.source.rglob("*.wav"))
-    if not sources:
-        raise SystemExit(f"no WAV files under {a.source}")
     splits = [(name, float(r)) for name, r in (s.split("=") for s in a.splits.split(","))]
     done = 0
     for i, (name, share) in enumerate(splits):
@@ -33,7 +37,7 @@ def main():
         for k in range(count):
             target = a.root / name / f"class_{k % 10:02d}" / f"recording_{k:07d}_ch0.wav"
             if not target.exists():
-                os.link(sources[k % len(sources)], target)
+                target.write_bytes(wav(a.samples, done + k))
         done += count
     print(f"{done} clips under {a.root}")
 
