@@ -67,7 +67,7 @@ pub(super) fn describe(choice: &mel_loaders::Choice) -> String {
 pub(super) fn make_loader(
     dataset: &Dataset,
     split: &str,
-    files: &[FileEntry],
+    files: Vec<FileEntry>,
     config: &Config,
     cache_dir: &Path,
     threads: usize,
@@ -78,8 +78,7 @@ pub(super) fn make_loader(
     // Called before each file a preload or a cache build decodes: an interrupt stops it.
     let on_file = move || !stop.load(Ordering::Relaxed);
     let batch = config.run.batch_clips;
-    let (choice, key) = loader_choice(dataset, split, files, config, cache_dir)?;
-    let files: Vec<FileEntry> = files.to_vec();
+    let (choice, key) = loader_choice(dataset, split, &files, config, cache_dir)?;
     let line = describe(&choice);
     let loader: Box<dyn Loader> = match choice.kind {
         LoaderKind::Preload => Box::new(Lazy::new("preload", move || {

@@ -331,10 +331,11 @@ impl<'a> Build<'a> {
                 journal = Some(j);
             }
             let files: Vec<FileEntry> = todo.iter().map(|&i| split.files[i].clone()).collect();
+            let files_to_load = files.len();
             let (loader, loader_choice) = loaders::make_loader(
                 dataset,
                 &split.name,
-                &files,
+                files,
                 config,
                 self.cache_dir(),
                 threads,
@@ -344,7 +345,7 @@ impl<'a> Build<'a> {
                 Some(j) => j.sink(),
                 None => outputs::make_sink(config, out, spec.clone(), threads, &build_id)?,
             };
-            observer.split_started(&split.name, files.len() as u64);
+            observer.split_started(&split.name, files_to_load as u64);
             // Clip `i` of this run is file `todo[i]` of the split.
             let meta = |i: usize| clip_meta(split, todo[i]);
             let opts = RunOptions {
