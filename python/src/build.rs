@@ -400,20 +400,8 @@ pub fn merge<'py>(
         melkit::build::merge(&output, &settings, queue, cancel)
     })?;
     let merged = merged.map_err(build_to_py)?;
-    let json = serde_json::json!({
-        "shards": merged.shards,
-        "build": merged.build,
-        "wall_s": merged.wall.as_secs_f64(),
-        "notices": notices,
-        "splits": merged.splits.iter().map(|s| serde_json::json!({
-            "split": s.split,
-            "files": s.files,
-            "clips": s.clips,
-            "skipped": s.skipped,
-            "output": s.output,
-            "output_bytes": s.output_bytes,
-        })).collect::<Vec<_>>(),
-    });
+    let mut json = merged.to_json();
+    json["notices"] = notices.into();
     py.import("json")?
         .call_method1("loads", (json.to_string(),))
 }

@@ -147,7 +147,7 @@ pub fn run_merge(args: &MergeArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         }
     }
     if let Some(path) = &args.report {
-        let text = serde_json::to_string_pretty(&report_json(&merged))? + "\n";
+        let text = serde_json::to_string_pretty(&merged.to_json())? + "\n";
         if to_stdout {
             out!("{text}");
         } else {
@@ -184,23 +184,6 @@ fn summary(m: &MergeReport) -> String {
         m.wall.as_secs_f64()
     );
     s
-}
-
-/// The merge as JSON.
-fn report_json(m: &MergeReport) -> serde_json::Value {
-    serde_json::json!({
-        "shards": m.shards,
-        "build": m.build,
-        "wall_s": m.wall.as_secs_f64(),
-        "splits": m.splits.iter().map(|s| serde_json::json!({
-            "split": s.split,
-            "files": s.files,
-            "clips": s.clips,
-            "skipped": s.skipped,
-            "output": s.output,
-            "output_bytes": s.output_bytes,
-        })).collect::<Vec<_>>(),
-    })
 }
 
 #[cfg(test)]

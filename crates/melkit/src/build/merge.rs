@@ -62,6 +62,25 @@ pub struct MergeReport {
     pub wall: Duration,
 }
 
+impl MergeReport {
+    /// The report as JSON (`melctl merge --report`, and `melctl.merge`'s dict).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "shards": self.shards,
+            "build": self.build,
+            "wall_s": self.wall.as_secs_f64(),
+            "splits": self.splits.iter().map(|s| serde_json::json!({
+                "split": s.split,
+                "files": s.files,
+                "clips": s.clips,
+                "skipped": s.skipped,
+                "output": s.output,
+                "output_bytes": s.output_bytes,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
 /// A shard found under `OUT/shards`, its record read and checked.
 struct Found {
     shard: Shard,
