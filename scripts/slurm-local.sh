@@ -104,7 +104,7 @@ PartitionName=local Nodes=$host Default=YES MaxTime=INFINITE State=UP
 EOF
 export SLURM_CONF="$dir/slurm.conf"
 slurmctld -i
-slurmd
+slurmd -N "$host"
 # Ready when the node is idle (slurmd registered with slurmctld).
 for _ in $(seq 100); do
     if sinfo -h -o %T 2>/dev/null | grep -qx idle; then
