@@ -21,7 +21,7 @@ fn bench(c: &mut Criterion) {
         (
             "-f32-transform",
             CpuOptions {
-                precision: Precision::F32,
+                precision: Some(Precision::F32),
                 ..CpuOptions::default()
             },
         ),

@@ -15,7 +15,7 @@ use mel_cuda::{CudaBackend, CudaKernel, CudaOptions, DeviceLimits, Shape, compil
 use mel_tests::extra::{
     check_fft_sizes, check_odd_configs, f16_ulp_difference, noise_clips, odd_configs,
 };
-use mel_tests::{DTYPES, goldens, run_suite};
+use mel_tests::{DTYPES, goldens, run_fast_suite, run_suite};
 use rayon::prelude::*;
 
 fn require(var: &str) -> bool {
@@ -97,6 +97,17 @@ fn cuda_backend_conforms_on_every_golden_variant_and_dtype() {
             );
         }
     }
+}
+
+#[test]
+fn cuda_fast_precision_stays_within_the_fast_bound() {
+    let Some(dev) = device() else { return };
+    let failures = run_fast_suite(|plan| {
+        let b = CudaBackend::with_options(plan, dev, 64, CudaOptions::default()).ok()?;
+        println!("fast: kernel {}", b.kernel().name());
+        Some(Box::new(b) as Box<dyn MelBackend>)
+    });
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]
@@ -325,6 +336,34 @@ fn both_kernels_conform_in_the_host_emulator() {
         assert!(
             failures.is_empty(),
             "emulated {} kernel, non-conforming:\n{}",
+            kernel.name(),
+            failures.join("\n")
+        );
+    }
+}
+
+#[test]
+fn fast_precision_runs_the_chosen_kernel_within_the_fast_bound_in_the_host_emulator() {
+    // CUDA has no plain-f32 kernel: `fast` runs the kernel the device suggests (here
+    // both, as a GPU might suggest either), within the fast bound.
+    if !emulator() {
+        return;
+    }
+    let configs: Vec<Config> = goldens().into_iter().map(|g| g.config).collect();
+    let kernels = kernels();
+    prebuild(
+        &configs,
+        &[mel_core::Dtype::F32],
+        &kernels,
+        &DeviceLimits::H100,
+    );
+    for kernel in kernels {
+        let failures = run_fast_suite(|plan| {
+            Some(Box::new(emulated(plan, kernel, &DeviceLimits::H100)) as Box<dyn MelBackend>)
+        });
+        assert!(
+            failures.is_empty(),
+            "emulated {} kernel: {}",
             kernel.name(),
             failures.join("\n")
         );

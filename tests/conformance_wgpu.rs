@@ -6,7 +6,7 @@
 use mel_core::{Config, Dtype, MelBackend, MelPlan, OutputBuf};
 use mel_cpu::CpuBackend;
 use mel_tests::extra::{check_fft_sizes, check_odd_configs, f16_ulp_difference, noise_clips};
-use mel_tests::{DTYPES, run_suite};
+use mel_tests::{DTYPES, run_fast_suite, run_suite};
 use mel_wgpu::{AdapterChoice, WgpuBackend};
 
 /// The adapter `MEL_WGPU_DEVICE` names (an index or part of a name), else the best.
@@ -62,6 +62,17 @@ fn wgpu_backend_conforms_on_every_golden_variant_and_dtype() {
             failures.join("\n")
         );
     }
+}
+
+#[test]
+fn fast_precision_runs_the_exact_shader_within_the_fast_bound() {
+    // wgpu has no plain-f32 shader: `fast` runs the compensated one, which must still
+    // plan and run, and stays within the fast bound (far within it).
+    if adapter().is_none() {
+        return;
+    }
+    let failures = run_fast_suite(|plan| Some(backend(plan, 64)));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]

@@ -139,3 +139,24 @@ def test_ctrl_c_ends_a_long_extraction():
     assert child.wait(timeout=120) == 0
     assert rest.startswith("interrupted after"), rest
     assert float(rest.split()[-1]) < 30, rest
+
+
+def test_fast_precision_builds_and_extracts_the_same_values(demo_data, tmp_path):
+    """precision="fast" is a spec key: the build records it, and an Extractor made from
+    the stored configuration gives what the fast build stored (not the exact values)."""
+    out = tmp_path / "fast"
+    melctl.build(demo_data, out, config=SHORT, backend="cpu", dtype="f32",
+                 precision="fast", progress=None)
+    split = melctl.open(out, "training")
+    assert split.config["mel"]["precision"] == "fast"
+    fast = melctl.Extractor(config={"audio": {"clip_seconds": 1.0}, "mel": {"precision": "fast"}},
+                            dtype=None, output={"dtype": "f32"}, backend="cpu")
+    exact = melctl.Extractor(config=SHORT, dtype=None, output={"dtype": "f32"}, backend="cpu")
+    path = demo_data / split.paths[0]
+    stored = split[0]
+    assert np.array_equal(fast.file(path), stored)
+    assert not np.array_equal(exact.file(path), stored)
+    near = stored > stored.max() - 100
+    assert np.abs(exact.file(path) - stored)[near].max() < 0.06
+    with pytest.raises(melctl.Error, match="precision"):
+        melctl.Extractor(config=SHORT, precision="fastest")

@@ -15,6 +15,8 @@ pub struct Golden {
     /// Which golden set: `torchaudio` (the definition's variants) or `stress` (signals
     /// hard on a float32 transform: int16-floor tones, DC offsets, 90 dB spreads, ...).
     pub set: String,
+    /// The preset the configuration starts from (`leak-4k`, `speech-16k`).
+    pub preset: String,
     /// The configuration (preset + overrides), output dtype left at the preset's.
     pub config: Config,
     /// Number of clips.
@@ -87,6 +89,7 @@ pub fn goldens() -> Vec<Golden> {
             Golden {
                 name: e.name,
                 set: e.set,
+                preset: e.preset,
                 config,
                 clips,
                 input: input_i16.iter().map(|&s| s as f32 / 32768.0).collect(),

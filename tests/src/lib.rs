@@ -9,11 +9,13 @@
 #![warn(missing_docs)]
 
 pub mod extra;
+pub mod fast;
 pub mod golden;
 pub mod tolerance;
 
+pub use fast::run_fast_suite;
 pub use golden::{Golden, fixtures_dir, goldens};
-pub use tolerance::{Mismatch, compare};
+pub use tolerance::{Mismatch, compare, compare_within};
 
 use mel_core::{Config, Dtype, MelBackend, MelPlan, OutputBuf};
 

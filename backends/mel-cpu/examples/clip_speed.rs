@@ -42,7 +42,7 @@ fn main() {
             for transform in [Transform::Auto, Transform::RealFft] {
                 let o = CpuOptions {
                     isa,
-                    precision,
+                    precision: Some(precision),
                     transform,
                 };
                 variants.push((

@@ -113,7 +113,7 @@ fn main() {
             for (i, &(_, isa, precision, transform)) in options.iter().enumerate() {
                 let o = CpuOptions {
                     isa,
-                    precision,
+                    precision: Some(precision),
                     transform,
                 };
                 if let Some(ns) = time_options(n, o) {

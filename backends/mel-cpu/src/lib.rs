@@ -41,9 +41,23 @@ pub enum Precision {
     /// f64: within 1e-5 dB of the f64 reference on every golden (the default).
     #[default]
     F64,
-    /// f32 with the DC remedy: about twice as fast, but up to ~0.035 dB off on bins
-    /// 100 dB below their spectrogram's peak, over the 0.01 dB bound (docs/numerics.md).
+    /// f32 with the DC remedy: about 1.5× the clips per second, within torchaudio's own
+    /// float32 error on the golden fixtures where the batched FFT runs (0.012 dB on
+    /// leak-4k), but up to 0.035 dB with realfft's f32 transform (speech-16k's n_fft
+    /// 400), which is why the spec's `fast` uses it for batched sizes only
+    /// (docs/numerics.md, "Precision modes").
     F32,
+}
+
+impl Precision {
+    /// The transform precision the spec's `precision` asks for at `n_fft`: `fast` is
+    /// the f32 transform where the batched FFT covers the size, f64 elsewhere.
+    pub fn for_spec(spec: mel_core::spec::Precision, n_fft: usize) -> Precision {
+        match spec {
+            mel_core::spec::Precision::Fast if fft::batched::supports(n_fft) => Precision::F32,
+            _ => Precision::F64,
+        }
+    }
 }
 
 /// Options of [`CpuBackend::with_options`].
@@ -53,8 +67,9 @@ pub struct CpuOptions {
     pub isa: Isa,
     /// The transform (default: batched where possible).
     pub transform: Transform,
-    /// The transform's precision (default: f64).
-    pub precision: Precision,
+    /// The transform's precision; `None` (the default) follows the plan's spec
+    /// ([`Precision::for_spec`]).
+    pub precision: Option<Precision>,
 }
 
 /// The CPU backend. Runs in the calling thread's rayon pool (use `ThreadPool::install` to bound it).
@@ -62,6 +77,7 @@ pub struct CpuBackend {
     plan: MelPlan,
     kernel: Kernel,
     isa: Isa,
+    precision: Precision,
 }
 
 impl CpuBackend {
@@ -75,12 +91,25 @@ impl CpuBackend {
     /// is not supported by this CPU.
     pub fn with_options(plan: MelPlan, options: CpuOptions) -> Result<Self> {
         let isa = options.isa.resolve()?;
+        let precision = options
+            .precision
+            .unwrap_or_else(|| Precision::for_spec(plan.spec().mel.precision, plan.n_fft()));
         let kernel = Kernel::new(
             tables::Tables::new(&plan),
-            options.precision,
+            precision,
             options.transform == Transform::Auto,
         );
-        Ok(CpuBackend { plan, kernel, isa })
+        Ok(CpuBackend {
+            plan,
+            kernel,
+            isa,
+            precision,
+        })
+    }
+
+    /// The precision the transform runs in.
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
 
     /// The instruction set the kernels run with (never `Auto`).
@@ -149,9 +178,12 @@ pub mod transforms {
         /// The transform `options` select for `plan`'s FFT size and window.
         pub fn new(plan: &MelPlan, options: CpuOptions) -> Result<Transforms> {
             let isa = options.isa.resolve()?;
+            let precision = options
+                .precision
+                .unwrap_or_else(|| Precision::for_spec(plan.spec().mel.precision, plan.n_fft()));
             let kernel = Kernel::new(
                 tables::Tables::new(plan),
-                options.precision,
+                precision,
                 options.transform == Transform::Auto,
             );
             let buf = Aligned::new(4 * plan.n_fft() * 8);

@@ -96,7 +96,7 @@ fn batched_transform_matches_a_direct_dft_for_every_size_isa_and_precision() {
                 let n = 1 << bits;
                 let o = CpuOptions {
                     isa,
-                    precision,
+                    precision: Some(precision),
                     transform: Transform::Auto,
                 };
                 let t = Transforms::new(&plan(n), o).unwrap();
@@ -121,7 +121,7 @@ fn realfft_path_matches_a_direct_dft_for_400_and_512() {
         for n in [400, 512] {
             let o = CpuOptions {
                 isa: Isa::Portable,
-                precision,
+                precision: Some(precision),
                 transform: Transform::RealFft,
             };
             let worst = worst_relative_error(n, o).unwrap();

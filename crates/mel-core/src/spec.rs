@@ -222,6 +222,8 @@ pub struct MelConfig {
     pub mel_scale: MelScale,
     /// Filter normalisation. Default `none`.
     pub norm: MelNorm,
+    /// How closely the transform follows the float64 definition. Default `exact`.
+    pub precision: Precision,
 }
 
 impl Default for MelConfig {
@@ -239,6 +241,7 @@ impl Default for MelConfig {
             f_max: Some(2048.0),
             mel_scale: MelScale::Htk,
             norm: MelNorm::None,
+            precision: Precision::Exact,
         }
     }
 }
@@ -257,6 +260,31 @@ impl MelConfig {
     /// The upper filter edge, resolving the default for `sample_rate`.
     pub fn f_max(&self, sample_rate: u32) -> f64 {
         self.f_max.unwrap_or(sample_rate as f64 / 2.0)
+    }
+}
+
+/// How closely a backend's transform must follow the float64 definition
+/// (docs/numerics.md, "Precision modes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// Within 0.01 dB of the float64 definition on every bin within 100 dB of its
+    /// spectrogram's peak (f64 lanes, or compensated f32 on GPUs). The default.
+    #[default]
+    Exact,
+    /// Plain float32 transforms where a backend has them, bounded by torchaudio's own
+    /// float32 CPU path on every golden fixture (no worse than it); a backend without
+    /// a faster path runs its exact one.
+    Fast,
+}
+
+impl Precision {
+    /// The name used in TOML and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Exact => "exact",
+            Precision::Fast => "fast",
+        }
     }
 }
 

@@ -48,6 +48,11 @@ pub struct ConfigFlags {
     /// Stored element type of the spectrograms (overrides the file).
     #[arg(long, value_enum)]
     pub dtype: Option<DtypeArg>,
+    /// Transform precision: `exact` (within 0.01 dB of the float64 definition, the
+    /// default) or `fast` (plain float32 where the backend has it, no worse than
+    /// torchaudio's own float32).
+    #[arg(long, value_enum)]
+    pub precision: Option<PrecisionArg>,
     /// Mel backend.
     #[arg(long, value_enum)]
     pub backend: Option<BackendArg>,
@@ -280,6 +285,15 @@ pub enum DtypeArg {
     F16,
     /// bfloat16 (stored as uint16 bit patterns).
     Bf16,
+}
+
+/// Transform precisions on the command line.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum PrecisionArg {
+    /// Within 0.01 dB of the float64 definition (f64 lanes; compensated f32 on GPUs).
+    Exact,
+    /// Plain float32 where the backend has it, bounded by torchaudio's float32 path.
+    Fast,
 }
 
 /// Backends on the command line.

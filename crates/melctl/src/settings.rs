@@ -2,9 +2,10 @@
 
 use anyhow::{Context, Result};
 use mel_core::config::{BackendKind, LoaderKind, SinkKind};
+use mel_core::spec::Precision;
 use mel_core::{Config, Dtype, Preset};
 
-use crate::cli::{BackendArg, ConfigFlags, DtypeArg, LoaderArg, PresetArg, SinkArg};
+use crate::cli::{BackendArg, ConfigFlags, DtypeArg, LoaderArg, PrecisionArg, PresetArg, SinkArg};
 
 /// Configuration files larger than this are refused (every key fits in a few KiB).
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
@@ -27,6 +28,12 @@ pub fn resolve(flags: &ConfigFlags) -> Result<Config> {
             DtypeArg::F32 => Dtype::F32,
             DtypeArg::F16 => Dtype::F16,
             DtypeArg::Bf16 => Dtype::Bf16,
+        };
+    }
+    if let Some(p) = flags.precision {
+        config.mel.precision = match p {
+            PrecisionArg::Exact => Precision::Exact,
+            PrecisionArg::Fast => Precision::Fast,
         };
     }
     if let Some(b) = flags.backend {

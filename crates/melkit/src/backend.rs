@@ -307,9 +307,33 @@ pub fn choose_described(plan: &MelPlan, config: &mel_core::Config) -> Result<Des
             "cpu (auto: no CUDA device and no hardware GPU adapter)".into()
         }
     };
+    let line = match precision_note(plan, c.kind) {
+        Some(note) => format!("{line}, {note}"),
+        None => line,
+    };
     Ok(Described {
         backend: chosen.backend,
         line,
         warnings,
     })
+}
+
+/// What `precision = "fast"` runs on `kind` (nothing to say for `exact`).
+fn precision_note(plan: &MelPlan, kind: BackendKind) -> Option<String> {
+    use mel_core::spec::Precision;
+    if plan.spec().mel.precision != Precision::Fast {
+        return None;
+    }
+    let what = match kind {
+        #[cfg(feature = "cpu")]
+        BackendKind::Cpu => match mel_cpu::Precision::for_spec(Precision::Fast, plan.n_fft()) {
+            mel_cpu::Precision::F32 => "f32 transform".to_string(),
+            mel_cpu::Precision::F64 => format!(
+                "f64 transform (no batched f32 FFT for n_fft {})",
+                plan.n_fft()
+            ),
+        },
+        _ => "the exact kernel (this backend has no plain-f32 one)".to_string(),
+    };
+    Some(format!("precision fast: {what}"))
 }
