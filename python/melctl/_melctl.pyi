@@ -191,7 +191,8 @@ def build(
 
     The configuration is ``preset``, then ``config`` (a TOML file or a dict of
     sections), then ``backend``, then ``overrides``: a key of one section by its name
-    (``n_mels=64``, ``dtype="f32"``, ``threads=4``, ``loader="stream"``), or
+    (``n_mels=64``, ``dtype="f32"``, ``precision="fast"``, ``threads=4``,
+    ``loader="stream"``), or
     ``section__key`` (``run__stream__readers=4``), or a whole section as a dict.
 
     ``progress(split, done, total)`` is called from this thread as clips are computed;

@@ -358,7 +358,26 @@ pub(crate) fn convert(
         }
     };
     if channels == 1 {
-        out.extend(data.chunks_exact(sb).map(sample));
+        // One loop per coding with the sample width known at compile time, so the
+        // common 16-bit case vectorises (a per-sample `match` on the coding cost ~10%
+        // of a CPU build's time: BENCHMARKS.md, 2026-11-27).
+        match coding {
+            Coding::Int { bytes: 1 } => {
+                mono_samples::<1>(data, out, |b| (b[0] as f32 - 128.0) * (1.0 / 128.0))
+            }
+            Coding::Int { bytes: 2 } => mono_samples::<2>(data, out, |b| {
+                i16::from_le_bytes(b) as f32 * (1.0 / 32768.0)
+            }),
+            Coding::Int { bytes: 3 } => mono_samples::<3>(data, out, |b| {
+                (i32::from_le_bytes([0, b[0], b[1], b[2]]) >> 8) as f32 * (1.0 / 8_388_608.0)
+            }),
+            Coding::Int { .. } => mono_samples::<4>(data, out, |b| {
+                i32::from_le_bytes(b) as f32 * (1.0 / 2_147_483_648.0)
+            }),
+            Coding::Float { bytes: 4 } => mono_samples::<4>(data, out, f32::from_le_bytes),
+            Coding::Float { .. } => mono_samples::<8>(data, out, |b| f64::from_le_bytes(b) as f32),
+            _ => out.extend(data.chunks_exact(sb).map(sample)),
+        }
         return;
     }
     out.extend(data.chunks_exact(frame).map(|f| {
@@ -370,6 +389,17 @@ pub(crate) fn convert(
         }
         crate::mix::mono(acc, downmix, channels)
     }));
+}
+
+/// Appends one sample per `B` bytes of `data` (whole samples only), converted by `f`.
+#[inline(always)]
+fn mono_samples<const B: usize>(data: &[u8], out: &mut Vec<f32>, f: impl Fn([u8; B]) -> f32) {
+    let (whole, _) = data.as_chunks::<B>();
+    let start = out.len();
+    out.resize(start + whole.len(), 0.0);
+    for (o, b) in out[start..].iter_mut().zip(whole) {
+        *o = f(*b);
+    }
 }
 
 /// G.711 A-law to linear, scaled to ±1 (as libsndfile: the 13-bit value over 2^15).
