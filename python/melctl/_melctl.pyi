@@ -235,6 +235,10 @@ class Extractor:
     as :func:`build` does. Results are ``dtype``: float32 (default; stored f16/bf16
     widened exactly), float64, or float16 where the configuration stores f16. It pickles
     by configuration.
+
+    With ``precision="fast"`` the values depend on the backend that computes them (the
+    CPU's float32 transform; GPUs run their exact kernels): extract with the backend the
+    build used (its report's ``backend``) to get the stored values bit for bit.
     """
 
     def __init__(

@@ -55,6 +55,11 @@ fn table(key: &str, d: &Bound<'_, PyDict>) -> PyResult<toml::Table> {
         } else {
             format!("{key}.{k}")
         };
+        // None is TOML's absent key: the default (a stored configuration's
+        // `run.device = null`), so `split.config` can be given back as a configuration.
+        if v.is_none() {
+            continue;
+        }
         t.insert(k, to_toml(&path, &v)?);
     }
     Ok(t)
@@ -155,7 +160,11 @@ pub fn resolve(
             c = Config::merge_toml(&c, &text, Some(&path.display().to_string())).map_err(to_py)?;
         }
     }
-    let all = toml::Table::try_from(&c).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    // Every key's path, those left out at their default included (`mel.precision`).
+    let mut every_key = c.clone();
+    every_key.mel.precision = mel_core::spec::Precision::Fast;
+    let all =
+        toml::Table::try_from(&every_key).map_err(|e| PyValueError::new_err(e.to_string()))?;
     let mut overlay = toml::Table::new();
     if let Some(b) = backend {
         set_path(

@@ -149,8 +149,7 @@ def test_fast_precision_builds_and_extracts_the_same_values(demo_data, tmp_path)
                  precision="fast", progress=None)
     split = melctl.open(out, "training")
     assert split.config["mel"]["precision"] == "fast"
-    fast = melctl.Extractor(config={"audio": {"clip_seconds": 1.0}, "mel": {"precision": "fast"}},
-                            dtype=None, output={"dtype": "f32"}, backend="cpu")
+    fast = melctl.Extractor(config=split.config, dtype=None, backend="cpu")
     exact = melctl.Extractor(config=SHORT, dtype=None, output={"dtype": "f32"}, backend="cpu")
     path = demo_data / split.paths[0]
     stored = split[0]

@@ -72,6 +72,9 @@ pub fn run_fast_suite(
             backend.name(),
             c.worst_error
         );
+        if c.compared == 0 {
+            failures.push(format!("{} fast: no bin compared", g.name));
+        }
         if let Some(m) = c.first_mismatch {
             failures.push(format!("{} fast: {m}", g.name));
         }

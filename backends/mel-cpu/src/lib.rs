@@ -50,11 +50,17 @@ pub enum Precision {
 }
 
 impl Precision {
-    /// The transform precision the spec's `precision` asks for at `n_fft`: `fast` is
-    /// the f32 transform where the batched FFT covers the size, f64 elsewhere.
-    pub fn for_spec(spec: mel_core::spec::Precision, n_fft: usize) -> Precision {
+    /// The transform precision the spec's `precision` asks for at `n_fft` with
+    /// `transform`: `fast` is the f32 transform where the batched FFT runs (asked for
+    /// and covering the size), f64 elsewhere (realfft's f32 misses torchaudio's bound).
+    pub fn for_spec(
+        spec: mel_core::spec::Precision,
+        n_fft: usize,
+        transform: Transform,
+    ) -> Precision {
+        let batched = transform == Transform::Auto && fft::batched::supports(n_fft);
         match spec {
-            mel_core::spec::Precision::Fast if fft::batched::supports(n_fft) => Precision::F32,
+            mel_core::spec::Precision::Fast if batched => Precision::F32,
             _ => Precision::F64,
         }
     }
@@ -91,9 +97,9 @@ impl CpuBackend {
     /// is not supported by this CPU.
     pub fn with_options(plan: MelPlan, options: CpuOptions) -> Result<Self> {
         let isa = options.isa.resolve()?;
-        let precision = options
-            .precision
-            .unwrap_or_else(|| Precision::for_spec(plan.spec().mel.precision, plan.n_fft()));
+        let precision = options.precision.unwrap_or_else(|| {
+            Precision::for_spec(plan.spec().mel.precision, plan.n_fft(), options.transform)
+        });
         let kernel = Kernel::new(
             tables::Tables::new(&plan),
             precision,
@@ -178,9 +184,9 @@ pub mod transforms {
         /// The transform `options` select for `plan`'s FFT size and window.
         pub fn new(plan: &MelPlan, options: CpuOptions) -> Result<Transforms> {
             let isa = options.isa.resolve()?;
-            let precision = options
-                .precision
-                .unwrap_or_else(|| Precision::for_spec(plan.spec().mel.precision, plan.n_fft()));
+            let precision = options.precision.unwrap_or_else(|| {
+                Precision::for_spec(plan.spec().mel.precision, plan.n_fft(), options.transform)
+            });
             let kernel = Kernel::new(
                 tables::Tables::new(plan),
                 precision,

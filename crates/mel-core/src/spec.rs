@@ -222,7 +222,10 @@ pub struct MelConfig {
     pub mel_scale: MelScale,
     /// Filter normalisation. Default `none`.
     pub norm: MelNorm,
-    /// How closely the transform follows the float64 definition. Default `exact`.
+    /// How closely the transform follows the float64 definition. Default `exact`, which
+    /// is not written out, so an exact spec serialises as it did before the key existed
+    /// (journals, shard records and stored configurations of earlier builds still match).
+    #[serde(skip_serializing_if = "Precision::is_exact")]
     pub precision: Precision,
 }
 
@@ -279,6 +282,11 @@ pub enum Precision {
 }
 
 impl Precision {
+    /// Whether this is the default, `exact`.
+    pub fn is_exact(&self) -> bool {
+        *self == Precision::Exact
+    }
+
     /// The name used in TOML and on the command line.
     pub fn name(self) -> &'static str {
         match self {
@@ -440,5 +448,27 @@ impl Dtype {
             Dtype::F16 => "f16",
             Dtype::Bf16 => "bf16",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_is_not_written_and_a_spec_without_the_key_reads_as_exact() {
+        let exact = serde_json::to_value(MelConfig::default()).unwrap();
+        assert!(exact.get("precision").is_none(), "{exact}");
+        let back: MelConfig = serde_json::from_value(exact).unwrap();
+        assert_eq!(back.precision, Precision::Exact);
+        let fast = MelConfig {
+            precision: Precision::Fast,
+            ..MelConfig::default()
+        };
+        let v = serde_json::to_value(&fast).unwrap();
+        assert_eq!(v["precision"], "fast");
+        assert_eq!(serde_json::from_value::<MelConfig>(v).unwrap(), fast);
+        let bad = serde_json::json!({ "precision": "fastest" });
+        assert!(serde_json::from_value::<MelConfig>(bad).is_err());
     }
 }

@@ -119,6 +119,10 @@ pub fn annotated_toml(config: &Config) -> String {
             }
         }
         out.push('\n');
+        // `precision = "exact"` (the default) is not serialised; name it here.
+        if section == "[mel]" && line.starts_with("norm =") && m.precision.is_exact() {
+            out += "# precision = \"exact\"  (the default; \"fast\": plain float32 transforms, docs/numerics.md)\n";
+        }
     }
     out
 }

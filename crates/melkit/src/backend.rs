@@ -326,13 +326,15 @@ fn precision_note(plan: &MelPlan, kind: BackendKind) -> Option<String> {
     }
     let what = match kind {
         #[cfg(feature = "cpu")]
-        BackendKind::Cpu => match mel_cpu::Precision::for_spec(Precision::Fast, plan.n_fft()) {
-            mel_cpu::Precision::F32 => "f32 transform".to_string(),
-            mel_cpu::Precision::F64 => format!(
-                "f64 transform (no batched f32 FFT for n_fft {})",
-                plan.n_fft()
-            ),
-        },
+        BackendKind::Cpu => {
+            match mel_cpu::Precision::for_spec(Precision::Fast, plan.n_fft(), Default::default()) {
+                mel_cpu::Precision::F32 => "f32 transform".to_string(),
+                mel_cpu::Precision::F64 => format!(
+                    "f64 transform (no batched f32 FFT for n_fft {})",
+                    plan.n_fft()
+                ),
+            }
+        }
         _ => "the exact kernel (this backend has no plain-f32 one)".to_string(),
     };
     Some(format!("precision fast: {what}"))

@@ -342,16 +342,12 @@ pub(crate) fn convert(
     }
     let sample = |b: &[u8]| -> f32 {
         match coding {
-            Coding::Int { bytes: 1 } => (b[0] as f32 - 128.0) * (1.0 / 128.0),
-            Coding::Int { bytes: 2 } => i16::from_le_bytes([b[0], b[1]]) as f32 * (1.0 / 32768.0),
-            Coding::Int { bytes: 3 } => {
-                (i32::from_le_bytes([0, b[0], b[1], b[2]]) >> 8) as f32 * (1.0 / 8_388_608.0)
-            }
-            Coding::Int { .. } => {
-                i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f32 * (1.0 / 2_147_483_648.0)
-            }
+            Coding::Int { bytes: 1 } => u8_sample([b[0]]),
+            Coding::Int { bytes: 2 } => i16_sample([b[0], b[1]]),
+            Coding::Int { bytes: 3 } => i24_sample([b[0], b[1], b[2]]),
+            Coding::Int { .. } => i32_sample([b[0], b[1], b[2], b[3]]),
             Coding::Float { bytes: 4 } => f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
-            Coding::Float { .. } => f64::from_le_bytes(b[..8].try_into().unwrap()) as f32,
+            Coding::Float { .. } => f64_sample(b[..8].try_into().unwrap()),
             Coding::ALaw => alaw(b[0]),
             Coding::MuLaw => mulaw(b[0]),
             Coding::Adpcm => 0.0,
@@ -362,20 +358,12 @@ pub(crate) fn convert(
         // common 16-bit case vectorises (a per-sample `match` on the coding cost ~10%
         // of a CPU build's time: BENCHMARKS.md, 2026-11-27).
         match coding {
-            Coding::Int { bytes: 1 } => {
-                mono_samples::<1>(data, out, |b| (b[0] as f32 - 128.0) * (1.0 / 128.0))
-            }
-            Coding::Int { bytes: 2 } => mono_samples::<2>(data, out, |b| {
-                i16::from_le_bytes(b) as f32 * (1.0 / 32768.0)
-            }),
-            Coding::Int { bytes: 3 } => mono_samples::<3>(data, out, |b| {
-                (i32::from_le_bytes([0, b[0], b[1], b[2]]) >> 8) as f32 * (1.0 / 8_388_608.0)
-            }),
-            Coding::Int { .. } => mono_samples::<4>(data, out, |b| {
-                i32::from_le_bytes(b) as f32 * (1.0 / 2_147_483_648.0)
-            }),
-            Coding::Float { bytes: 4 } => mono_samples::<4>(data, out, f32::from_le_bytes),
-            Coding::Float { .. } => mono_samples::<8>(data, out, |b| f64::from_le_bytes(b) as f32),
+            Coding::Int { bytes: 1 } => mono_samples(data, out, u8_sample),
+            Coding::Int { bytes: 2 } => mono_samples(data, out, i16_sample),
+            Coding::Int { bytes: 3 } => mono_samples(data, out, i24_sample),
+            Coding::Int { .. } => mono_samples(data, out, i32_sample),
+            Coding::Float { bytes: 4 } => mono_samples(data, out, f32::from_le_bytes),
+            Coding::Float { .. } => mono_samples(data, out, f64_sample),
             _ => out.extend(data.chunks_exact(sb).map(sample)),
         }
         return;
@@ -389,6 +377,36 @@ pub(crate) fn convert(
         }
         crate::mix::mono(acc, downmix, channels)
     }));
+}
+
+/// Unsigned 8-bit PCM to ±1.
+#[inline(always)]
+fn u8_sample(b: [u8; 1]) -> f32 {
+    (b[0] as f32 - 128.0) * (1.0 / 128.0)
+}
+
+/// Signed 16-bit little-endian PCM to ±1.
+#[inline(always)]
+fn i16_sample(b: [u8; 2]) -> f32 {
+    i16::from_le_bytes(b) as f32 * (1.0 / 32768.0)
+}
+
+/// Signed 24-bit little-endian PCM to ±1.
+#[inline(always)]
+fn i24_sample(b: [u8; 3]) -> f32 {
+    (i32::from_le_bytes([0, b[0], b[1], b[2]]) >> 8) as f32 * (1.0 / 8_388_608.0)
+}
+
+/// Signed 32-bit little-endian PCM to ±1.
+#[inline(always)]
+fn i32_sample(b: [u8; 4]) -> f32 {
+    i32::from_le_bytes(b) as f32 * (1.0 / 2_147_483_648.0)
+}
+
+/// Little-endian f64 rounded to f32.
+#[inline(always)]
+fn f64_sample(b: [u8; 8]) -> f32 {
+    f64::from_le_bytes(b) as f32
 }
 
 /// Appends one sample per `B` bytes of `data` (whole samples only), converted by `f`.
@@ -440,5 +458,61 @@ mod tests {
         assert_eq!(mulaw(0xff) * 32768.0, 0.0);
         assert_eq!(mulaw(0x80) * 32768.0, 32124.0);
         assert_eq!(mulaw(0x00) * 32768.0, -32124.0);
+    }
+
+    #[test]
+    fn mono_conversion_equals_the_first_channel_of_the_general_path_for_every_coding() {
+        use mel_core::spec::Downmix;
+        let codings = [
+            Coding::Int { bytes: 1 },
+            Coding::Int { bytes: 2 },
+            Coding::Int { bytes: 3 },
+            Coding::Int { bytes: 4 },
+            Coding::Float { bytes: 4 },
+            Coding::Float { bytes: 8 },
+            Coding::ALaw,
+            Coding::MuLaw,
+        ];
+        // Bytes of every value, floats from a fixed list (any bit pattern would hold
+        // NaNs, which never compare equal).
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for coding in codings {
+            let sb = coding.sample_bytes();
+            let samples: Vec<Vec<u8>> = (0..1001)
+                .map(|_| match coding {
+                    Coding::Float { bytes: 4 } => {
+                        (next() as i32 as f32 / 3e9).to_le_bytes().to_vec()
+                    }
+                    Coding::Float { .. } => (next() as i64 as f64 / 1e19).to_le_bytes().to_vec(),
+                    _ => next().to_le_bytes()[..sb].to_vec(),
+                })
+                .collect();
+            // Mono, with a partial sample at the end (left out) where samples have
+            // several bytes.
+            let mut mono_bytes: Vec<u8> = samples.concat();
+            if sb > 1 {
+                mono_bytes.push(0x7f);
+            }
+            // Two channels: each sample beside a junk one, the first channel taken.
+            let stereo: Vec<u8> = samples
+                .iter()
+                .flat_map(|s| s.iter().copied().chain(std::iter::repeat_n(0xa5, sb)))
+                .collect();
+            let (mut mono, mut first) = (vec![1.5], vec![1.5]);
+            convert(&mono_bytes, coding, 1, &mut mono, Downmix::Mean);
+            convert(&stereo, coding, 2, &mut first, Downmix::First);
+            assert_eq!(mono.len(), 1 + samples.len(), "{coding:?}");
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&mono), bits(&first), "{coding:?}");
+            let mut empty = Vec::new();
+            convert(&[], coding, 1, &mut empty, Downmix::Mean);
+            assert!(empty.is_empty());
+        }
     }
 }
