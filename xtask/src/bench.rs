@@ -208,23 +208,24 @@ fn headline(melctl: &Path, out: &Path, sizes: &[usize], rounds: usize) -> Result
         let mut ratios = vec![Vec::new(); HEADLINE.len()];
         let mut floors = vec![Vec::new(); HEADLINE.len()];
         for round in 1..=rounds {
-            let mut rows = Vec::new();
-            for (name, spec, extra) in HEADLINE {
-                rows.push(run_melctl(
-                    melctl,
-                    &data,
-                    out,
-                    &cache,
-                    n,
-                    (spec, extra),
-                    name,
-                )?);
-            }
             let peer = run_peer(&data, out, n)?;
-            for (i, r) in rows.iter().enumerate() {
-                // Each build against the floor of its own bytes (the compressed one
-                // writes half as many).
-                let floor = disk_floor(&out.join("floor"), &r.out_bytes)?;
+            let mut previous: Vec<u64> = peer.out_bytes.clone();
+            for (i, (name, spec, extra)) in HEADLINE.into_iter().enumerate() {
+                // The floor right before the build, on the disk in the same state: the
+                // previous run's output removed first, as `run_melctl` does, so both
+                // write into the blocks it freed; measured with the previous run's byte
+                // count and scaled to this build's where they differ (compressed).
+                let _ = std::fs::remove_dir_all(out.join("h5"));
+                let floor = disk_floor(&out.join("floor"), &previous)?;
+                let r = run_melctl(melctl, &data, out, &cache, n, (spec, extra), name)?;
+                let floor = if r.out_bytes.iter().sum::<u64>() == previous.iter().sum::<u64>() {
+                    floor
+                } else {
+                    // Another size than measured: the floor scaled to this build's bytes.
+                    floor * r.out_bytes.iter().sum::<u64>() as f64
+                        / previous.iter().sum::<u64>() as f64
+                };
+                previous = r.out_bytes.clone();
                 let rate = n as f64 / r.process_s.max(1e-9);
                 let ratio = rate / peer.clips_per_s();
                 let to_floor = r.process_s / floor;
