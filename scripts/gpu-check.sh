@@ -212,10 +212,27 @@ for d in ["out-stream", "out-gzip-stream-16", "out-gzip-memmap-1"]:
         m[int(i)]
     print(d, f"random single-clip reads: {2000 / (time.perf_counter() - t):.0f} clips/s")
 PY
+# Why the compressed build was slower (issue 26: 10.41 s against 6.47 s): deflate on
+# 14 free cores should take ~1.7 s. Hypothesis: readers + CPU pool + writer pool are each
+# sized to every core. Fewer readers and threads leave the writer pool the cores.
+for flags in "--readers 4" "--readers 4 --threads 8"; do
+  tag=$(echo "$flags" | tr -d ' -')
+  warm; rm -rf /tmp/leak/out-gzip-$tag
+  log "melctl cuda loader=stream batch=512, chunk_clips=16 gzip=1, $flags"
+  /usr/bin/time -v $BIN/melctl build -i $DATA -o /tmp/leak/out-gzip-$tag --backend cuda --loader stream --batch 512 \
+    --config /tmp/leak/gzip-16.toml $flags --report "$OUT/build-gzip-$tag.json" \
+    > "$OUT/build-gzip-$tag.txt" 2> "$OUT/build-gzip-$tag.err"
+  grep -E "clips/s|bottleneck|load |mel |write " "$OUT/build-gzip-$tag.txt" | tee -a "$OUT/summary.txt"
+  grep -E "Elapsed|Percent of CPU" "$OUT/build-gzip-$tag.err" | tee -a "$OUT/summary.txt"
+done
 warm; rm -rf /tmp/leak/out-cpu
 log "melctl cpu (16 cores) loader=stream"
 $BIN/melctl build -i $DATA -o /tmp/leak/out-cpu --backend cpu --loader stream --report "$OUT/build-cpu.json" > "$OUT/build-cpu.txt" 2>&1
 grep -E "^total|bottleneck" "$OUT/build-cpu.txt" | tee -a "$OUT/summary.txt"
+warm; rm -rf /tmp/leak/out-cpu-fast
+log "melctl cpu (16 cores) loader=stream, --precision fast"
+$BIN/melctl build -i $DATA -o /tmp/leak/out-cpu-fast --backend cpu --loader stream --precision fast --report "$OUT/build-cpu-fast.json" > "$OUT/build-cpu-fast.txt" 2>&1
+grep -E "^backend|^total|bottleneck" "$OUT/build-cpu-fast.txt" | tee -a "$OUT/summary.txt"
 warm; rm -rf /tmp/leak/out-peer
 log "torchaudio + h5py pipeline"
 python3 benches/peer_torchaudio.py pipeline --root $DATA --out /tmp/leak/out-peer 2>&1 | tail -1 | tee -a "$OUT/summary.txt"
