@@ -20,12 +20,17 @@
 # `--quick` stops after step 3 (plus ncu profiles of both CUDA kernels when ncu exists);
 # `--wgpu` runs the conformance suites, both kernels and cuda / wgpu / auto builds only
 # (CLIPS default 20,000), for a short lease.
+# `--builds` runs the conformance suites, then issue 26's whole-build questions only: the
+# default CUDA build against the disk's floor (dd of its bytes with fsync), compressed
+# builds with fewer reader / worker threads, the CPU build exact and `--precision fast`.
 # Everything lands in $OUT/gpu-check.tgz (or ./gpu-check-out/).
 set -uo pipefail
 QUICK=0
 WGPU_ONLY=0
+BUILDS_ONLY=0
 if [ "${1:-}" = "--quick" ]; then QUICK=1; shift; fi
 if [ "${1:-}" = "--wgpu" ]; then WGPU_ONLY=1; shift; fi
+if [ "${1:-}" = "--builds" ]; then BUILDS_ONLY=1; shift; fi
 if [ $WGPU_ONLY = 1 ]; then CLIPS=${1:-20000}; else CLIPS=${1:-51434}; fi
 FINAL=${OUT:-gpu-check-out}
 OUT=$(mktemp -d)
@@ -59,6 +64,42 @@ MEL_REQUIRE_WGPU=1 MEL_WGPU_DEVICE=${MEL_WGPU_DEVICE:-nvidia} timeout 300 $BIN/c
 
 log "1b. CUDA conformance suite on the GPU: the f64 and the f32 kernel"
 MEL_REQUIRE_GPU=1 MEL_REQUIRE_NVRTC=1 timeout 400 $BIN/conformance_cuda --skip host_emulator --nocapture --test-threads 1 2>&1 | tee "$OUT/conformance.txt" | grep -E "worst|test |result|odd|differ|skipped|panicked|compiled|device times|kernel f(32|64) on" | sort -u | tee -a "$OUT/summary.txt"
+
+if [ $BUILDS_ONLY = 1 ]; then
+  log "4. builds of $CLIPS clips against the disk's floor"
+  DATA=/tmp/leak/data
+  [ -d $DATA ] || $BIN/melctl demo /tmp/leak --clips "$CLIPS" --no-build 2>&1 | tail -1
+  warm() { find $DATA -name '*.wav' -print0 | xargs -0 -P 8 cat > /dev/null; sync; }
+  build() {  # build NAME FLAGS...: one build, its summary lines and the process's time
+    local name=$1; shift
+    warm; rm -rf /tmp/leak/out-$name
+    log "melctl build $name: $*"
+    /usr/bin/time -v $BIN/melctl build -i $DATA -o /tmp/leak/out-$name --batch 512 "$@" \
+      --report "$OUT/build-$name.json" > "$OUT/build-$name.txt" 2> "$OUT/build-$name.err"
+    echo "exit $?" | tee -a "$OUT/summary.txt"
+    grep -E "^backend|^total|clips/s|bottleneck|load |mel |write " "$OUT/build-$name.txt" | tee -a "$OUT/summary.txt"
+    grep -E "Elapsed|Percent of CPU|Maximum resident" "$OUT/build-$name.err" | tee -a "$OUT/summary.txt"
+    du -sb /tmp/leak/out-$name | tee -a "$OUT/summary.txt"
+  }
+  build cuda --backend cuda --loader stream
+  bytes=$(du -sb /tmp/leak/out-cuda | cut -f1)
+  rm -rf /tmp/leak/out-cuda; sync
+  log "disk floor: $bytes bytes written with dd and fsync (3 files, as the 3 splits)"
+  start=$(date +%s%N)
+  for i in 1 2 3; do dd if=/dev/zero of=/tmp/leak/floor-$i bs=8M count=$((bytes / 3 / 8388608 + 1)) conv=fsync status=none; done
+  sync; end=$(date +%s%N)
+  echo "floor $(( (end - start) / 1000000 )) ms" | tee -a "$OUT/summary.txt"
+  rm -f /tmp/leak/floor-*
+  printf '[hdf5]\nchunk_clips = 16\ngzip = 1\n' > /tmp/leak/gzip-16.toml
+  build gzip --backend cuda --loader stream --config /tmp/leak/gzip-16.toml
+  build gzip-readers4 --backend cuda --loader stream --config /tmp/leak/gzip-16.toml --readers 4
+  build gzip-readers4-threads8 --backend cuda --loader stream --config /tmp/leak/gzip-16.toml --readers 4 --threads 8
+  printf '[output]\nfsync = false\n' > /tmp/leak/nofsync.toml
+  build nofsync --backend cuda --loader stream --config /tmp/leak/nofsync.toml
+  build cpu --backend cpu --loader stream
+  build cpu-fast --backend cpu --loader stream --precision fast
+  log "done"; exit 0
+fi
 
 log "2. kernels alone: both CUDA kernels (chosen shapes), then wgpu"
 if [ $WGPU_ONLY = 1 ]; then
