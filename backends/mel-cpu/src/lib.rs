@@ -78,6 +78,16 @@ pub struct CpuOptions {
     pub precision: Option<Precision>,
 }
 
+impl CpuOptions {
+    /// The transform precision these options give for `plan`: the one asked for, else
+    /// what the plan's spec asks for ([`Precision::for_spec`]).
+    pub fn precision_for(&self, plan: &MelPlan) -> Precision {
+        self.precision.unwrap_or_else(|| {
+            Precision::for_spec(plan.spec().mel.precision, plan.n_fft(), self.transform)
+        })
+    }
+}
+
 /// The CPU backend. Runs in the calling thread's rayon pool (use `ThreadPool::install` to bound it).
 pub struct CpuBackend {
     plan: MelPlan,
@@ -97,9 +107,7 @@ impl CpuBackend {
     /// is not supported by this CPU.
     pub fn with_options(plan: MelPlan, options: CpuOptions) -> Result<Self> {
         let isa = options.isa.resolve()?;
-        let precision = options.precision.unwrap_or_else(|| {
-            Precision::for_spec(plan.spec().mel.precision, plan.n_fft(), options.transform)
-        });
+        let precision = options.precision_for(&plan);
         let kernel = Kernel::new(
             tables::Tables::new(&plan),
             precision,
@@ -184,9 +192,7 @@ pub mod transforms {
         /// The transform `options` select for `plan`'s FFT size and window.
         pub fn new(plan: &MelPlan, options: CpuOptions) -> Result<Transforms> {
             let isa = options.isa.resolve()?;
-            let precision = options.precision.unwrap_or_else(|| {
-                Precision::for_spec(plan.spec().mel.precision, plan.n_fft(), options.transform)
-            });
+            let precision = options.precision_for(plan);
             let kernel = Kernel::new(
                 tables::Tables::new(plan),
                 precision,

@@ -9,8 +9,7 @@ use util::Dir;
 /// Builds `data` into `out` on the CPU in f32 with `flags`; returns stdout + stderr.
 fn build(dir: &Dir, out: &str, flags: &[&str]) -> String {
     let o = dir
-        .melctl()
-        .args(["build", "-i", "data", "-o", out, "--config", "short.toml"])
+        .build(out)
         .args(["--backend", "cpu", "--dtype", "f32"])
         .args(flags)
         .expect_code(0);
@@ -62,8 +61,7 @@ fn fast_precision_runs_the_f32_transform_is_recorded_and_stays_near_exact() {
 fn shards_of_two_precisions_are_not_merged_and_the_key_is_named() {
     let dir = Dir::demo(8);
     let shard = |k: &str, flags: &[&str]| {
-        dir.melctl()
-            .args(["build", "-i", "data", "-o", "out", "--config", "short.toml"])
+        dir.build("out")
             .args(["--shard", k, "-q"])
             .args(flags)
             .expect_code(0);

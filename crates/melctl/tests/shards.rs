@@ -23,8 +23,7 @@ fn data_with_a_broken_file(clips: usize) -> Dir {
 /// Builds shard `k` of `n` of `data` into `out`, with `flags`.
 fn build_shard(dir: &Dir, out: &str, k: usize, n: usize, flags: &[&str]) -> String {
     let o = dir
-        .melctl()
-        .args(["build", "-i", "data", "-o", out, "--config", "short.toml"])
+        .build(out)
         .args(["--shard", &format!("{k}/{n}")])
         .args(flags)
         .expect_code(0);
@@ -54,19 +53,7 @@ fn compare(dir: &Dir, a: &str, b: &str) -> Result<String, String> {
 #[test]
 fn the_merge_of_any_number_of_shards_equals_the_unsharded_build() {
     let dir = data_with_a_broken_file(40);
-    let whole = dir
-        .melctl()
-        .args([
-            "build",
-            "-i",
-            "data",
-            "-o",
-            "whole",
-            "--config",
-            "short.toml",
-            "-q",
-        ])
-        .expect_code(0);
+    let whole = dir.build("whole").arg("-q").expect_code(0);
     assert!(String::from_utf8_lossy(&whole.stderr).contains("zz_broken.wav"));
     // 7 shards of the smallest split leave some shards without a file of it.
     for n in [1usize, 3, 7] {
@@ -86,17 +73,8 @@ fn the_merge_of_any_number_of_shards_equals_the_unsharded_build() {
         assert!(same.starts_with("same:"), "{same}");
     }
     // The comparison can fail: a build of other clips is not the same.
-    dir.melctl()
-        .args([
-            "build",
-            "-i",
-            "data",
-            "-o",
-            "f32",
-            "--config",
-            "short.toml",
-            "-q",
-        ])
+    dir.build("f32")
+        .arg("-q")
         .args(["--dtype", "f32"])
         .expect_code(0);
     let d = compare(&dir, "whole", "f32").expect_err("f16 and f32 outputs differ");
@@ -106,17 +84,8 @@ fn the_merge_of_any_number_of_shards_equals_the_unsharded_build() {
 #[test]
 fn npy_shards_merge_to_the_unsharded_npy_build() {
     let dir = Dir::demo(24);
-    dir.melctl()
-        .args([
-            "build",
-            "-i",
-            "data",
-            "-o",
-            "whole",
-            "--config",
-            "short.toml",
-            "-q",
-        ])
+    dir.build("whole")
+        .arg("-q")
         .args(["--sink", "npy"])
         .expect_code(0);
     for k in 0..2 {
@@ -132,9 +101,8 @@ fn npy_shards_merge_to_the_unsharded_npy_build() {
 fn an_array_tasks_environment_chooses_the_shard() {
     let dir = Dir::demo(12);
     let run = |vars: &[(&str, &str)], extra: &[&str]| {
-        let mut cmd = dir.melctl();
-        cmd.args(["build", "-i", "data", "-o", "out", "--config", "short.toml"])
-            .args(extra);
+        let mut cmd = dir.build("out");
+        cmd.args(extra);
         for (k, v) in vars {
             cmd.env(k, v);
         }
@@ -283,16 +251,14 @@ fn a_rerun_builds_again_what_changed_in_place_and_strict_still_counts_what_was_l
         b"RIFF\x10\0\0\0WAVEjunk",
     );
     let o = dir
-        .melctl()
-        .args(["build", "-i", "data", "-o", "out", "--config", "short.toml"])
+        .build("out")
         .args(["--shard", "1/2", "--strict"])
         .expect_code(3);
     let said = String::from_utf8_lossy(&o.stdout) + String::from_utf8_lossy(&o.stderr);
     assert!(said.contains("zz_broken.wav"), "{said}");
     // The retry has nothing to build, but names the file again and fails as strictly.
     let o = dir
-        .melctl()
-        .args(["build", "-i", "data", "-o", "out", "--config", "short.toml"])
+        .build("out")
         .args(["--shard", "1/2", "--strict"])
         .expect_code(3);
     let said = String::from_utf8_lossy(&o.stderr);
@@ -328,18 +294,7 @@ fn a_rerun_builds_again_what_changed_in_place_and_strict_still_counts_what_was_l
         "{said}\n{said2}"
     );
     dir.melctl().args(["merge", "out", "-q"]).expect_code(0);
-    dir.melctl()
-        .args([
-            "build",
-            "-i",
-            "data",
-            "-o",
-            "whole",
-            "--config",
-            "short.toml",
-            "-q",
-        ])
-        .expect_code(0);
+    dir.build("whole").arg("-q").expect_code(0);
     let same = compare(&dir, "whole", "out").unwrap_or_else(|d| panic!("{d}"));
     assert!(same.starts_with("same:"), "{same}");
 }
@@ -348,17 +303,8 @@ fn a_rerun_builds_again_what_changed_in_place_and_strict_still_counts_what_was_l
 fn shards_of_two_backends_are_not_merged_and_a_named_backend_rebuilds() {
     let dir = Dir::demo(12);
     let wgpu = dir
-        .melctl()
-        .args([
-            "build",
-            "-i",
-            "data",
-            "-o",
-            "out",
-            "--config",
-            "short.toml",
-            "-q",
-        ])
+        .build("out")
+        .arg("-q")
         .args(["--shard", "0/2", "--backend", "wgpu"])
         .output();
     if !wgpu.status.success() {
@@ -450,8 +396,7 @@ fn many_shards_merge_within_a_small_descriptor_limit() {
 fn split_with_a_shard_from_the_environment_is_refused_before_any_work() {
     let dir = Dir::demo(12);
     let o = dir
-        .melctl()
-        .args(["build", "-i", "data", "-o", "out", "--config", "short.toml"])
+        .build("out")
         .args(["--split", "training", "--dry-run"])
         .env("JOB_COMPLETION_INDEX", "0")
         .env("MELCTL_SHARDS", "2")

@@ -327,7 +327,8 @@ fn precision_note(plan: &MelPlan, kind: BackendKind) -> Option<String> {
     let what = match kind {
         #[cfg(feature = "cpu")]
         BackendKind::Cpu => {
-            match mel_cpu::Precision::for_spec(Precision::Fast, plan.n_fft(), Default::default()) {
+            // What `cpu()` starts: the default options, following the plan's spec.
+            match mel_cpu::CpuOptions::default().precision_for(plan) {
                 mel_cpu::Precision::F32 => "f32 transform".to_string(),
                 mel_cpu::Precision::F64 => format!(
                     "f64 transform (no batched f32 FFT for n_fft {})",

@@ -81,6 +81,14 @@ impl Dir {
         TestCommand::new(env!("CARGO_BIN_EXE_melctl"), self.path())
     }
 
+    /// `melctl build -i data -o OUT --config short.toml` in a [`Dir::demo`] folder: add
+    /// flags, then run.
+    pub fn build(&self, out: &str) -> TestCommand {
+        let mut cmd = self.melctl();
+        cmd.args(["build", "-i", "data", "-o", out, "--config", "short.toml"]);
+        cmd
+    }
+
     /// Any program to run in this folder (python3, the extract example, ...).
     pub fn program(&self, program: impl AsRef<OsStr>) -> TestCommand {
         TestCommand::new(program, self.path())
