@@ -4,6 +4,8 @@
 //! as they write (no second pass over the output); melread computes them from a file that
 //! lacks them and normalises with them.
 
+use rayon::prelude::*;
+
 use crate::OutputBuf;
 
 /// Mean and standard deviation of each mel bin over a split.
@@ -58,16 +60,15 @@ pub struct StatsAccumulator {
     count: u64,
     mean: Vec<f64>,
     m2: Vec<f64>,
-    block_mean: Vec<f64>,
-    block_m2: Vec<f64>,
+    /// The figures of the last block closed here (kept to reuse its allocation).
+    block_part: BlockMoments,
     /// Spectrograms per block.
     block: usize,
     /// Widened values of the block being filled, and how many spectrograms it holds.
     pending: Vec<f32>,
     filled: usize,
-    /// A sum and a centre per spectrogram position, kept between blocks.
-    acc: Vec<f64>,
-    centre: Vec<f64>,
+    /// Sums and centres for blocks closed on this thread.
+    scratch: Scratch,
 }
 
 impl StatsAccumulator {
@@ -81,13 +82,11 @@ impl StatsAccumulator {
             count: 0,
             mean: vec![0.0; n_mels],
             m2: vec![0.0; n_mels],
-            block_mean: vec![0.0; n_mels],
-            block_m2: vec![0.0; n_mels],
+            block_part: BlockMoments::new(n_mels),
             block,
             pending: vec![0.0; block * per],
             filled: 0,
-            acc: vec![0.0; per],
-            centre: vec![0.0; per],
+            scratch: Scratch::new(per),
         }
     }
 
@@ -114,8 +113,12 @@ impl StatsAccumulator {
 
     /// Adds `len` values (whole spectrograms, frames last); `fill(start, out)` writes
     /// values `start..start + out.len()` as f32 (exact for every stored dtype), a run of
-    /// whole spectrograms at a time, into the block being filled.
-    fn add_with(&mut self, len: usize, fill: impl Fn(usize, &mut [f32])) {
+    /// whole spectrograms at a time, into a block. The block being filled is completed
+    /// first; the whole blocks after it are computed in parallel (on the current rayon
+    /// pool) and merged in order; the rest starts the next block. Each block's figures are
+    /// the same function of the same values whichever thread computes them, so the result
+    /// is bit-identical for any thread count.
+    fn add_with(&mut self, len: usize, fill: impl Fn(usize, &mut [f32]) + Sync) {
         let per = self.n_mels * self.frames;
         if per == 0 || len < per {
             return;
@@ -123,65 +126,71 @@ impl StatsAccumulator {
         debug_assert_eq!(len % per, 0);
         let k = len / per;
         let mut first = 0;
-        while first < k {
-            let run = (self.block - self.filled).min(k - first);
-            let at = self.filled * per;
-            fill(first * per, &mut self.pending[at..at + run * per]);
-            self.filled += run;
-            first += run;
-            if self.filled == self.block {
-                self.close_block();
+        if self.filled > 0 {
+            first = self.fill_pending(&fill, 0, k);
+        }
+        let whole = (k - first) / self.block;
+        if whole > 0 {
+            let (block, n_mels, frames) = (self.block, self.n_mels, self.frames);
+            let parts: Vec<BlockMoments> = (0..whole)
+                .into_par_iter()
+                .map_init(
+                    || (vec![0.0f32; block * per], Scratch::new(per)),
+                    |(values, scratch), b| {
+                        fill((first + b * block) * per, values);
+                        let mut part = BlockMoments::new(n_mels);
+                        block_moments(values, frames, scratch, &mut part);
+                        part
+                    },
+                )
+                .collect();
+            for part in &parts {
+                self.merge_part(part, block);
             }
+            first += whole * block;
+        }
+        while first < k {
+            first = self.fill_pending(&fill, first, k);
         }
     }
 
-    /// Folds the block being filled into the totals: two passes over it (its mean, then
-    /// its squared deviations from it), each summing every position of a spectrogram in
-    /// its own f64 accumulator, so the inner loops run across positions, vectorise and
-    /// carry no long dependency chain.
+    /// Copies spectrograms `first..` (up to `k`) into the block being filled, closing it
+    /// when full; returns the first spectrogram not taken.
+    fn fill_pending(&mut self, fill: &impl Fn(usize, &mut [f32]), first: usize, k: usize) -> usize {
+        let per = self.n_mels * self.frames;
+        let run = (self.block - self.filled).min(k - first);
+        let at = self.filled * per;
+        fill(first * per, &mut self.pending[at..at + run * per]);
+        self.filled += run;
+        if self.filled == self.block {
+            self.close_block();
+        }
+        first + run
+    }
+
+    /// Folds the block being filled into the totals.
     fn close_block(&mut self) {
         let per = self.n_mels * self.frames;
         let k = self.filled;
         if k == 0 || per == 0 {
             return;
         }
-        let n = (k * self.frames) as f64;
-        let Self {
-            pending,
-            acc,
-            centre,
-            ..
-        } = self;
-        let values = &pending[..k * per];
-        acc.fill(0.0);
-        for spec in values.chunks_exact(per) {
-            for (a, &x) in acc.iter_mut().zip(spec) {
-                *a += x as f64;
-            }
-        }
-        for m in 0..self.n_mels {
-            let bins = m * self.frames..(m + 1) * self.frames;
-            let mean = acc[bins.clone()].iter().sum::<f64>() / n;
-            self.block_mean[m] = mean;
-            centre[bins].fill(mean);
-        }
-        acc.fill(0.0);
-        for spec in values.chunks_exact(per) {
-            for ((a, &x), &c) in acc.iter_mut().zip(spec).zip(centre.iter()) {
-                let d = x as f64 - c;
-                *a += d * d;
-            }
-        }
-        for m in 0..self.n_mels {
-            self.block_m2[m] = acc[m * self.frames..(m + 1) * self.frames].iter().sum();
-        }
+        let mut part = std::mem::replace(&mut self.block_part, BlockMoments::new(0));
+        let values = &self.pending[..k * per];
+        block_moments(values, self.frames, &mut self.scratch, &mut part);
+        self.merge_part(&part, k);
+        self.block_part = part;
+        self.filled = 0;
+    }
+
+    /// Merges one block's figures (`spectrograms` of them) into the totals.
+    fn merge_part(&mut self, part: &BlockMoments, spectrograms: usize) {
         let other = StatsPart {
-            count: (k * self.frames) as u64,
-            mean: &self.block_mean,
-            m2: &self.block_m2,
+            count: (spectrograms * self.frames) as u64,
+            mean: &part.mean,
+            m2: &part.m2,
         };
         merge(&mut self.count, &mut self.mean, &mut self.m2, other);
-        self.filled = 0;
     }
 
     /// Merges another accumulator's values (after this one's) into this one.
@@ -216,6 +225,71 @@ impl StatsAccumulator {
             mean: all.mean,
             count: all.count,
         }
+    }
+}
+
+/// One block's mean and sum of squared deviations per mel bin.
+#[derive(Debug, Clone)]
+struct BlockMoments {
+    mean: Vec<f64>,
+    m2: Vec<f64>,
+}
+
+impl BlockMoments {
+    fn new(n_mels: usize) -> Self {
+        BlockMoments {
+            mean: vec![0.0; n_mels],
+            m2: vec![0.0; n_mels],
+        }
+    }
+}
+
+/// Working space of one block: a sum and a centre per spectrogram position.
+#[derive(Debug, Clone)]
+struct Scratch {
+    acc: Vec<f64>,
+    centre: Vec<f64>,
+}
+
+impl Scratch {
+    fn new(per: usize) -> Self {
+        Scratch {
+            acc: vec![0.0; per],
+            centre: vec![0.0; per],
+        }
+    }
+}
+
+/// The figures of one block of whole spectrograms (`values`, frames last) into `part`:
+/// two passes (its mean, then its squared deviations from it), each summing every
+/// position of a spectrogram in its own f64 accumulator, so the inner loops run across
+/// positions, vectorise and carry no long dependency chain.
+fn block_moments(values: &[f32], frames: usize, scratch: &mut Scratch, part: &mut BlockMoments) {
+    let n_mels = part.mean.len();
+    let per = n_mels * frames;
+    let n = (values.len() / per * frames) as f64;
+    let Scratch { acc, centre } = scratch;
+    acc.fill(0.0);
+    for spec in values.chunks_exact(per) {
+        for (a, &x) in acc.iter_mut().zip(spec) {
+            *a += x as f64;
+        }
+    }
+    for m in 0..n_mels {
+        let bins = m * frames..(m + 1) * frames;
+        let mean = acc[bins.clone()].iter().sum::<f64>() / n;
+        part.mean[m] = mean;
+        centre[bins].fill(mean);
+    }
+    acc.fill(0.0);
+    for spec in values.chunks_exact(per) {
+        for ((a, &x), &c) in acc.iter_mut().zip(spec).zip(centre.iter()) {
+            let d = x as f64 - c;
+            *a += d * d;
+        }
+    }
+    for m in 0..n_mels {
+        part.m2[m] = acc[m * frames..(m + 1) * frames].iter().sum();
     }
 }
 
@@ -304,6 +378,48 @@ mod tests {
                 |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
             assert!(same(&s.mean, &one.mean), "batch {batch}: mean");
             assert!(same(&s.std, &one.std), "batch {batch}: std");
+        }
+    }
+
+    /// The whole blocks of a call are computed in parallel: the figures must not depend
+    /// on the number of threads, and must equal the serial path's (one spectrogram per
+    /// call never completes a block inside a call).
+    #[test]
+    fn statistics_are_bit_identical_whatever_the_threads() {
+        let (n_mels, frames) = (32, 5);
+        let per = n_mels * frames;
+        let clips = 1000;
+        let values: Vec<half::f16> = (0..clips * per)
+            .map(|i| half::f16::from_f32(-90.0 + ((i * 7919) % 1009) as f32 * 0.0731))
+            .collect();
+        let run = |threads: usize, batch: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("a pool");
+            pool.install(|| {
+                let mut a = StatsAccumulator::new(n_mels, frames);
+                for c in values.chunks(batch * per) {
+                    a.add_output(&OutputBuf::F16(c.to_vec()));
+                }
+                a.finish()
+            })
+        };
+        let serial = run(1, 1);
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for (threads, batch) in [(1, clips), (2, clips), (7, clips), (4, 237), (3, 511)] {
+            let s = run(threads, batch);
+            assert_eq!(s.count, serial.count);
+            assert_eq!(
+                bits(&s.mean),
+                bits(&serial.mean),
+                "{threads} threads, batch {batch}"
+            );
+            assert_eq!(
+                bits(&s.std),
+                bits(&serial.std),
+                "{threads} threads, batch {batch}"
+            );
         }
     }
 
