@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use mel_core::pipeline::{OutputPool, RunOptions, run};
+use mel_core::pipeline::{CheckPool, OutputPool, RunOptions, run};
 use mel_core::{
     ClipBatch, ClipFailure, ClipMeta, Config, Error, Finished, Loader, MelBackend, MelPlan,
     OutputBuf, OutputSlice, Result, SampleBlock, Sink, SourceInfo,
@@ -228,6 +228,7 @@ fn go_poisoned(
         stop_on_failure,
         cancel: Arc::new(AtomicBool::new(cancel)),
         buffers: pool.clone(),
+        checks: CheckPool::new(2),
     };
     let done = std::sync::atomic::AtomicUsize::new(0);
     let r = run(
@@ -439,4 +440,23 @@ fn stop_on_failure_stops_at_a_clip_that_is_not_finite() {
     let e = r.unwrap_err().to_string();
     assert!(e.contains("f2.wav") && e.contains("non-finite"), "{e}");
     assert_eq!(seen.committed, None);
+}
+
+/// A run started from a job on the global rayon pool, whose one worker is then the mel
+/// stage waiting for batches: the load and write stages' checks must not need that pool
+/// (they did, and the run never finished).
+#[test]
+fn a_run_started_inside_a_global_pool_job_finishes() {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build_global()
+        .expect("no test of this binary starts the global pool before this one");
+    let (tx, rx) = std::sync::mpsc::channel();
+    rayon::spawn(move || {
+        let _ = tx.send(go(4, None, false, false, false).0.map(|r| r.rows));
+    });
+    let rows = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the run finished (no deadlock)");
+    assert_eq!(rows.unwrap(), 11);
 }

@@ -2,6 +2,7 @@
 //! bounded queues, with per-stage metrics and a bottleneck verdict, and the one check
 //! that keeps every value stored finite.
 
+mod checks;
 pub mod finite;
 mod memory;
 mod metrics;
@@ -9,6 +10,7 @@ mod queue;
 mod runner;
 mod verdict;
 
+pub use checks::CheckPool;
 pub use memory::{batches_in_flight, check_memory};
 pub use metrics::{QueueMetrics, StageMetrics};
 pub use runner::{OutputPool, RunOptions, RunResult, run};

@@ -7,8 +7,9 @@
 //! so an error or a cancellation anywhere drops the sink uncommitted (its temporary
 //! file is removed and nothing appears at the final path).
 //!
-//! Every clip goes through [`super::finite`]: its samples on the load thread, its stored
-//! values on the write thread (off the mel stage, which a fast device makes short). A
+//! Every clip goes through [`super::finite`]: its samples from the load thread, its stored
+//! values from the write thread (off the mel stage, which a fast device makes short), on
+//! the run's [`CheckPool`] (as are the sink's statistics). A
 //! clip that fails is taken out of its batch before the sink (the rows after it move
 //! up), named among the run's failures like a file that did not decode, and never
 //! reaches the output or its statistics.
@@ -18,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use super::checks::CheckPool;
 use super::finite::{self, Rejected, Screen};
 use super::metrics::{QueueMetrics, StageMetrics};
 use super::queue::bounded;
@@ -39,6 +41,9 @@ pub struct RunOptions {
     /// Output buffers kept between runs: a build's splits share one pool, so the
     /// buffers' pages are faulted in once per build, not once per split.
     pub buffers: OutputPool,
+    /// The threads the finite checks and the sink's statistics run on (a build's splits
+    /// share them).
+    pub checks: CheckPool,
 }
 
 /// Output buffers handed from one run to the next (cloning shares the pool).
@@ -168,7 +173,10 @@ pub fn run(
                         let batch = batch?;
                         let n = batch.indices.len();
                         let t = Instant::now();
-                        let rejected = finite::reject_samples(plan, batch.samples.samples());
+                        let samples = batch.samples.samples();
+                        let rejected = opts
+                            .checks
+                            .install(|| finite::reject_samples(plan, samples))?;
                         m.busy(t.elapsed());
                         m.items += n as u64;
                         m.batches += 1;
@@ -203,15 +211,17 @@ pub fn run(
                     match msg {
                         Some(Computed::Batch(row, indices, mut metas, mut data, rejected)) => {
                             let t = Instant::now();
-                            let row = match screen
-                                .apply(row, &indices, &mut metas, &mut data, rejected)
-                            {
-                                Ok(row) => row,
-                                Err(e) => break Err(e),
-                            };
-                            if !metas.is_empty()
-                                && let Err(e) = sink.write(row, &metas, &data)
-                            {
+                            // The check and the sink's write (its statistics) on the
+                            // check pool, whose parallel loops they use.
+                            let written = opts.checks.install(|| {
+                                let row =
+                                    screen.apply(row, &indices, &mut metas, &mut data, rejected)?;
+                                if !metas.is_empty() {
+                                    sink.write(row, &metas, &data)?;
+                                }
+                                Ok(())
+                            });
+                            if let Err(e) = written.and_then(|r| r) {
                                 break Err(e);
                             }
                             m.busy(t.elapsed());

@@ -264,6 +264,8 @@ impl<'a> Build<'a> {
         loaders::check_preloads(config, chosen_splits.iter().copied())?;
         // Output buffers shared by the splits' runs (their pages are faulted in once).
         let buffers = pipeline::OutputPool::default();
+        // The checks' and statistics' threads, shared by the splits' runs.
+        let checks = pipeline::CheckPool::new(threads);
         for split in chosen_splits {
             let t0 = Instant::now();
             let spec = SinkSpec {
@@ -353,6 +355,7 @@ impl<'a> Build<'a> {
                 stop_on_failure: on_error == OnError::Fail,
                 cancel: cancel.clone(),
                 buffers: buffers.clone(),
+                checks: checks.clone(),
             };
             let result = pipeline::run(loader, backend.as_mut(), sink, &meta, &opts, &|n| {
                 observer.progress(n as u64)
