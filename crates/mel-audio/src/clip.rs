@@ -146,7 +146,16 @@ pub fn fit_clip(
 ) -> std::result::Result<(), ResampleError> {
     let at_rate = resample(mono, rate, audio.sample_rate, audio.resample_quality)?;
     let (kept, skip, pad_before) = placement(at_rate.len(), dst.len(), audio);
-    dst.fill(0.0);
-    dst[pad_before..pad_before + kept].copy_from_slice(&at_rate[skip..skip + kept]);
+    place(&at_rate[skip..skip + kept], pad_before, dst);
     Ok(())
+}
+
+/// Writes `kept` into `dst` from `pad_before` and zeros the rest of `dst` (only the
+/// padding is written twice over: no pass over the whole row first).
+pub(crate) fn place(kept: &[f32], pad_before: usize, dst: &mut [f32]) {
+    let (before, rest) = dst.split_at_mut(pad_before);
+    let (body, after) = rest.split_at_mut(kept.len());
+    before.fill(0.0);
+    body.copy_from_slice(kept);
+    after.fill(0.0);
 }

@@ -17,17 +17,20 @@ pub struct ReadOptions {
     pub fadvise: bool,
 }
 
-/// Reads the whole of `path` into `buf` (cleared first), at most `limit` bytes.
-/// Returns the file's full length, which may exceed what was read when it is above `limit`.
+/// Reads the whole of `path` into `buf` (its old contents replaced; empty after an
+/// error), at most `limit` bytes. Returns the file's full length, which may exceed what
+/// was read when it is above `limit`.
 pub fn read_file(
     path: &Path,
     opts: ReadOptions,
     limit: u64,
     buf: &mut Vec<u8>,
 ) -> std::io::Result<u64> {
-    buf.clear();
-    let mut f = mel_audio::open_input(path, opts.noatime)?;
-    let len = f.metadata()?.len();
+    let opened = mel_audio::open_input(path, opts.noatime).and_then(|f| {
+        let len = f.metadata()?.len();
+        Ok((f, len))
+    });
+    let (mut f, len) = opened.inspect_err(|_| buf.clear())?;
     #[cfg(target_os = "linux")]
     if opts.fadvise {
         use std::os::fd::AsRawFd;
@@ -38,18 +41,25 @@ pub fn read_file(
         }
     }
     let want = len.min(limit) as usize;
-    buf.reserve(want);
+    // The buffer is reused file after file and read into over its old bytes, so only
+    // bytes it never held are zeroed (a reader thread's 82 KB WAVs: once, not per file).
+    if buf.len() < want {
+        buf.resize(want, 0);
+    }
     let step = opts.read_size.max(4096);
-    while buf.len() < want {
-        let start = buf.len();
-        let n = step.min(want - start);
-        buf.resize(start + n, 0);
-        let got = f.read(&mut buf[start..])?;
-        buf.truncate(start + got);
-        if got == 0 {
-            break; // the file shrank under us: decode sees what is there
+    let mut filled = 0;
+    while filled < want {
+        let n = step.min(want - filled);
+        match f.read(&mut buf[filled..filled + n]) {
+            Ok(0) => break, // the file shrank under us: decode sees what is there
+            Ok(got) => filled += got,
+            Err(e) => {
+                buf.clear();
+                return Err(e);
+            }
         }
     }
+    buf.truncate(filled);
     Ok(len)
 }
 
@@ -143,5 +153,32 @@ mod tests {
         assert_eq!(read_file(&p, opts, 5000, &mut buf).unwrap(), 100_000);
         assert_eq!(buf, data[..5000]);
         assert!(read_file(&t.path().join("missing"), opts, 10, &mut buf).is_err());
+        assert!(
+            buf.is_empty(),
+            "a failed read leaves no bytes of an earlier file"
+        );
+    }
+
+    /// The buffer is read into over an earlier file's bytes: a shorter file after a longer
+    /// one must leave exactly its own bytes, none of the longer file's tail.
+    #[test]
+    fn a_shorter_file_after_a_longer_one_leaves_only_its_own_bytes() {
+        let t = tempfile::tempdir().unwrap();
+        let (long, short) = (t.path().join("long"), t.path().join("short"));
+        std::fs::write(&long, vec![0xAAu8; 9000]).unwrap();
+        std::fs::write(&short, vec![0x55u8; 3000]).unwrap();
+        let mut buf = Vec::new();
+        for (path, byte, n) in [
+            (&long, 0xAA, 9000),
+            (&short, 0x55, 3000),
+            (&long, 0xAA, 9000),
+        ] {
+            assert_eq!(
+                read_file(path, DEFAULT_READ, u64::MAX, &mut buf).unwrap(),
+                n
+            );
+            assert_eq!(buf.len(), n as usize);
+            assert!(buf.iter().all(|&b| b == byte));
+        }
     }
 }

@@ -10,7 +10,8 @@ use mel_core::{Error, Result};
 
 use super::header::{Coding, WavHeader, convert};
 use crate::clip::{
-    DecodeInfo, check_finite, check_stream, fit_clip, keep_limit, placement, settle, too_long,
+    DecodeInfo, check_finite, check_stream, fit_clip, keep_limit, place, placement, settle,
+    too_long,
 };
 
 /// PCM, float or G.711 WAV: the frame count from the data chunk's size checked against
@@ -51,8 +52,7 @@ pub(crate) fn decode<R: Read + Seek>(
         let (kept, skip, pad_before) = placement(frames, dst.len(), audio);
         let mut mono = Vec::with_capacity(kept);
         read_wav_frames(r, h, skip, kept, audio, &mut mono, path)?;
-        dst.fill(0.0);
-        dst[pad_before..pad_before + kept].copy_from_slice(&mono);
+        place(&mono, pad_before, dst);
         return Ok(info);
     }
     let limit = keep_limit(dst.len(), h.rate, audio);
