@@ -70,13 +70,32 @@ if [ $BUILDS_ONLY = 1 ]; then
   DATA=/tmp/leak/data
   [ -d $DATA ] || $BIN/melctl demo /tmp/leak --clips "$CLIPS" --no-build 2>&1 | tail -1
   warm() { find $DATA -name '*.wav' -print0 | xargs -0 -P 8 cat > /dev/null; sync; }
+  threads() {  # threads PID FILE: every thread's id, name and CPU seconds, sampled until PID exits
+    local pid=$1 file=$2
+    : > "$file"
+    [ -n "$pid" ] || return 0
+    while kill -0 "$pid" 2>/dev/null; do
+      cat /proc/$pid/task/*/stat 2>/dev/null \
+        | awk '{ n = $2; gsub(/[()]/, "", n); print $1, n, ($14 + $15) / 100 }' >> "$file"
+      sleep 0.2
+    done
+  }
   build() {  # build NAME FLAGS...: one build, its summary lines and the process's time
     local name=$1; shift
     warm; rm -rf /tmp/leak/out-$name
     log "melctl build $name: $*"
     /usr/bin/time -v $BIN/melctl build -i $DATA -o /tmp/leak/out-$name --batch 512 "$@" \
-      --report "$OUT/build-$name.json" > "$OUT/build-$name.txt" 2> "$OUT/build-$name.err"
+      --report "$OUT/build-$name.json" > "$OUT/build-$name.txt" 2> "$OUT/build-$name.err" &
+    local timer=$!; sleep 0.2
+    threads "$(pgrep -P $timer | head -1)" "$OUT/threads-$name.txt"
+    wait $timer
     echo "exit $?" | tee -a "$OUT/summary.txt"
+    # CPU seconds per thread (summed over a pool's threads, with its busiest one): a
+    # single thread near the wall time is what the build waits on.
+    awk '{ if ($3 > t[$1]) t[$1] = $3; n[$1] = $2 }
+         END { for (id in t) { k = n[id]; sub(/-[0-9]+$/, "-*", k); s[k] += t[id]; if (t[id] > m[k]) m[k] = t[id] }
+               for (k in s) printf "  cpu %-16s %7.2f s (busiest thread %.2f s)\n", k, s[k], m[k] }' \
+      "$OUT/threads-$name.txt" | sort -k3 -nr | head -8 | tee -a "$OUT/summary.txt"
     grep -E "^backend|^total|clips/s|bottleneck|load |mel |write " "$OUT/build-$name.txt" | tee -a "$OUT/summary.txt"
     grep -E "Elapsed|Percent of CPU|Maximum resident" "$OUT/build-$name.err" | tee -a "$OUT/summary.txt"
     du -sb /tmp/leak/out-$name | tee -a "$OUT/summary.txt"
