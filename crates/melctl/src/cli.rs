@@ -59,7 +59,7 @@ pub struct ConfigFlags {
     /// How audio reaches memory.
     #[arg(long, value_enum)]
     pub loader: Option<LoaderArg>,
-    /// Worker threads for decoding and the CPU backend (0 = all cores).
+    /// Worker threads for decoding, the CPU backend and the output checks (0 = all cores).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Clips per batch between stages.

@@ -69,7 +69,8 @@ pub struct RunConfig {
     pub backend: BackendKind,
     /// Audio loader. Default `auto` (see [`LoaderKind::Auto`]).
     pub loader: LoaderKind,
-    /// Worker threads for decoding and the CPU backend; 0 means all cores. Default 0.
+    /// Worker threads for decoding, the CPU backend and the output checks; 0 means all
+    /// cores. Default 0.
     pub threads: usize,
     /// Clips per batch handed to the backend and the sink. Default 256.
     pub batch_clips: usize,
