@@ -17,7 +17,7 @@ use mel_core::spec::AudioConfig;
 use mel_core::{ClipBatch, ClipFailure, Error, Loader, LoaderStats, Result, SourceInfo};
 
 use crate::io::{ReadOptions, load_clip};
-use crate::pool::{BufferPool, PooledSamples};
+use crate::pool::{BufferPool, PooledSamples, SpareBuffers};
 
 /// Work for one reader: files `first..first + count` decoded into `dst` (count × clip samples).
 struct Task {
@@ -160,6 +160,14 @@ impl StreamLoader {
             outstanding_tasks: 0,
             failures: Vec::new(),
         })
+    }
+
+    /// The same loader, its batch buffers taken from `spares` first and left there when
+    /// it and its batches are gone (a build's splits share them). Call it right after
+    /// [`start`](Self::start), before the first batch.
+    pub fn with_spares(mut self, spares: SpareBuffers) -> Self {
+        self.pool = BufferPool::with_spares(self.pool.limit(), spares);
+        self
     }
 
     /// Issues the tasks of the next batch if the in-flight limit allows it.

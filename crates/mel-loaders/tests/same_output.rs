@@ -283,3 +283,33 @@ fn a_stop_request_ends_a_preload_and_a_cache_build_at_once() {
     let left: Vec<_> = std::fs::read_dir(t.path().join("cache")).unwrap().collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// Loaders that share their batch buffers (a build's splits, one after another) yield
+/// exactly what fresh ones do, whatever the earlier loader left in the buffers.
+#[test]
+fn streaming_loaders_sharing_buffers_yield_what_fresh_ones_do() {
+    let t = tempfile::tempdir().unwrap();
+    let files = dataset(t.path());
+    let (first, second) = files.split_at(20);
+    let cfg = StreamConfig {
+        readers: 2,
+        files_per_task: 3,
+        read_size: 4096,
+        ..StreamConfig::default()
+    };
+    let spares = mel_loaders::pool::SpareBuffers::default();
+    let shared = |files: &[FileEntry]| -> Box<dyn Loader> {
+        Box::new(
+            StreamLoader::start(files.to_vec(), &audio(), 8, 2, &cfg, 1)
+                .unwrap()
+                .with_spares(spares.clone()),
+        )
+    };
+    // Longer clips first: the second loader's buffers hold the first's samples.
+    assert_eq!(drain(shared(second)), drain(stream(second, 8, 2, 3, 0)));
+    let left = spares.held();
+    assert!(left > 0, "the first loader left its buffers");
+    assert_eq!(drain(shared(first)), drain(stream(first, 8, 2, 3, 0)));
+    assert_eq!(drain(shared(second)), drain(stream(second, 8, 2, 3, 0)));
+    assert!(spares.held() >= left, "buffers come back after each loader");
+}

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use mel_audio::{Dataset, FileEntry, Split};
 use mel_core::config::LoaderKind;
 use mel_core::{Config, Loader};
+use mel_loaders::pool::SpareBuffers;
 use mel_loaders::{CacheKey, CacheLoader, Lazy, PreloadLoader, StreamLoader};
 
 use super::error::{Error, Result};
@@ -62,6 +63,15 @@ pub(super) fn describe(choice: &mel_loaders::Choice) -> String {
     format!("{} ({})", choice.kind.name(), choice.reason)
 }
 
+/// What a build's loaders share: the cache folder, the thread count, the interrupt flag
+/// and the streaming loaders' batch buffers.
+pub(super) struct LoaderEnv<'a> {
+    pub cache_dir: &'a Path,
+    pub threads: usize,
+    pub cancel: &'a Arc<AtomicBool>,
+    pub spares: &'a SpareBuffers,
+}
+
 /// Resolves `run.loader` for `split` and builds the loader (lazily: its up-front work runs
 /// inside the pipeline's load stage). Returns it with a line saying which and why.
 pub(super) fn make_loader(
@@ -69,10 +79,14 @@ pub(super) fn make_loader(
     split: &str,
     files: Vec<FileEntry>,
     config: &Config,
-    cache_dir: &Path,
-    threads: usize,
-    cancel: &Arc<AtomicBool>,
+    env: &LoaderEnv<'_>,
 ) -> Result<(Box<dyn Loader>, String)> {
+    let LoaderEnv {
+        cache_dir,
+        threads,
+        cancel,
+        spares,
+    } = *env;
     let audio = config.audio.clone();
     let stop = cancel.clone();
     // Called before each file a preload or a cache build decodes: an interrupt stops it.
@@ -93,14 +107,17 @@ pub(super) fn make_loader(
                 )
             }))
         }
-        LoaderKind::Stream | LoaderKind::Auto => Box::new(StreamLoader::start(
-            files,
-            &audio,
-            batch,
-            threads,
-            &config.run.stream,
-            mel_core::pipeline::batches_in_flight(config.run.queue_depth),
-        )?),
+        LoaderKind::Stream | LoaderKind::Auto => Box::new(
+            StreamLoader::start(
+                files,
+                &audio,
+                batch,
+                threads,
+                &config.run.stream,
+                mel_core::pipeline::batches_in_flight(config.run.queue_depth),
+            )?
+            .with_spares(spares.clone()),
+        ),
     };
     Ok((loader, line))
 }

@@ -264,6 +264,8 @@ impl<'a> Build<'a> {
         loaders::check_preloads(config, chosen_splits.iter().copied())?;
         // Output buffers shared by the splits' runs (their pages are faulted in once).
         let buffers = pipeline::OutputPool::default();
+        // Sample buffers shared by the splits' streaming loaders (faulted in once).
+        let samples = mel_loaders::pool::SpareBuffers::default();
         // The checks' and statistics' threads, shared by the splits' runs.
         let checks = pipeline::CheckPool::new(threads);
         for split in chosen_splits {
@@ -339,9 +341,12 @@ impl<'a> Build<'a> {
                 &split.name,
                 files,
                 config,
-                self.cache_dir(),
-                threads,
-                cancel,
+                &loaders::LoaderEnv {
+                    cache_dir: self.cache_dir(),
+                    threads,
+                    cancel,
+                    spares: &samples,
+                },
             )?;
             let sink = match &journal {
                 Some(j) => j.sink(),
