@@ -97,17 +97,42 @@ impl Observer for Terminal<'_> {
     }
 }
 
-/// The first Ctrl-C (or SIGTERM) raises `cancel`, which stops the work cleanly with no
-/// output committed; a second exits at once.
+/// The first Ctrl-C (or SIGTERM, SIGHUP) raises `cancel`, which stops the work cleanly
+/// with no output committed; a second exits at once (status 130).
+///
+/// The flag is raised inside the signal handler, so a thread the signal interrupts sees
+/// it as soon as the interrupted call returns: an interrupt during the outputs' publish
+/// is always reported as such. (A handler thread, as the `ctrlc` crate has, raised it
+/// later: a build that finished first exited without a word of the interrupt.)
 pub fn stop_on_ctrl_c(cancel: &std::sync::Arc<std::sync::atomic::AtomicBool>) {
-    use std::sync::atomic::Ordering;
-    let flag = cancel.clone();
-    let _ = ctrlc::set_handler(move || {
-        if flag.swap(true, Ordering::SeqCst) {
-            std::process::exit(130);
-        }
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    const SIGNALS: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
+    for signal in SIGNALS {
+        // The exit goes first: it acts only once an earlier signal has raised the flag.
+        let _ = signal_hook::flag::register_conditional_shutdown(signal, 130, cancel.clone());
+        let _ = signal_hook::flag::register(signal, cancel.clone());
+    }
+    // The message, from a thread of its own (a handler may not print).
+    if let Ok(mut signals) = signal_hook::iterator::Signals::new(SIGNALS) {
+        let _ = std::thread::Builder::new()
+            .name("ctrl-c".into())
+            .spawn(move || {
+                if signals.forever().next().is_some() {
+                    say_interrupted();
+                }
+            });
+    }
+}
+
+/// Says once that an interrupt came, from whichever thread gets there first: the signal's
+/// message thread, or the command itself before it reports how the interrupt ended (so
+/// the line is never lost to a process that exits before that thread runs).
+pub fn say_interrupted() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::SeqCst) {
         errln!("\ninterrupted: stopping (each output is committed whole or not at all)");
-    });
+    }
 }
 
 /// A build error in the CLI's words: what was refused, and the flag or command to use.

@@ -130,8 +130,11 @@ pub fn run_merge(args: &MergeArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         &settings,
         &crate::build::Terminal::new(&progress),
         cancel,
-    )
-    .map_err(crate::build::in_words)?;
+    );
+    if cancel.load(std::sync::atomic::Ordering::SeqCst) {
+        crate::build::say_interrupted();
+    }
+    let merged = merged.map_err(crate::build::in_words)?;
     let skipped: usize = merged.splits.iter().map(|s| s.skipped.len()).sum();
     for s in &merged.splits {
         for line in &s.skipped {
