@@ -60,8 +60,9 @@ pub struct StatsAccumulator {
     count: u64,
     mean: Vec<f64>,
     m2: Vec<f64>,
-    /// The figures of the last block closed here (kept to reuse its allocation).
-    block_part: BlockMoments,
+    /// The figures of the last block closed here: its means, then its m2 (kept to reuse
+    /// the allocation).
+    block_part: Vec<f64>,
     /// Spectrograms per block.
     block: usize,
     /// Widened values of the block being filled, and how many spectrograms it holds.
@@ -82,7 +83,7 @@ impl StatsAccumulator {
             count: 0,
             mean: vec![0.0; n_mels],
             m2: vec![0.0; n_mels],
-            block_part: BlockMoments::new(n_mels),
+            block_part: vec![0.0; 2 * n_mels],
             block,
             pending: vec![0.0; block * per],
             filled: 0,
@@ -133,32 +134,22 @@ impl StatsAccumulator {
         let threads = rayon::current_num_threads();
         if whole >= PARALLEL_BLOCKS && threads > 1 {
             let (block, n_mels, frames) = (self.block, self.n_mels, self.frames);
-            // Each block's mean and m2 side by side in one buffer; blocks in runs of at
-            // least `whole / threads`, so each thread widens into one buffer of its own.
+            // Each block's figures side by side in one buffer; blocks in runs of at least
+            // `whole / threads`, so each thread widens into one buffer of its own.
             let mut parts = vec![0.0f64; 2 * n_mels * whole];
             parts
                 .par_chunks_mut(2 * n_mels)
                 .enumerate()
                 .with_min_len(whole.div_ceil(threads))
                 .for_each_init(
-                    || {
-                        let values = vec![0.0f32; block * per];
-                        (values, Scratch::new(per), BlockMoments::new(n_mels))
-                    },
-                    |(values, scratch, part), (b, out)| {
+                    || (vec![0.0f32; block * per], Scratch::new(per)),
+                    |(values, scratch), (b, out)| {
                         fill((first + b * block) * per, values);
-                        block_moments(values, frames, scratch, part);
-                        out[..n_mels].copy_from_slice(&part.mean);
-                        out[n_mels..].copy_from_slice(&part.m2);
+                        block_moments(values, frames, scratch, out);
                     },
                 );
-            for out in parts.chunks_exact(2 * n_mels) {
-                let other = StatsPart {
-                    count: (block * frames) as u64,
-                    mean: &out[..n_mels],
-                    m2: &out[n_mels..],
-                };
-                merge(&mut self.count, &mut self.mean, &mut self.m2, other);
+            for part in parts.chunks_exact(2 * n_mels) {
+                self.merge_part(part, block);
             }
             first += whole * block;
         }
@@ -188,20 +179,22 @@ impl StatsAccumulator {
         if k == 0 || per == 0 {
             return;
         }
-        let mut part = std::mem::replace(&mut self.block_part, BlockMoments::new(0));
         let values = &self.pending[..k * per];
-        block_moments(values, self.frames, &mut self.scratch, &mut part);
+        block_moments(values, self.frames, &mut self.scratch, &mut self.block_part);
+        let part = std::mem::take(&mut self.block_part);
         self.merge_part(&part, k);
         self.block_part = part;
         self.filled = 0;
     }
 
-    /// Merges one block's figures (`spectrograms` of them) into the totals.
-    fn merge_part(&mut self, part: &BlockMoments, spectrograms: usize) {
+    /// Merges one block's figures (its means, then its m2; `spectrograms` of them) into
+    /// the totals.
+    fn merge_part(&mut self, part: &[f64], spectrograms: usize) {
+        let (mean, m2) = part.split_at(self.n_mels);
         let other = StatsPart {
             count: (spectrograms * self.frames) as u64,
-            mean: &part.mean,
-            m2: &part.m2,
+            mean,
+            m2,
         };
         merge(&mut self.count, &mut self.mean, &mut self.m2, other);
     }
@@ -241,22 +234,6 @@ impl StatsAccumulator {
     }
 }
 
-/// One block's mean and sum of squared deviations per mel bin.
-#[derive(Debug, Clone)]
-struct BlockMoments {
-    mean: Vec<f64>,
-    m2: Vec<f64>,
-}
-
-impl BlockMoments {
-    fn new(n_mels: usize) -> Self {
-        BlockMoments {
-            mean: vec![0.0; n_mels],
-            m2: vec![0.0; n_mels],
-        }
-    }
-}
-
 /// Working space of one block: a sum and a centre per spectrogram position.
 #[derive(Debug, Clone)]
 struct Scratch {
@@ -274,11 +251,12 @@ impl Scratch {
 }
 
 /// The figures of one block of whole spectrograms (`values`, frames last) into `part`:
-/// two passes (its mean, then its squared deviations from it), each summing every
+/// each mel bin's mean, then each one's sum of squared deviations from it. Two passes (its mean, then its squared deviations from it), each summing every
 /// position of a spectrogram in its own f64 accumulator, so the inner loops run across
 /// positions, vectorise and carry no long dependency chain.
-fn block_moments(values: &[f32], frames: usize, scratch: &mut Scratch, part: &mut BlockMoments) {
-    let n_mels = part.mean.len();
+fn block_moments(values: &[f32], frames: usize, scratch: &mut Scratch, part: &mut [f64]) {
+    let n_mels = part.len() / 2;
+    let (part_mean, part_m2) = part.split_at_mut(n_mels);
     let per = n_mels * frames;
     let n = (values.len() / per * frames) as f64;
     let Scratch { acc, centre } = scratch;
@@ -288,11 +266,13 @@ fn block_moments(values: &[f32], frames: usize, scratch: &mut Scratch, part: &mu
             *a += x as f64;
         }
     }
-    for m in 0..n_mels {
-        let bins = m * frames..(m + 1) * frames;
-        let mean = acc[bins.clone()].iter().sum::<f64>() / n;
-        part.mean[m] = mean;
-        centre[bins].fill(mean);
+    for ((sums, centres), mean) in acc
+        .chunks_exact(frames)
+        .zip(centre.chunks_exact_mut(frames))
+        .zip(part_mean.iter_mut())
+    {
+        *mean = sums.iter().sum::<f64>() / n;
+        centres.fill(*mean);
     }
     acc.fill(0.0);
     for spec in values.chunks_exact(per) {
@@ -301,8 +281,8 @@ fn block_moments(values: &[f32], frames: usize, scratch: &mut Scratch, part: &mu
             *a += d * d;
         }
     }
-    for m in 0..n_mels {
-        part.m2[m] = acc[m * frames..(m + 1) * frames].iter().sum();
+    for (sums, m2) in acc.chunks_exact(frames).zip(part_m2.iter_mut()) {
+        *m2 = sums.iter().sum();
     }
 }
 

@@ -84,27 +84,26 @@ fn sized(mut buf: Vec<f32>, len: usize) -> Vec<f32> {
 impl BufferPool {
     /// A pool that creates at most `limit` buffers.
     pub fn new(limit: usize) -> Self {
-        BufferPool(Arc::new(Inner {
-            state: Mutex::new(State::default()),
-            returned: Condvar::new(),
-            limit: limit.max(1),
-            spares: None,
-        }))
+        BufferPool::of(limit, VecDeque::new(), None)
     }
 
     /// A pool that creates at most `limit` buffers, starting from up to `limit` of
     /// `spares` (they count as created) and leaving its buffers there when it is gone.
     pub fn with_spares(limit: usize, spares: SpareBuffers) -> Self {
-        let limit = limit.max(1);
-        let free: VecDeque<Vec<f32>> = spares.take(limit).into();
+        let free = spares.take(limit.max(1)).into();
+        BufferPool::of(limit, free, Some(spares))
+    }
+
+    /// A pool of at most `limit` buffers holding `free` (counted as created).
+    fn of(limit: usize, free: VecDeque<Vec<f32>>, spares: Option<SpareBuffers>) -> Self {
         BufferPool(Arc::new(Inner {
             state: Mutex::new(State {
                 created: free.len(),
                 free,
             }),
             returned: Condvar::new(),
-            limit,
-            spares: Some(spares),
+            limit: limit.max(1),
+            spares,
         }))
     }
 

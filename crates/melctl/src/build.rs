@@ -124,10 +124,17 @@ pub fn stop_on_ctrl_c(cancel: &std::sync::Arc<std::sync::atomic::AtomicBool>) {
     }
 }
 
-/// Says once that an interrupt came, from whichever thread gets there first: the signal's
-/// message thread, or the command itself before it reports how the interrupt ended (so
-/// the line is never lost to a process that exits before that thread runs).
-pub fn say_interrupted() {
+/// Says that an interrupt came if `cancel` is raised: the command calls it before it
+/// reports how the interrupt ended, so the line is never lost to a process that exits
+/// before the signal's message thread runs.
+pub fn say_if_interrupted(cancel: &std::sync::atomic::AtomicBool) {
+    if cancel.load(std::sync::atomic::Ordering::SeqCst) {
+        say_interrupted();
+    }
+}
+
+/// Says once that an interrupt came, from whichever thread gets there first.
+fn say_interrupted() {
     use std::sync::atomic::{AtomicBool, Ordering};
     static SAID: AtomicBool = AtomicBool::new(false);
     if !SAID.swap(true, Ordering::SeqCst) {

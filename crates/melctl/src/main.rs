@@ -324,9 +324,7 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
             .map(|()| None),
     }
     .map_err(build::in_words);
-    if cancel.load(Ordering::SeqCst) {
-        build::say_interrupted();
-    }
+    build::say_if_interrupted(cancel);
     if let Ok(Some(skipped)) = &built {
         // A complete shard, verified: an array task's retry has nothing to do, but what
         // its build left out is named again, and --strict fails on it as it did then.

@@ -131,9 +131,7 @@ pub fn run_merge(args: &MergeArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         &crate::build::Terminal::new(&progress),
         cancel,
     );
-    if cancel.load(std::sync::atomic::Ordering::SeqCst) {
-        crate::build::say_interrupted();
-    }
+    crate::build::say_if_interrupted(cancel);
     let merged = merged.map_err(crate::build::in_words)?;
     let skipped: usize = merged.splits.iter().map(|s| s.skipped.len()).sum();
     for s in &merged.splits {

@@ -9,7 +9,7 @@
 //! all-ones, from the write stage's, so a fast device's mel stage does not wait for them
 //! (about 17 µs and 13 µs per leak-4k clip on one core, against 1.1 ms for the CPU
 //! transform and 1.3 µs for the CUDA kernel). Each runs a batch's clips in parallel on
-//! the rayon pool: serial, they and the statistics kept one write thread busy for a whole
+//! the run's check pool ([`super::CheckPool`]): serial, they and the statistics kept one write thread busy for a whole
 //! H100 build (BENCHMARKS.md).
 
 use half::{bf16, f16};
