@@ -119,6 +119,31 @@ pub(crate) fn check_finite(
     }
 }
 
+/// A decoded float sample (from a float32 or float64 source, exactly as stored) that is NaN,
+/// infinite, or finite but beyond the float32 range melctl computes in, by frame: rounded
+/// to float32 it would be infinite, and that is no reason to call it "NaN or infinity".
+/// `samples` are `channels` interleaved, from frame `first_frame` of the file.
+pub(crate) fn check_float(
+    path: &Path,
+    samples: &[f64],
+    first_frame: usize,
+    channels: usize,
+) -> Result<()> {
+    let Some(i) = samples.iter().position(|&x| !(x as f32).is_finite()) else {
+        return Ok(());
+    };
+    let (x, frame) = (samples[i], first_frame + i / channels.max(1));
+    if x.is_finite() {
+        return Err(Error::decode(
+            path,
+            format!(
+                "corrupt audio data: a sample of {x:e} at frame {frame}, beyond the float32 range (±3.4e38)"
+            ),
+        ));
+    }
+    check_finite(path, &[x as f32], frame, 1)
+}
+
 /// Where the kept frames of a `frames`-long file go in a `clip`-long row:
 /// (frames kept, frames skipped at the start of the file, zeros before them in the row).
 pub(crate) fn placement(frames: usize, clip: usize, audio: &AudioConfig) -> (usize, usize, usize) {

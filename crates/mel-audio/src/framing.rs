@@ -70,17 +70,29 @@ fn ogg_crc(bytes: &[u8]) -> u32 {
 }
 
 /// Walks the Ogg pages from `start` to `len`: each must start where the last ended, be
-/// whole, pass its CRC and follow the previous page of its stream in sequence, and every
-/// stream must end with its end-of-stream page. `Err` is the one-line reason.
+/// whole, pass its CRC and follow the previous page of its stream in sequence, and no
+/// stream may begin after the first group of beginning-of-stream pages (a chained Ogg
+/// file, `cat a.ogg b.ogg`: symphonia's reader then asks for a decoder reset; libsndfile
+/// reads only the first link and ffmpeg reads on, so the two disagree: refused by name).
+/// `Err` is the one-line reason.
+///
+/// A stream whose last page lacks the end-of-stream flag is read to its last page, as
+/// libsndfile and ffmpeg read it: some writers leave the flag out of complete files. Ogg
+/// Vorbis states no length, so such a file cannot be told from one cut exactly at a page
+/// boundary; a cut inside a page is refused here, and Ogg FLAC with a STREAMINFO total is
+/// held to it ([`ogg_flac_total`]).
 pub(crate) fn ogg_pages<R: Read + Seek>(
     r: &mut R,
     start: u64,
     len: u64,
-) -> std::io::Result<Result<(), String>> {
+) -> std::io::Result<Result<Vec<Patch>, String>> {
     let mut pos = start;
     let mut page = 0u64;
-    // (serial, last sequence number, ended)
-    let mut streams: Vec<(u32, u32, bool)> = Vec::new();
+    // (serial, last sequence number, ended, where its last page starts)
+    let mut streams: Vec<(u32, u32, bool, u64)> = Vec::new();
+    // Whether a page that begins no stream has been seen (the beginning-of-stream pages of
+    // a file's streams come first, grouped).
+    let mut past_bos = false;
     let mut buf = Vec::new();
     while pos < len {
         let head = read_at(r, pos, 27)?;
@@ -137,16 +149,249 @@ pub(crate) fn ogg_pages<R: Read + Seek>(
             Some(s) => {
                 s.1 = seq;
                 s.2 = flags & 4 != 0;
+                s.3 = pos;
             }
-            None => streams.push((serial, seq, flags & 4 != 0)),
+            None if past_bos && flags & 2 != 0 => {
+                return Ok(Err(format!(
+                    "unsupported: a chained Ogg stream (a second logical stream begins at byte {pos}, after the first; melctl decodes Ogg files of one stream)"
+                )));
+            }
+            None if past_bos => {
+                return Ok(Err(format!(
+                    "corrupt audio data: Ogg page {page} (byte {pos}) belongs to a stream that never began"
+                )));
+            }
+            None => streams.push((serial, seq, flags & 4 != 0, pos)),
         }
+        past_bos |= flags & 2 == 0;
         pos += size;
         page += 1;
     }
-    if streams.iter().any(|s| !s.2) {
+    // A stream's last page without the flag: read with it set (and its CRC to match), so
+    // that symphonia's reader ends the stream there as at any last page, the last
+    // granule position trimming the last packet as libsndfile trims it (without the flag
+    // it met the end of the file as a cut, and kept the padding).
+    let mut patches = Vec::new();
+    for &(_, _, ended, at) in &streams {
+        if ended {
+            continue;
+        }
+        let head = read_at(r, at, 27)?;
+        let size = 27 + head[26] as u64;
+        let body: u64 = read_at(r, at + 27, head[26] as usize)?
+            .iter()
+            .map(|&s| s as u64)
+            .sum();
+        buf.clear();
+        r.seek(SeekFrom::Start(at))?;
+        r.by_ref().take(size + body).read_to_end(&mut buf)?;
+        buf[5] |= 4;
+        buf[22..26].fill(0);
+        let crc = ogg_crc(&buf);
+        patches.push((at + 5, vec![buf[5]]));
+        patches.push((at + 22, crc.to_le_bytes().to_vec()));
+    }
+    Ok(Ok(patches))
+}
+
+/// Bytes read in place of a source's: (offset, bytes).
+pub(crate) type Patch = (u64, Vec<u8>);
+
+/// Walks the top-level boxes of an MP4 file from `start` to `len`: the media boxes (`mdat`,
+/// `moov`, `moof`) must end within the file. symphonia's reader meets a cut `mdat` as an
+/// error of its own ("no atom pending read"), the sample table (a timeline, not a promise:
+/// [`crate::symphonia_read`]) says nothing of the bytes; the box sizes do. Bytes after the
+/// last whole box that make no media box (padding, a few stray bytes) are left to the
+/// reader, as before. `Err` is the one-line reason.
+pub(crate) fn mp4_boxes<R: Read + Seek>(
+    r: &mut R,
+    start: u64,
+    len: u64,
+) -> std::io::Result<Result<(), String>> {
+    let mut pos = start;
+    while pos < len {
+        let h = read_at(r, pos, 16)?;
+        // Named from a list, never quoted from the file.
+        let Some(name) = ["mdat", "moov", "moof"]
+            .into_iter()
+            .find(|n| h.get(4..8) == Some(n.as_bytes()))
+        else {
+            // Another box, whole or not, is the reader's to judge; only whole boxes are
+            // walked past.
+            let size = h
+                .get(..4)
+                .map(|b| u32::from_be_bytes(b.try_into().unwrap()));
+            match size.map(u64::from).filter(|&s| s >= 8 && pos + s <= len) {
+                Some(s) => {
+                    pos += s;
+                    continue;
+                }
+                None => return Ok(Ok(())),
+            }
+        };
+        let size = match u32::from_be_bytes(h[0..4].try_into().unwrap()) {
+            // To the end of the file.
+            0 => return Ok(Ok(())),
+            1 if h.len() < 16 => {
+                return Ok(Err(format!(
+                    "truncated: the file ends inside the header of its MP4 {name} box (byte {pos})"
+                )));
+            }
+            1 => u64::from_be_bytes(h[8..16].try_into().unwrap()),
+            s => s as u64,
+        };
+        match pos.checked_add(size) {
+            Some(end) if end <= len && size >= 8 => pos = end,
+            _ if size < 8 => {
+                return Ok(Err(format!(
+                    "corrupt audio data: the MP4 {name} box at byte {pos} says it is {size} bytes long"
+                )));
+            }
+            _ => {
+                return Ok(Err(format!(
+                    "truncated: the file ends inside its MP4 {name} box (bytes {pos} to {}, the file has {len})",
+                    pos.saturating_add(size)
+                )));
+            }
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// Matroska: the EBML header and the Segment after it must end within the file (a Segment
+/// of unknown size, as a live writer leaves it, runs to the end). symphonia's reader says a
+/// cut file has "no segment element" or meets its end as an error of its own. `Err` is the
+/// one-line reason.
+pub(crate) fn mkv_segment<R: Read + Seek>(
+    r: &mut R,
+    start: u64,
+    len: u64,
+) -> std::io::Result<Result<(), String>> {
+    let mut pos = start;
+    for what in ["EBML header", "Segment"] {
+        let h = read_at(r, pos, 12)?;
+        let parsed = crate::trim::vint(&h, true).and_then(|(_, il)| {
+            h.get(il..)
+                .and_then(|b| crate::trim::vint(b, false))
+                .map(|(size, sl)| (size, sl, il + sl))
+        });
+        let Some((size, sl, head)) = parsed else {
+            return Ok(Err(format!(
+                "truncated: the file ends inside its Matroska {what}'s header (byte {pos})"
+            )));
+        };
+        if size == (1u64 << (7 * sl)) - 1 {
+            // Unknown size: to the end of the file.
+            return Ok(Ok(()));
+        }
+        let end = pos.saturating_add(head as u64).saturating_add(size);
+        if end > len {
+            return Ok(Err(format!(
+                "truncated: the file ends inside its Matroska {what} (bytes {pos} to {end}, the file has {len})"
+            )));
+        }
+        pos = end;
+    }
+    Ok(Ok(()))
+}
+
+/// Ogg FLAC: the total frame count its STREAMINFO states (in the first page's first
+/// packet), when it states one (ffmpeg writes 0, "unknown", there).
+pub(crate) fn ogg_flac_total<R: Read + Seek>(
+    r: &mut R,
+    start: u64,
+) -> std::io::Result<Option<u64>> {
+    let head = read_at(r, start, 27)?;
+    let Some(&segments) = head.get(26) else {
+        return Ok(None);
+    };
+    // 0x7f "FLAC", version (2), header count (2), "fLaC", block header (4), STREAMINFO (34).
+    let p = read_at(r, start + 27 + segments as u64, 51)?;
+    if p.len() < 51 || &p[..5] != b"\x7fFLAC" || &p[9..13] != b"fLaC" || p[13] & 0x7f != 0 {
+        return Ok(None);
+    }
+    let si = &p[17..51];
+    let total =
+        ((si[13] as u64 & 0xf) << 32) | u32::from_be_bytes(si[14..18].try_into().unwrap()) as u64;
+    Ok((total > 0).then_some(total))
+}
+
+/// Native FLAC: what STREAMINFO (at `start + 4`) says against the header of the first
+/// frame (at `first`), where the frame states the value itself: sample rate, bits per
+/// sample, channels. symphonia's reader skips every frame that disagrees with STREAMINFO
+/// and then finds none (a complete file was called "truncated"); libsndfile takes
+/// STREAMINFO's rate, ffmpeg the frames'. Which is right is a guess: refused by name.
+pub(crate) fn flac_header_check<R: Read + Seek>(
+    r: &mut R,
+    start: u64,
+    first: u64,
+) -> std::io::Result<Result<(), String>> {
+    let block = read_at(r, start + 4, 38)?;
+    let h = read_at(r, first, 16)?;
+    if block.len() < 38 || block[0] & 0x7f != 0 {
+        // No STREAMINFO first: the reader says what is wrong.
+        return Ok(Ok(()));
+    }
+    let si = &block[4..];
+    if h.len() < 5 || h[0] != 0xff || h[1] & 0xfe != 0xf8 {
+        // No frame there: the reader and the frame checks say what is wrong.
+        return Ok(Ok(()));
+    }
+    let si_rate = u32::from_be_bytes([0, si[10], si[11], si[12]]) >> 4;
+    let si_channels = ((si[12] >> 1) & 7) as u32 + 1;
+    let si_bits = (((si[12] & 1) << 4) | (si[13] >> 4)) as u32 + 1;
+    // After the 4 fixed bytes: the frame or sample number (UTF-8-like, 1 to 7 bytes), then
+    // the block size's and the rate's extra bytes.
+    let number = match h[4].leading_ones() {
+        0 => 1,
+        n @ 2..=7 => n as usize,
+        _ => return Ok(Ok(())),
+    };
+    let mut at = 4 + number;
+    at += match h[2] >> 4 {
+        6 => 1,
+        7 => 2,
+        _ => 0,
+    };
+    let byte = |i: usize| h.get(i).copied().map(u32::from);
+    let rate = match h[2] & 0xf {
+        c @ 1..=11 => Some(
+            [
+                88200, 176400, 192000, 8000, 16000, 22050, 24000, 32000, 44100, 48000, 96000,
+            ][c as usize - 1],
+        ),
+        12 => byte(at).map(|k| k * 1000),
+        13 => byte(at).zip(byte(at + 1)).map(|(a, b)| (a << 8) | b),
+        14 => byte(at).zip(byte(at + 1)).map(|(a, b)| ((a << 8) | b) * 10),
+        _ => None,
+    };
+    let bits = match (h[3] >> 1) & 7 {
+        1 => Some(8),
+        2 => Some(12),
+        4 => Some(16),
+        5 => Some(20),
+        6 => Some(24),
+        7 => Some(32),
+        _ => None,
+    };
+    let channels = match h[3] >> 4 {
+        c @ 0..=7 => Some(c as u32 + 1),
+        8..=10 => Some(2),
+        _ => None,
+    };
+    if let Some(f) = rate.filter(|&f| f != si_rate) {
         return Ok(Err(format!(
-            "truncated: the Ogg stream ends after page {} without its end-of-stream page",
-            page.saturating_sub(1)
+            "inconsistent header: STREAMINFO says a sample rate of {si_rate} Hz, the first frame's header {f} Hz (libsndfile takes the first, ffmpeg the second)"
+        )));
+    }
+    if let Some(f) = bits.filter(|&f| f != si_bits) {
+        return Ok(Err(format!(
+            "inconsistent header: STREAMINFO says {si_bits}-bit samples, the first frame's header {f}-bit"
+        )));
+    }
+    if let Some(f) = channels.filter(|&f| f != si_channels) {
+        return Ok(Err(format!(
+            "inconsistent header: STREAMINFO says {si_channels} channel(s), the first frame's header {f}"
         )));
     }
     Ok(Ok(()))
@@ -168,7 +413,8 @@ enum Frame {
 
 /// Walks the frames of a `name` stream (ADTS, MP3) from `start` to `end`: each must start
 /// with a header (`header` bytes, read by `measure`, told whether the stream has fewer
-/// left) where the last one said it ends, and the last must end at `end`. `Err` is the
+/// left) where the last one said it ends, and the last must end at `end`, or where
+/// nothing but tags follows ([`only_tags`]). Returns where the frames end; `Err` is the
 /// one-line reason.
 fn walk_frames<R: Read + Seek>(
     r: &mut R,
@@ -177,7 +423,7 @@ fn walk_frames<R: Read + Seek>(
     name: &str,
     header: usize,
     measure: impl Fn(&[u8], bool) -> Frame,
-) -> std::io::Result<Result<(), String>> {
+) -> std::io::Result<Result<u64, String>> {
     let mut pos = start;
     let mut frame = 0u64;
     while pos < end {
@@ -185,7 +431,10 @@ fn walk_frames<R: Read + Seek>(
         let short = h.len() < header || pos + header as u64 > end;
         let len = match measure(&h, short) {
             Frame::Len(len) => len,
-            Frame::Unmeasured => return Ok(Ok(())),
+            Frame::Unmeasured => return Ok(Ok(end)),
+            Frame::NotAHeader | Frame::Cut if frame > 0 && only_tags(r, pos, end)? => {
+                return Ok(Ok(pos));
+            }
             Frame::Cut => {
                 return Ok(Err(format!(
                     "truncated: the file ends inside the header of {name} frame {frame} (byte {pos})"
@@ -211,15 +460,68 @@ fn walk_frames<R: Read + Seek>(
         pos += len;
         frame += 1;
     }
-    Ok(Ok(()))
+    Ok(Ok(end))
 }
 
-/// Walks the ADTS frames from `start` to `end` ([`walk_frames`]).
+/// Whether the bytes from `pos` to `end` are tags and nothing else, read forwards from their
+/// headers: ID3v1 (`TAG`, 128 bytes), APEv2 (an `APETAGEX` header, its size and footer),
+/// Lyrics3 v2 (`LYRICSBEGIN` ... a 6-digit size, `LYRICS200`) and ID3v2 (appended, as some
+/// taggers write it). [`audio_end`] finds the usual tags from the end; this finds the
+/// rest (a tag whose footer is missing or says another size) where the last frame ends.
+/// A second stream's ID3v2 tag (files joined with `cat`) is followed by frames, not tags.
+fn only_tags<R: Read + Seek>(r: &mut R, mut pos: u64, end: u64) -> std::io::Result<bool> {
+    for _ in 0..8 {
+        if pos == end {
+            return Ok(true);
+        }
+        let h = read_at(r, pos, 32)?;
+        let at = |m: &[u8]| h.starts_with(m);
+        let size = if at(b"TAG") && end - pos == 128 {
+            128
+        } else if at(b"APETAGEX") && h.len() == 32 {
+            // The header's size counts the items and the footer.
+            32 + u32::from_le_bytes(h[12..16].try_into().unwrap()) as u64
+        } else if at(b"ID3") && h.len() >= 10 {
+            let body = h[6..10]
+                .iter()
+                .fold(0u64, |acc, &b| (acc << 7) | (b & 0x7f) as u64);
+            10 + body + if h[5] & 0x10 != 0 { 10 } else { 0 }
+        } else if at(b"LYRICSBEGIN") {
+            // Lyrics3 v2 ends with its size (6 digits) and `LYRICS200`, before an ID3v1 tag
+            // (here, or already cut off the range by `audio_end`).
+            let mut size = None;
+            for tail in [end, end.saturating_sub(128)] {
+                let foot = read_at(r, tail.saturating_sub(15), 15)?;
+                let n = std::str::from_utf8(&foot)
+                    .ok()
+                    .filter(|f| f.len() == 15 && f.ends_with("LYRICS200"))
+                    .and_then(|f| f[..6].parse::<u64>().ok());
+                if n.is_some_and(|n| tail.saturating_sub(15) == pos + n) {
+                    size = n.map(|n| n + 15);
+                    break;
+                }
+            }
+            match size {
+                Some(n) => n,
+                None => return Ok(false),
+            }
+        } else {
+            return Ok(false);
+        };
+        if size > end - pos {
+            return Ok(false);
+        }
+        pos += size;
+    }
+    Ok(pos == end)
+}
+
+/// Walks the ADTS frames from `start` to `end` ([`walk_frames`]): where they end.
 pub(crate) fn adts_frames<R: Read + Seek>(
     r: &mut R,
     start: u64,
     end: u64,
-) -> std::io::Result<Result<(), String>> {
+) -> std::io::Result<Result<u64, String>> {
     walk_frames(r, start, end, "ADTS", 7, |h, short| {
         let synced = h.len() >= 2 && h[0] == 0xff && h[1] & 0xf6 == 0xf0;
         if !synced {
@@ -293,12 +595,12 @@ fn mpeg_frame_len(h: &[u8]) -> Result<Option<u64>, ()> {
 
 /// Walks the MPEG audio frames from `start` to `end` ([`walk_frames`]): symphonia's
 /// reader resynchronises past a damaged frame, dropping it, with no word. A free-format
-/// stream, whose headers hold no length, is not walked.
+/// stream, whose headers hold no length, is not walked. Returns where the frames end.
 pub(crate) fn mpeg_frames<R: Read + Seek>(
     r: &mut R,
     start: u64,
     end: u64,
-) -> std::io::Result<Result<(), String>> {
+) -> std::io::Result<Result<u64, String>> {
     walk_frames(r, start, end, "MP3", 4, |h, short| {
         match mpeg_frame_len(h) {
             Ok(Some(len)) => Frame::Len(len),
@@ -333,27 +635,27 @@ pub(crate) fn flac_frames_start<R: Read + Seek>(
 }
 
 /// A source seen only up to `end` (a trailing tag is not part of the stream), with
-/// `patch`'s 8 bytes read in place of those at its offset (a streamed CAF's data size of
-/// -1 read as the size it has).
+/// `patches` read in place of the bytes at their offsets (a streamed CAF's data size of -1
+/// read as the size it has; an Ogg stream's last page read with its end-of-stream flag).
 pub(crate) struct Bounded<'s> {
     inner: Box<dyn symphonia::core::io::MediaSource + 's>,
     end: u64,
     pos: u64,
-    patch: Option<(u64, [u8; 8])>,
+    patches: Vec<Patch>,
 }
 
 impl<'s> Bounded<'s> {
     pub(crate) fn new(
         mut inner: Box<dyn symphonia::core::io::MediaSource + 's>,
         end: u64,
-        patch: Option<(u64, [u8; 8])>,
+        patches: Vec<Patch>,
     ) -> std::io::Result<Self> {
         let pos = inner.stream_position()?;
         Ok(Bounded {
             inner,
             end,
             pos,
-            patch,
+            patches,
         })
     }
 }
@@ -366,12 +668,11 @@ impl Read for Bounded<'_> {
             return Ok(0);
         }
         let got = self.inner.read(&mut buf[..n])?;
-        if let Some((at, bytes)) = self.patch {
-            for (i, b) in buf[..got].iter_mut().enumerate() {
-                let p = self.pos + i as u64;
-                if (at..at + 8).contains(&p) {
-                    *b = bytes[(p - at) as usize];
-                }
+        for (at, bytes) in &self.patches {
+            let (lo, hi) = (self.pos, self.pos + got as u64);
+            let (from, to) = ((*at).max(lo), (at + bytes.len() as u64).min(hi));
+            for p in from..to {
+                buf[(p - lo) as usize] = bytes[(p - at) as usize];
             }
         }
         self.pos += got as u64;

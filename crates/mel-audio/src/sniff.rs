@@ -35,6 +35,23 @@ pub(crate) enum Container {
     Mkv,
 }
 
+impl Container {
+    /// The container's name, for messages.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Container::Wav => "WAV",
+            Container::Flac => "FLAC",
+            Container::Mp3 { .. } => "MP3",
+            Container::Ogg => "Ogg",
+            Container::Aiff => "AIFF",
+            Container::Caf => "CAF",
+            Container::Mp4 => "MP4",
+            Container::Adts => "ADTS",
+            Container::Mkv => "Matroska",
+        }
+    }
+}
+
 /// What the first bytes say: a container at `offset` (past any ID3v2 tags), or why the
 /// file is refused.
 pub(crate) type Sniffed = std::result::Result<(Container, u64), Refusal>;
@@ -100,10 +117,21 @@ fn identify(head: &[u8]) -> Option<Sniffed> {
         return unsupported("unsupported format: big-endian WAV (RIFX)");
     }
     if at(0, b"RIFF") {
-        let form = String::from_utf8_lossy(head.get(8..12).unwrap_or(b"")).into_owned();
-        return unsupported(&format!(
-            "unsupported format: a RIFF {form:?} file, not RIFF WAVE"
-        ));
+        // Named from a list, never quoted: a file's bytes are not echoed into a message.
+        let forms: [(&[u8], &str); 7] = [
+            (b"AVI ", "an AVI video"),
+            (b"RMID", "a RIFF MIDI file (notes, not audio)"),
+            (b"WEBP", "a WebP image"),
+            (b"CDXA", "a CD-XA (Video CD) track"),
+            (b"RMP3", "an RIFF MP3 file"),
+            (b"sfbk", "a SoundFont"),
+            (b"DLS ", "a DLS instrument bank"),
+        ];
+        let what = forms
+            .iter()
+            .find(|(f, _)| at(8, f))
+            .map_or("a RIFF file", |(_, w)| w);
+        return unsupported(&format!("unsupported format: {what}, not RIFF WAVE"));
     }
     if at(0, b"FORM") && (at(8, b"AIFF") || at(8, b"AIFC")) {
         return ok(Container::Aiff);
@@ -305,12 +333,23 @@ fn aifc_check<R: Read + Seek>(
     if READ.iter().any(|t| t.eq_ignore_ascii_case(tag)) {
         return Ok(Ok(()));
     }
-    let name = body
-        .get(22)
-        .and_then(|&n| body.get(23..23 + n as usize))
-        .map(|s| String::from_utf8_lossy(s).trim().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| String::from_utf8_lossy(tag).trim().to_string());
+    // Named from a list, never quoted from the file (its compression name is free text).
+    const NAMES: [(&[u8], &str); 10] = [
+        (b"GSM ", "GSM 6.10"),
+        (b"ima4", "IMA 4:1 ADPCM"),
+        (b"MAC3", "MACE 3:1"),
+        (b"MAC6", "MACE 6:1"),
+        (b"Qclp", "QUALCOMM PureVoice"),
+        (b"QDMC", "QDesign Music"),
+        (b"QDM2", "QDesign Music 2"),
+        (b"ADP4", "Intel/DVI ADPCM"),
+        (b"G722", "G.722 ADPCM"),
+        (b"G726", "G.726 ADPCM"),
+    ];
+    let name = NAMES
+        .iter()
+        .find(|(t, _)| *t == tag)
+        .map_or("a compression melctl does not read", |(_, n)| n);
     Ok(Err(Refusal::Unsupported(format!(
         "unsupported codec: AIFF-C with {name} compression"
     ))))
@@ -353,27 +392,43 @@ fn comm_chunk<R: Read + Seek>(r: &mut R, base: u64, len: u64) -> std::io::Result
     Ok(None)
 }
 
-/// An AIFF's sample rate from its COMM chunk (an 80-bit extended float), when that is not
-/// a whole number of hertz: symphonia would take its integer part, and the audio would be
-/// stored as if at another rate (0.9 Hz off at 16000.9 Hz, with no resampling).
-pub(crate) fn aiff_fractional_rate<R: Read + Seek>(
+/// An AIFF's sample rate from its COMM chunk (an 80-bit extended float), as a value and
+/// whether it is a whole number of hertz (exactly, from the 64-bit mantissa: a fraction
+/// below what a 64-bit float keeps still counts). symphonia would take its integer part
+/// (0.9 Hz off at 16000.9 Hz, with no resampling) and saturate the rest (a negative rate
+/// read as 0 Hz).
+pub(crate) fn aiff_rate<R: Read + Seek>(
     r: &mut R,
     base: u64,
     len: u64,
-) -> std::io::Result<Option<f64>> {
+) -> std::io::Result<Option<(f64, bool)>> {
     let Some(body) = comm_chunk(r, base, len)? else {
         return Ok(None);
     };
     let Some(b) = body.get(8..18) else {
         return Ok(None);
     };
-    let exp = (u16::from_be_bytes([b[0], b[1]]) & 0x7fff) as i32 - 16383;
+    let negative = b[0] & 0x80 != 0;
+    let biased = u16::from_be_bytes([b[0], b[1]]) & 0x7fff;
     let mantissa = u64::from_be_bytes(b[2..10].try_into().unwrap());
+    if biased == 0x7fff {
+        // Infinity (no fraction bits) or NaN.
+        let v = if mantissa << 1 == 0 {
+            f64::INFINITY
+        } else {
+            f64::NAN
+        };
+        return Ok(Some((if negative { -v } else { v }, false)));
+    }
+    let exp = biased as i32 - 16383;
     let whole = match 63 - exp {
-        shift if mantissa == 0 || !(0..64).contains(&shift) => true,
+        _ if mantissa == 0 => true,
+        shift if shift <= 0 => true,
+        shift if shift >= 64 => false,
         shift => mantissa & ((1u64 << shift) - 1) == 0,
     };
-    Ok((!whole).then(|| mantissa as f64 * 2f64.powi(exp - 63)))
+    let v = mantissa as f64 / 2f64.powi(63) * 2f64.powi(exp);
+    Ok(Some((if negative { -v } else { v }, whole)))
 }
 
 /// What a CAF file's header says that symphonia's reader gets wrong or would refuse
@@ -446,23 +501,14 @@ pub(crate) fn caf_header<R: Read + Seek>(
     Ok(desc.then_some(h))
 }
 
+/// Why `head` (a file's first bytes) is no audio melctl knows, without quoting it: a manifest
+/// row may name any file (`/etc/shadow`), and the reason goes to the summary and the JSON
+/// report, so a file's bytes are never echoed into it.
 fn unrecognised(head: &[u8]) -> String {
     if head.is_empty() {
         return "empty file (0 bytes)".into();
     }
-    let shown: Vec<String> = head.iter().take(8).map(|b| format!("{b:02x}")).collect();
-    let text: String = head
-        .iter()
-        .take(8)
-        .map(|&b| {
-            if b.is_ascii_graphic() || b == b' ' {
-                b as char
-            } else {
-                '.'
-            }
-        })
-        .collect();
-    format!("it starts with {} {text:?}", shown.join(" "))
+    "no known signature at its start".into()
 }
 
 /// Up to `n` bytes of `r` from `offset` (fewer at the end of the file).
@@ -495,9 +541,11 @@ mod tests {
             wv,
             Err(Refusal::Unsupported("unsupported codec: WavPack".into()))
         );
-        // A marker further in is not searched for.
+        // A marker further in is not searched for, and the bytes found are not quoted.
         match sniffed(b"junk....RIFF\0\0\0\0WAVEfmt ") {
-            Err(Refusal::Unrecognised(m)) => assert!(m.contains("6a 75 6e 6b"), "{m}"),
+            Err(Refusal::Unrecognised(m)) => {
+                assert!(!m.contains("6a 75") && !m.contains("junk"), "{m}")
+            }
             other => panic!("{other:?}"),
         }
         // An ID3v2 tag is skipped; what follows it decides.

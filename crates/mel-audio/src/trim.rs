@@ -16,10 +16,17 @@
 //!   ignored, as ffmpeg does.
 //! - **Matroska**: the track's `CodecDelay` (ns) frames skipped at the start, and a
 //!   positive `DiscardPadding` (ns) on the track's last block dropped at the end. A
-//!   `DiscardPadding` anywhere else, or a negative one, is refused by name. For Vorbis the
+//!   `DiscardPadding` anywhere else, or a negative one, is refused by name; one of 0 drops
+//!   nothing and is accepted anywhere (ffmpeg 5.1 writes one on MP3's first block). For Vorbis the
 //!   `CodecDelay` ffmpeg writes is the first packet (checked at 8, 16, 22.05 and 44.1 kHz),
 //!   which a Vorbis decoder that follows the specification (symphonia's, libvorbis) already
 //!   gives no audio for; it is not skipped twice. `SeekPreRoll` concerns seeking only: decoding starts at the first block.
+//!
+//! - **ADTS** states no priming or padding: every frame is kept, the encoder's priming
+//!   included, as ffmpeg 5.1 and 9.0 both decode ffmpeg-made ADTS. A decoder that drops
+//!   1,024 frames there guesses the encoder (a report saw ffmpeg 5.1 do so on its files,
+//!   not reproduced on ffmpeg-made ones): melctl drops what a file states and nothing else,
+//!   so the count does not depend on which ffmpeg is installed (docs/inputs.md).
 //!
 //! Reading is bounded by the file: a fixed number of bytes per box or element header, and
 //! every step moves forward, so a hostile file costs at most one small read per 2 bytes.
@@ -113,7 +120,7 @@ pub(crate) struct MkvTrack {
     codec_delay_ns: u64,
     vorbis: bool,
     blocks: u64,
-    /// The first DiscardPadding of the track: (its block's index, nanoseconds).
+    /// The first non-zero DiscardPadding of the track: (its block's index, nanoseconds).
     discard: Option<(u64, i64)>,
 }
 
@@ -470,7 +477,7 @@ fn mp4_itunsmpb<R: Read + Seek>(
 
 /// An EBML variable-length integer at the start of `b`: (value, length); the marker bit is
 /// kept for IDs. `None` if malformed.
-fn vint(b: &[u8], keep_marker: bool) -> Option<(u64, usize)> {
+pub(crate) fn vint(b: &[u8], keep_marker: bool) -> Option<(u64, usize)> {
     let first = *b.first()?;
     let n = first.leading_zeros() as usize + 1;
     if n > 8 || b.len() < n {
@@ -618,7 +625,9 @@ fn mkv_cluster<R: Read + Seek>(
     };
     let count = |tracks: &mut [MkvTrack], number: Option<u64>, discard: Option<i64>| {
         if let Some(t) = tracks.iter_mut().find(|t| Some(t.number) == number) {
-            if let Some(d) = discard.filter(|_| t.discard.is_none()) {
+            // A DiscardPadding of 0 drops nothing (ffmpeg 5.1 writes one on the first block
+            // of MP3 in Matroska): only one that drops frames counts.
+            if let Some(d) = discard.filter(|&d| d != 0 && t.discard.is_none()) {
                 t.discard = Some((t.blocks, d));
             }
             t.blocks += 1;

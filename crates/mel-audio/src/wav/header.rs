@@ -23,6 +23,14 @@
 //!   whole number of frames ends at the last whole frame (both readers do the same).
 //! - A second `data` chunk after the first is refused (libsndfile refuses the file, ffmpeg
 //!   reads the first chunk only): which one holds the audio is a guess.
+//! - So is a second `fmt ` chunk before the data that differs from the first (sox and ffmpeg
+//!   read the first, libsndfile refuses the file): the audio was once read at the second
+//!   one's rate, pitch-shifted. A repeat of the same bytes is harmless and read.
+//! - ADPCM: the data's last block may be partial (a writer stopped mid-block); its whole
+//!   frames are decoded, as ffmpeg and sox do ([`WavHeader::adpcm_tail`]). The `fact`
+//!   chunk's frame count is not a promise (sox writes the source's length there while padding
+//!   the last block; a stereo IMA file cut after 249 bytes of its last block said 27,512
+//!   where its blocks hold 27,511), so it is not read, as in ffmpeg, sox and libsndfile.
 
 use std::io::{Read, Seek};
 
@@ -78,12 +86,38 @@ pub(crate) struct WavHeader {
     /// Whole frames the file holds from `data_start`, up to the promise (fewer than
     /// promised: truncated, which `clip::settle` reports).
     pub held: u64,
+    /// The format tag (the sub-format's for WAVE_FORMAT_EXTENSIBLE).
+    pub format_tag: u16,
+    /// Bytes per block (ADPCM) or per frame.
+    pub block_align: u16,
+    /// Bytes of sample data: the data chunk's size, or to the end of the file.
+    pub data_bytes: u64,
 }
 
 impl WavHeader {
     /// Bytes per frame (PCM, float and G.711 only).
     pub(crate) fn frame_bytes(&self) -> u64 {
         self.channels as u64 * self.coding.sample_bytes() as u64
+    }
+
+    /// ADPCM: the partial block at the end of the data, if there is one: (its offset in the
+    /// file, its bytes, the whole frames they hold). symphonia's reader drops such a block;
+    /// its whole frames count as ffmpeg counts them (`adpcm.c`, `get_nb_samples`): after a
+    /// block header of 4 (IMA) or 7 (MS) bytes per channel giving 1 or 2 frames, IMA holds 8
+    /// frames per 4 bytes of each channel, MS one frame per byte of its channels' nibbles.
+    pub(crate) fn adpcm_tail(&self) -> Option<(u64, usize, usize)> {
+        let (ba, ch) = (self.block_align as u64, self.channels as u64);
+        if self.coding != Coding::Adpcm || ba == 0 {
+            return None;
+        }
+        let tail = self.data_bytes % ba;
+        let start = self.data_start + self.data_bytes - tail;
+        let frames = match self.format_tag {
+            0x11 if tail >= 4 * ch => 1 + (tail - 4 * ch) / (4 * ch) * 8,
+            2 if tail >= 7 * ch => 2 + (tail - 7 * ch) * 2 / ch,
+            _ => 0,
+        };
+        (frames > 0).then_some((start, tail as usize, frames as usize))
     }
 }
 
@@ -148,7 +182,16 @@ pub(crate) fn parse<R: Read + Seek>(
                 if (b.len() as u64) < size.min(64) {
                     return Ok(Err(bad("truncated: the file ends inside its fmt chunk")));
                 }
-                fmt = Some(b);
+                match &fmt {
+                    // The same format said twice is one format.
+                    Some(first) if first == &b => {}
+                    Some(_) => {
+                        return Ok(Err(bad(format!(
+                            "malformed: a second fmt chunk at byte {pos}, unlike the first (sox and ffmpeg read the first, libsndfile refuses the file)"
+                        ))));
+                    }
+                    None => fmt = Some(b),
+                }
             }
             b"ds64" if rf64 => {
                 let b = read_at(r, body, 16)?;
@@ -258,6 +301,25 @@ fn header(f: &[u8], data_start: u64, size: Option<u64>, len: u64) -> Result<WavH
     }
     let available = len.saturating_sub(data_start);
     if coding == Coding::Adpcm {
+        // symphonia decodes 4-bit mono and stereo ADPCM (and would refuse anything else with
+        // its own words).
+        let name = if tag == 2 { "MS ADPCM" } else { "IMA ADPCM" };
+        if channels > 2 {
+            return Err(unsupported(format!(
+                "unsupported: {name} with {channels} channels (melctl decodes mono and stereo ADPCM)"
+            )));
+        }
+        if bits != 4 {
+            return Err(unsupported(format!(
+                "unsupported sample format: {bits}-bit {name} (melctl decodes 4-bit ADPCM)"
+            )));
+        }
+        let head = if tag == 2 { 7 } else { 4 } * channels as u64;
+        if (block_align as u64) < head {
+            return Err(bad(format!(
+                "malformed: a {name} block_align of {block_align} bytes, under its {head}-byte block header"
+            )));
+        }
         // symphonia reads the blocks; the promise is checked on what it decodes.
         if size.is_some_and(|s| s > available) {
             return Err(bad(format!(
@@ -273,6 +335,9 @@ fn header(f: &[u8], data_start: u64, size: Option<u64>, len: u64) -> Result<WavH
             data_start,
             promised: None,
             held: 0,
+            format_tag: tag,
+            block_align,
+            data_bytes: size.unwrap_or(available),
         });
     }
     let promised = size.map(|s| s / frame);
@@ -296,6 +361,9 @@ fn header(f: &[u8], data_start: u64, size: Option<u64>, len: u64) -> Result<WavH
         data_start,
         promised,
         held: promised.map_or(held_all, |p| p.min(held_all)),
+        format_tag: tag,
+        block_align,
+        data_bytes: size.map_or(available, |s| s.min(available)),
     })
 }
 

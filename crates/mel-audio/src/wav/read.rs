@@ -10,8 +10,7 @@ use mel_core::{Error, Result};
 
 use super::header::{Coding, WavHeader, convert};
 use crate::clip::{
-    DecodeInfo, check_finite, check_stream, fit_clip, keep_limit, place, placement, settle,
-    too_long,
+    DecodeInfo, check_float, check_stream, fit_clip, keep_limit, place, placement, settle, too_long,
 };
 
 /// PCM, float or G.711 WAV: the frame count from the data chunk's size checked against
@@ -33,18 +32,29 @@ pub(crate) fn decode<R: Read + Seek>(
         channels: h.channels,
         bits: h.bits,
     };
-    if let Coding::Float { .. } = h.coding {
+    if let Coding::Float { bytes } = h.coding {
         // Every sample of every channel, whatever part the clip keeps: the verdict must
-        // not depend on the trim, the clip length or the rate.
+        // not depend on the trim, the clip length or the rate. Checked as stored (a float64
+        // beyond the float32 range is named as such, not as an infinity).
         let ch = h.channels as usize;
-        let samples = WavHeader { channels: 1, ..*h };
-        let (mut first, mut all) = (0, Vec::new());
+        let b = bytes as usize;
+        r.seek(std::io::SeekFrom::Start(h.data_start))
+            .map_err(|e| Error::read(path, e))?;
+        let (mut first, mut raw, mut all) = (0, Vec::new(), Vec::new());
         while first < frames {
             // At most 2^16 samples at a time, whatever the channel count.
             let n = ((1usize << 16) / ch).max(1).min(frames - first);
+            raw.resize(n * ch * b, 0);
+            read_exact(r, &mut raw, path, first, h.held)?;
             all.clear();
-            read_wav_frames(r, &samples, first * ch, n * ch, audio, &mut all, path)?;
-            check_finite(path, &all, first, ch)?;
+            if b == 8 {
+                let (whole, _) = raw.as_chunks::<8>();
+                all.extend(whole.iter().map(|s| f64::from_le_bytes(*s)));
+            } else {
+                let (whole, _) = raw.as_chunks::<4>();
+                all.extend(whole.iter().map(|s| f32::from_le_bytes(*s) as f64));
+            }
+            check_float(path, &all, first, ch)?;
             first += n;
         }
     }
@@ -90,23 +100,29 @@ fn read_wav_frames<R: Read + Seek>(
     while left > 0 {
         let n = per_chunk.min(left);
         let bytes = &mut buf[..n * frame];
-        if let Err(e) = r.read_exact(bytes) {
-            return Err(match e.kind() {
-                std::io::ErrorKind::UnexpectedEof => Error::decode(
-                    path,
-                    format!(
-                        "truncated: the file ended while being read, after frame {} of {}",
-                        first + count - left,
-                        h.held
-                    ),
-                ),
-                _ => Error::read(path, e),
-            });
-        }
+        read_exact(r, bytes, path, first + count - left, h.held)?;
         convert(bytes, h.coding, h.channels as usize, mono, audio.downmix);
         left -= n;
     }
     Ok(())
+}
+
+/// Fills `bytes` from `r`, the data from frame `at` (of `held`): a file that ends first was
+/// cut while being read.
+fn read_exact<R: Read>(
+    r: &mut R,
+    bytes: &mut [u8],
+    path: &Path,
+    at: usize,
+    held: u64,
+) -> Result<()> {
+    r.read_exact(bytes).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => Error::decode(
+            path,
+            format!("truncated: the file ended while being read, after frame {at} of {held}"),
+        ),
+        _ => Error::read(path, e),
+    })
 }
 
 /// Checks a WAV as [`decode`] would, from its header alone: the layout, the frame count
