@@ -26,6 +26,23 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+
+# The caller's settings that would change what melctl does, cleared for this interpreter
+# and every child it starts: inside a Slurm array task every CLI build would become a
+# shard build, and melctl's own variables would steer the runs. The tests' switches stay
+# (MELCTL_TEST_*, MELCTL_BIN, MEL_REQUIRE_*: read by the tests, never by melctl).
+KEPT = ("MELCTL_TEST_", "MELCTL_BIN", "MEL_REQUIRE_")
+
+
+def callers_setting(name: str) -> bool:
+    """Whether `name` is a variable of the caller's machine that steers melctl."""
+    if name.startswith(KEPT):
+        return False
+    return name.startswith(("SLURM_", "MELCTL_", "MEL_")) or name == "JOB_COMPLETION_INDEX"
+
+
+for _name in [n for n in os.environ if callers_setting(n)]:
+    del os.environ[_name]
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
 
 
@@ -69,6 +86,19 @@ def stage_workspace_package() -> str:
 
 
 PACKAGE = stage_workspace_package()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory):
+    """Every cache a test's build makes goes under the session's temporary folder, never
+    the caller's home (XDG_CACHE_HOME, for this interpreter and its children)."""
+    before = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = before
 
 
 def pytest_report_header(config):

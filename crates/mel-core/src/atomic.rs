@@ -624,7 +624,17 @@ mod tests {
         };
         write_file(&fifo, b"report", false).unwrap();
         assert_eq!(reader.join().unwrap(), b"report");
-        write_file(Path::new("/dev/null"), b"x", true).unwrap();
+        // A character device (as /dev/null is), made here: written to, never replaced.
+        if let Some(null) = crate::test_devices::char_device(t.path(), "null", 1, 3) {
+            write_file(&null, b"x", true).unwrap();
+            use std::os::unix::fs::FileTypeExt;
+            assert!(
+                std::fs::metadata(&null)
+                    .unwrap()
+                    .file_type()
+                    .is_char_device()
+            );
+        }
         use std::os::unix::fs::FileTypeExt;
         assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
         // A staged file is never renamed over a FIFO, nor a folder over a file.

@@ -19,6 +19,9 @@ pub mod spec;
 pub mod stats;
 pub mod traits;
 
+#[cfg(test)]
+pub(crate) mod test_devices;
+
 pub use buffer::{OutputBuf, OutputSlice};
 pub use config::{Config, Preset};
 pub use error::{Error, FailureKind, Result};

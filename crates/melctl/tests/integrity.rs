@@ -96,14 +96,18 @@ fn strace() -> bool {
 /// `cmd` under strace with a fault injected; returns the output.
 fn under_strace(dir: &Dir, cmd: &[&str], inject: &str) -> Output {
     let mut c = dir.program("strace");
-    // Injection acts on traced calls: trace the injected one (to /dev/null).
+    // Injection acts on traced calls: trace the injected one (to a file of the test's
+    // folder, never to the system's /dev/null).
     let call = inject
         .trim_start_matches("inject=")
         .split(':')
         .next()
         .unwrap_or("none");
     let trace = format!("trace={call}");
-    c.args(["-f", "-qq", "-o", "/dev/null", "-e", &trace, "-e", inject])
+    let log = dir.join("strace.log");
+    c.args(["-f", "-qq", "-o"])
+        .arg(&log)
+        .args(["-e", &trace, "-e", inject])
         .arg(env!("CARGO_BIN_EXE_melctl"))
         .args(cmd);
     c.output()

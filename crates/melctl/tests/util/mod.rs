@@ -76,6 +76,32 @@ impl Dir {
         p
     }
 
+    /// A character device `major:minor` made at `rel` in this folder (1:3 is the null
+    /// device, 1:7 the full one), or `None` with the reason printed where `mknod` is
+    /// refused (not root). Tests use these, never the system's `/dev/null` or
+    /// `/dev/full`: a bug in what is tested must not be able to replace a system file.
+    pub fn device(&self, rel: impl AsRef<Path>, major: u32, minor: u32) -> Option<PathBuf> {
+        let path = self.join(rel);
+        let c = std::ffi::CString::new(path.to_str()?).ok()?;
+        // SAFETY: a valid NUL-terminated path; mknod has no other precondition.
+        let made = unsafe {
+            libc::mknod(
+                c.as_ptr(),
+                libc::S_IFCHR | 0o666,
+                libc::makedev(major, minor),
+            )
+        };
+        if made != 0 {
+            println!(
+                "skipped the device part: mknod {}: {} (needs root)",
+                path.display(),
+                std::io::Error::last_os_error()
+            );
+            return None;
+        }
+        Some(path)
+    }
+
     /// `melctl` to run in this folder.
     pub fn melctl(&self) -> TestCommand {
         TestCommand::new(env!("CARGO_BIN_EXE_melctl"), self.path())
@@ -145,6 +171,17 @@ fn listing(root: &Path) -> String {
     out
 }
 
+/// Whether the environment variable `name` is one the caller's machine sets that would
+/// change what a melctl run does: Slurm's (an array task makes every build a shard),
+/// Kubernetes' Indexed Job index, and melctl's own (`MELCTL_*`, and the test switches
+/// `MEL_*`, which a child never needs).
+pub fn is_callers_setting(name: &str) -> bool {
+    name.starts_with("SLURM_")
+        || name.starts_with("MELCTL_")
+        || name.starts_with("MEL_")
+        || name == "JOB_COMPLETION_INDEX"
+}
+
 /// A command to run, with what a failure message needs.
 pub struct TestCommand {
     cmd: Command,
@@ -152,9 +189,19 @@ pub struct TestCommand {
 }
 
 impl TestCommand {
+    /// `program` run in `dir` with none of the caller's settings that change what melctl
+    /// does (an array task's shard, melctl's own variables: see [`is_callers_setting`])
+    /// and its cache in `dir/.cache`, never the caller's home: a test passes or fails
+    /// the same inside a Slurm job, and writes nowhere outside its folder.
     fn new(program: impl AsRef<OsStr>, dir: &Path) -> TestCommand {
         let mut cmd = Command::new(program);
         cmd.current_dir(dir);
+        for (name, _) in std::env::vars_os() {
+            if name.to_str().is_some_and(is_callers_setting) {
+                cmd.env_remove(name);
+            }
+        }
+        cmd.env("XDG_CACHE_HOME", dir.join(".cache"));
         TestCommand {
             cmd,
             dir: dir.to_path_buf(),
