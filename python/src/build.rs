@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use mel_audio::{Dataset, ManifestOptions};
@@ -32,22 +32,53 @@ enum Event {
 }
 
 /// The observer: events queued for the calling thread (the build's threads never touch
-/// Python).
+/// Python), and the gate before the publish, where the build waits for the calling thread
+/// to decide whether to stop it (see [`polled`]).
 #[derive(Default)]
-struct Queue(Mutex<Vec<Event>>);
+struct Queue {
+    events: Mutex<Vec<Event>>,
+    gate: Mutex<Gate>,
+    decided: Condvar,
+}
+
+/// Where the build is with respect to its publish.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    /// Still working.
+    #[default]
+    Working,
+    /// Waiting at the publish for the calling thread's word.
+    Asked,
+    /// Told to go on: the cancel flag, as it is now, decides; nothing the calling thread
+    /// does from now on stops the publish.
+    Passed,
+}
 
 impl Queue {
     fn push(&self, e: Event) {
-        if let Ok(mut q) = self.0.lock() {
+        if let Ok(mut q) = self.events.lock() {
             q.push(e);
         }
     }
 
     fn take(&self) -> Vec<Event> {
-        self.0
+        self.events
             .lock()
             .map(|mut q| std::mem::take(&mut *q))
             .unwrap_or_default()
+    }
+
+    /// Whether the build waits at its publish.
+    fn asked(&self) -> bool {
+        self.gate.lock().is_ok_and(|g| *g == Gate::Asked)
+    }
+
+    /// Lets the build waiting at its publish go on.
+    fn pass(&self) {
+        if let Ok(mut g) = self.gate.lock() {
+            *g = Gate::Passed;
+        }
+        self.decided.notify_all();
     }
 }
 
@@ -63,6 +94,18 @@ impl Observer for Queue {
     }
     fn split_finished(&self, _split: &str) {
         self.push(Event::Finished);
+    }
+    fn before_publish(&self) {
+        let Ok(mut g) = self.gate.lock() else {
+            return;
+        };
+        *g = Gate::Asked;
+        while *g == Gate::Asked {
+            g = match self.decided.wait(g) {
+                Ok(g) => g,
+                Err(_) => return,
+            };
+        }
     }
 }
 
@@ -259,7 +302,7 @@ pub fn build<'py>(
         .map_err(|e| to_py(mel_core::Error::config("run.threads", e.to_string())))?;
     let _prewarm = melkit::backend::prewarm(builder.settings().config.run.backend);
     let mut report = BuildReport::default();
-    let (built, notices) = polled(py, progress, "build", |queue, cancel| {
+    let (built, notices) = polled(py, progress, "build", Result::is_ok, |queue, cancel| {
         pool.install(|| match shard {
             Some(s) => melkit::build::build_shard(
                 &prepared,
@@ -270,10 +313,7 @@ pub fn build<'py>(
                 cancel,
                 &mut report,
             )
-            .map(|o| match o {
-                melkit::build::ShardOutcome::Built => None,
-                melkit::build::ShardOutcome::AlreadyComplete { skipped } => Some(skipped),
-            }),
+            .map(Some),
             None => builder
                 .run(&output, queue, cancel, &mut report)
                 .map(|()| None),
@@ -281,19 +321,16 @@ pub fn build<'py>(
     })?;
     match built {
         Err(e) => Err(build_to_py(e)),
-        Ok(earlier) => {
+        Ok(outcome) => {
             let mut json = report.to_json(&config_json, None);
             json["notices"] = notices.into();
-            if let Some(s) = shard {
-                json["shard"] = serde_json::json!({
-                    "index": s.index(),
-                    "count": s.count(),
-                    "folder": out_dir,
-                    "built": earlier.is_none(),
-                    // A retry of a complete shard: the files its build left out.
-                    "skipped": earlier.clone().unwrap_or_default(),
-                });
+            if let (Some(s), Some(outcome)) = (shard, &outcome) {
+                json["shard"] = melkit::build::shard::report_json(s, &out_dir, outcome);
             }
+            let earlier = match outcome {
+                Some(melkit::build::ShardOutcome::AlreadyComplete { skipped }) => Some(skipped),
+                _ => None,
+            };
             if let Some(skipped) = earlier.filter(|s| !s.is_empty()) {
                 let message = format!(
                     "melctl.build: shard {} was complete; its build left {} file(s) out, listed in the report's shard.skipped (first: {})",
@@ -395,8 +432,9 @@ pub fn merge<'py>(
     let settings = MergeSettings {
         shards,
         threads: threads.unwrap_or_else(crate::default_threads),
+        also_writes: Vec::new(),
     };
-    let (merged, notices) = polled(py, progress, "merge", |queue, cancel| {
+    let (merged, notices) = polled(py, progress, "merge", Result::is_ok, |queue, cancel| {
         melkit::build::merge(&output, &settings, queue, cancel)
     })?;
     let merged = merged.map_err(build_to_py)?;
@@ -419,18 +457,26 @@ fn check_callable(progress: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
 /// Runs `work` on a thread of its own with the GIL released. The calling thread wakes
 /// every [`POLL`] to call the progress callback with what the work's observer was told
 /// and to run Python's signal handlers: Ctrl-C, or an exception from the callback, raises
-/// the work's cancel flag (it stops before its publish; once that has begun it completes
-/// whole) and is raised. Returns the work's result and its notices.
+/// the work's cancel flag and is raised. Returns the work's result and its notices.
+///
+/// An exception never comes after a publish it did not stop: the work waits at its
+/// publish ([`Observer::before_publish`]) until this thread has told the callback
+/// everything and run the signal handlers, so an exception raised then stops it; from
+/// then on the callback is not called. A signal that still arrives during the publish is
+/// raised after it, with a note saying the outputs were published (`succeeded` says
+/// whether the work's result is a success).
 fn polled<T: Send>(
     py: Python<'_>,
     progress: Option<&Bound<'_, PyAny>>,
     what: &str,
+    succeeded: fn(&T) -> bool,
     work: impl FnOnce(&Queue, &Arc<AtomicBool>) -> T + Send,
 ) -> PyResult<(T, Vec<String>)> {
     let queue = Queue::default();
     let cancel = Arc::new(AtomicBool::new(false));
     let mut state = Progress::default();
     let mut raised: Option<PyErr> = None;
+    let mut passed = false;
     let done = std::thread::scope(|s| {
         let worker = s.spawn(|| work(&queue, &cancel));
         loop {
@@ -438,13 +484,25 @@ fn polled<T: Send>(
                 std::thread::sleep(POLL);
                 worker.is_finished()
             });
-            if raised.is_none() {
-                let step = state
-                    .apply(py, queue.take(), progress)
-                    .and_then(|()| py.check_signals());
-                if let Err(e) = step {
-                    cancel.store(true, Ordering::SeqCst);
-                    raised = Some(e);
+            if passed {
+                // The publish is under way: its notices are kept, nothing is raised.
+                let _ = state.apply(py, queue.take(), None);
+            } else {
+                // Asked before the events are taken: every event the work sent before
+                // it asked is told before the answer.
+                let asked = queue.asked();
+                if raised.is_none() {
+                    let step = state
+                        .apply(py, queue.take(), progress)
+                        .and_then(|()| py.check_signals());
+                    if let Err(e) = step {
+                        cancel.store(true, Ordering::SeqCst);
+                        raised = Some(e);
+                    }
+                }
+                if asked {
+                    queue.pass();
+                    passed = true;
                 }
             }
             if finished {
@@ -462,6 +520,38 @@ fn polled<T: Send>(
     if let Some(e) = raised {
         return Err(e);
     }
-    state.apply(py, queue.take(), progress)?;
+    if passed {
+        let _ = state.apply(py, queue.take(), None);
+        if succeeded(&done)
+            && let Err(e) = py.check_signals()
+        {
+            add_note(
+                py,
+                &e,
+                &format!(
+                    "melctl: this came while the {what} was publishing its outputs; the publish completed, and the outputs are the new ones, whole"
+                ),
+            );
+            return Err(e);
+        }
+    } else {
+        state.apply(py, queue.take(), progress)?;
+    }
     Ok((done, state.notices))
+}
+
+/// Adds `note` to the exception `e` (PEP 678's `add_note`; on Pythons before 3.11, the
+/// `__notes__` list it keeps).
+fn add_note(py: Python<'_>, e: &PyErr, note: &str) {
+    let value = e.value(py);
+    if value.call_method1("add_note", (note,)).is_err() {
+        let notes = value
+            .getattr("__notes__")
+            .ok()
+            .filter(|n| n.is_instance_of::<pyo3::types::PyList>());
+        let _ = match notes {
+            Some(list) => list.call_method1("append", (note,)).map(drop),
+            None => value.setattr("__notes__", vec![note]),
+        };
+    }
 }

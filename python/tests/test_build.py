@@ -120,6 +120,32 @@ def test_errors_are_raised_by_kind_and_nothing_is_published(demo_data, tmp_path)
         melctl.build(demo_data, tmp_path / "out", progress=3)
 
 
+def test_an_exception_from_the_callback_at_the_end_stops_the_publish(demo_data, tmp_path):
+    """The callback's last call (the last split done) raised after the outputs were
+    published: the caller was told the build failed while the folder held it."""
+    last = sorted(p.name for p in demo_data.iterdir())[-1]
+
+    def fail_at_the_end(split, done, total):
+        if split in (last, "merge") and done == total:
+            raise RuntimeError("at the end")
+
+    for attempt in range(3):  # the old race lost nearly every time; three to be sure
+        out = tmp_path / f"out{attempt}"
+        with pytest.raises(RuntimeError, match="at the end"):
+            melctl.build(demo_data, out, config=SHORT, loader="stream", progress=fail_at_the_end)
+        assert not list(out.glob("*.h5")), "published, then raised"
+        assert not (out / "melctl-build.json").exists()
+    # The same for a merge.
+    shards = tmp_path / "sharded"
+    for k in range(2):
+        melctl.build(demo_data, shards, config=SHORT, loader="stream", shard=(k, 2))
+    with pytest.raises(RuntimeError, match="at the end"):
+        melctl.merge(shards, progress=fail_at_the_end)
+    assert not list(shards.glob("*.h5"))
+    report = melctl.merge(shards)
+    assert len(report["splits"]) == 3
+
+
 def test_a_file_left_out_is_named_or_stops_the_build(demo_data, tmp_path):
     import shutil
 

@@ -315,32 +315,24 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
             cancel,
             &mut report,
         )
-        .map(|outcome| match outcome {
-            melkit::build::ShardOutcome::Built => None,
-            melkit::build::ShardOutcome::AlreadyComplete { skipped } => Some(skipped),
-        }),
+        .map(Some),
         None => builder
             .run(&args.output, &observer, cancel, &mut report)
             .map(|()| None),
     }
     .map_err(build::in_words);
     build::say_if_interrupted(cancel);
-    if let Ok(Some(skipped)) = &built {
-        // A complete shard, verified: an array task's retry has nothing to do, but what
-        // its build left out is named again, and --strict fails on it as it did then.
+    // A complete shard, verified: an array task's retry has nothing to do, but what its
+    // build left out is named again, and --strict fails on it as it did then.
+    let earlier = match &built {
+        Ok(Some(melkit::build::ShardOutcome::AlreadyComplete { skipped })) => Some(skipped.clone()),
+        _ => None,
+    };
+    if let Some(skipped) = &earlier {
         for line in skipped {
             errln!("skipped {line} (left out by the shard's earlier build)");
         }
-        if args.strict && !skipped.is_empty() {
-            errln!(
-                "error: --strict: {} skipped (listed above); the shard's outputs were written",
-                dryrun::count(skipped.len(), "file was", "files were")
-            );
-            return Ok(EXIT_SKIPPED);
-        }
-        return Ok(0);
-    }
-    if built.is_ok() && !quiet {
+    } else if built.is_ok() && !quiet {
         let summary = report::text(&report, verbose);
         if report_to_stdout {
             err!("{summary}");
@@ -348,9 +340,14 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
             out!("{summary}");
         }
     }
+    // Every run writes the report it was asked for, a retry of a complete shard too (a
+    // stale report would otherwise stay at the path).
     if let Some(path) = &args.report {
         let error = built.as_ref().err().map(error_line);
-        let json = report::json(&report, &config.resolved_json(), error.as_deref());
+        let mut json = report::json(&report, &config.resolved_json(), error.as_deref());
+        if let (Some(c), Ok(Some(outcome))) = (&sharded, &built) {
+            json["shard"] = melkit::build::shard::report_json(c.shard, &out_dir, outcome);
+        }
         let text = serde_json::to_string_pretty(&json)? + "\n";
         if report_to_stdout {
             out!("{text}");
@@ -367,6 +364,16 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         }
     }
     built?;
+    if let Some(skipped) = earlier {
+        if args.strict && !skipped.is_empty() {
+            errln!(
+                "error: --strict: {} skipped (listed above); the shard's outputs were written",
+                dryrun::count(skipped.len(), "file was", "files were")
+            );
+            return Ok(EXIT_SKIPPED);
+        }
+        return Ok(0);
+    }
     // The build checks for an interrupt just before its publish, so one seen now came
     // while the outputs were being committed, which completes whole rather than stopping.
     if cancel.load(Ordering::SeqCst) {

@@ -108,17 +108,23 @@ pub fn run_merge(args: &MergeArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     } else {
         args.threads
     };
+    // The report is checked with the merge's own outputs, before any work: a report
+    // that cannot be written, or that would replace a merged split or a shard's file, is
+    // not found out after the merge has published.
+    let to_stdout = args.report.as_deref() == Some(std::path::Path::new("-"));
+    let also_writes = args
+        .report
+        .iter()
+        .filter(|_| !to_stdout)
+        .map(|path| {
+            mel_core::outputs::Output::new(path, "the report", mel_core::outputs::Written::Stream)
+        })
+        .collect();
     let settings = MergeSettings {
         shards: args.shards,
         threads,
+        also_writes,
     };
-    // The report's path is checked before any work, as a build checks its outputs: a
-    // report that cannot be written is not found out after the merge has published.
-    let to_stdout = args.report.as_deref() == Some(std::path::Path::new("-"));
-    if let Some(path) = args.report.as_ref().filter(|_| !to_stdout) {
-        use mel_core::outputs::{Guard, Output, Written};
-        Guard::new().check(&[Output::new(path, "the report", Written::Stream)])?;
-    }
     let progress = if args.verbosity.quiet {
         crate::progress::Progress::hidden()
     } else {

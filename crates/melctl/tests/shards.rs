@@ -371,6 +371,99 @@ fn merge_refuses_bad_counts_foreign_outputs_and_an_unwritable_report_before_any_
     dir.melctl().args(["merge", "out", "-q"]).expect_code(0);
 }
 
+/// `melctl merge` had no output guard: `--report OUT/training.h5` replaced the merged
+/// split with the JSON report, `--report` onto a shard's file destroyed a merge input, and
+/// an `OUT/{split}.npy.d` holding someone's folder was deleted whole.
+#[test]
+fn the_merge_guards_every_output_it_plans_as_a_build_does() {
+    let dir = Dir::demo(12);
+    for k in 0..2 {
+        build_shard(&dir, "out", k, 2, &["-q"]);
+    }
+    let shard_file = dir.join("out/shards/1-of-2/training.h5");
+    let before = std::fs::read(&shard_file).unwrap();
+    for (report, why) in [
+        ("out/training.h5", "also the merged split training"),
+        ("out/shards/1-of-2/training.h5", "a shard's file"),
+        ("out/shards/0-of-2/shard.json", "a shard's file"),
+        ("out/melctl-build.json", "also the build record"),
+    ] {
+        let e = dir
+            .melctl()
+            .args(["merge", "out", "--report", report])
+            .stderr_of_failure();
+        assert!(e.contains(report) && e.contains(why), "{report}: {e}");
+    }
+    assert_eq!(std::fs::read(&shard_file).unwrap(), before, "a merge input");
+    assert!(!dir.join("out/training.h5").exists(), "nothing was merged");
+    dir.melctl()
+        .args(["merge", "out", "-q", "--report", "out/report.json"])
+        .expect_code(0);
+    assert!(melread::Split::open(dir.join("out/training.h5")).is_ok());
+
+    // An npy merge whose split folder holds someone's folder.
+    for k in 0..2 {
+        build_shard(&dir, "npy", k, 2, &["-q", "--sink", "npy"]);
+    }
+    std::fs::create_dir_all(dir.join("npy/testing.npy.d/mine")).unwrap();
+    dir.create("npy/testing.npy.d/mine/notes.txt", "keep me");
+    let e = dir.melctl().args(["merge", "npy"]).stderr_of_failure();
+    assert!(e.contains("holds the folder") && e.contains("mine"), "{e}");
+    assert!(dir.join("npy/testing.npy.d/mine/notes.txt").is_file());
+}
+
+/// A retry of a complete shard wrote no `--report`: a stale report stayed at the path,
+/// and `--report -` printed nothing.
+#[test]
+fn a_retry_of_a_complete_shard_writes_its_report() {
+    let dir = Dir::demo(12);
+    build_shard(&dir, "out", 0, 2, &["-q", "--report", "r.json"]);
+    let first: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("r.json")).unwrap()).unwrap();
+    assert_eq!(first["shard"]["built"], true, "{first}");
+    std::fs::write(dir.join("r.json"), "stale").unwrap();
+    build_shard(&dir, "out", 0, 2, &["-q", "--report", "r.json"]);
+    let again: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("r.json")).unwrap()).unwrap();
+    assert_eq!(again["shard"]["built"], false, "{again}");
+    assert_eq!(again["shard"]["index"], 0, "{again}");
+    assert_eq!(again["ok"], true, "{again}");
+    let o = dir
+        .build("out")
+        .args(["--shard", "0/2", "-q", "--report", "-"])
+        .expect_code(0);
+    let printed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(printed["shard"]["built"], false, "{printed}");
+}
+
+/// The harness passed the caller's environment to every `melctl` it ran: inside a Slurm
+/// array task every build test became a shard build and failed. This file's tests, run
+/// again inside such a task's environment, pass.
+#[test]
+fn the_tests_pass_inside_a_slurm_array_task() {
+    const NESTED: &str = "MELCTL_TEST_NESTED";
+    if std::env::var_os(NESTED).is_some() {
+        return; // the nested run itself
+    }
+    let o = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--skip", "the_tests_pass_inside_a_slurm_array_task"])
+        .env(NESTED, "1")
+        .env("SLURM_ARRAY_TASK_ID", "1")
+        .env("SLURM_ARRAY_TASK_COUNT", "3")
+        .env("SLURM_ARRAY_TASK_MIN", "0")
+        .env("SLURM_ARRAY_TASK_MAX", "2")
+        .env("MELCTL_SHARDS", "3")
+        .env("JOB_COMPLETION_INDEX", "2")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && text.contains("test result: ok"),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 #[test]
 fn many_shards_merge_within_a_small_descriptor_limit() {
     let dir = Dir::demo(12);

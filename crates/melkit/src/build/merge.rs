@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use mel_core::atomic::DirLock;
-use mel_core::config::MAX_THREADS;
+use mel_core::config::{MAX_THREADS, SinkKind};
+use mel_core::outputs::{Guard, Output, Written};
 use mel_core::{ClipMeta, Config, Finished, MelPlan, OutputBuf, SinkSpec, SourceInfo};
 
 use super::error::{Error, Result};
@@ -30,6 +31,10 @@ pub struct MergeSettings {
     pub shards: Option<usize>,
     /// Threads for the sink's writes (0: one).
     pub threads: usize,
+    /// What the caller writes beside the merge (a report): checked by the merge's output
+    /// guard with its own outputs, before any work, so that none replaces a merged split,
+    /// a shard's file or another of them.
+    pub also_writes: Vec<Output>,
 }
 
 /// One merged split.
@@ -121,6 +126,7 @@ pub fn merge(
         )
     })?;
     let plan = MelPlan::from_config(&config)?;
+    check_outputs(out, &config, &found, &settings.also_writes)?;
     let _lock = lock_folder(out)?;
     let build_id = mel_core::record::new_build_id();
     let threads = settings.threads.max(1);
@@ -186,6 +192,9 @@ pub fn merge(
         });
         finished.push((name, output));
     }
+    // The last point where a cancel stops the merge: once the publish begins, it
+    // completes whole.
+    observer.before_publish();
     if cancel.load(Ordering::SeqCst) {
         return Err(Error::Interrupted {
             split: None,
@@ -195,6 +204,61 @@ pub fn merge(
     mel_sinks::publish_build(out, &build_id, finished, &|_| false, config.output.fsync)?;
     report.wall = started.elapsed();
     Ok(report)
+}
+
+/// The merge's output guard, as a build runs its own: the merged splits, the build record
+/// and `also_writes` may replace no shard's file (the merge's inputs), no other output of
+/// the merge, and nothing of another kind (someone's folder where an npy split goes).
+fn check_outputs(
+    out: &Path,
+    config: &Config,
+    found: &[Found],
+    also_writes: &[Output],
+) -> Result<()> {
+    let mut guard = Guard::new();
+    for f in found {
+        protect_folder(&mut guard, &f.dir, 2)?;
+    }
+    let written = match config.output.sink {
+        SinkKind::Hdf5 => Written::File,
+        SinkKind::Npy => Written::Folder,
+    };
+    let mut planned: Vec<Output> = found[0]
+        .record
+        .splits
+        .keys()
+        .map(|name| {
+            Output::new(
+                outputs::final_path(config, out, name),
+                format!("the merged split {name}"),
+                written,
+            )
+        })
+        .collect();
+    planned.push(Output::new(
+        mel_core::record::path(out),
+        "the build record",
+        Written::File,
+    ));
+    planned.extend(also_writes.iter().cloned());
+    guard.check(&planned)?;
+    Ok(())
+}
+
+/// Protects every file in `dir` and, `depth` levels down, in its folders (a shard's npy
+/// split folders), as a merge input.
+fn protect_folder(guard: &mut Guard, dir: &Path, depth: usize) -> Result<()> {
+    let entries = std::fs::read_dir(dir).map_err(|e| mel_core::Error::io(dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| mel_core::Error::io(dir, e))?;
+        let path = entry.path();
+        match std::fs::metadata(&path) {
+            Ok(m) if m.is_dir() && depth > 1 => protect_folder(guard, &path, depth - 1)?,
+            Ok(m) if m.is_file() => guard.input(&path, "a shard's file (an input of the merge)"),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Copies every clip of the shard output at `path` (split `name`) into `sink` from row

@@ -107,6 +107,12 @@ pub trait Observer: Sync {
     fn progress(&self, _n: u64) {}
     /// The split being computed is done computing (it is published with the others).
     fn split_finished(&self, _split: &str) {}
+    /// The outputs are about to be published: the last moment at which the cancel flag
+    /// stops the run (nothing published). Called once, on the run's thread, right before
+    /// that check; a front end that raises the flag from elsewhere (a callback's error,
+    /// an interrupt) decides before returning from here, so that no error of its own is
+    /// raised after a publish it did not stop.
+    fn before_publish(&self) {}
 }
 
 /// An observer that ignores everything.
@@ -453,6 +459,7 @@ impl<'a> Build<'a> {
         };
         // The last point where a cancel stops the build: once the publish begins, it
         // completes whole.
+        observer.before_publish();
         if cancel.load(Ordering::SeqCst) {
             return Err(Error::Interrupted {
                 split: None,

@@ -403,6 +403,24 @@ pub enum ShardOutcome {
     },
 }
 
+/// The `shard` entry of a sharded build's report (`melctl build --report`,
+/// `melctl.build`'s dict), the same from every front end: which shard, its folder,
+/// whether this run built it, and, for a retry of a complete shard, the files its build
+/// left out.
+pub fn report_json(shard: Shard, folder: &Path, outcome: &ShardOutcome) -> serde_json::Value {
+    let skipped: &[String] = match outcome {
+        ShardOutcome::Built => &[],
+        ShardOutcome::AlreadyComplete { skipped } => skipped,
+    };
+    serde_json::json!({
+        "index": shard.index(),
+        "count": shard.count(),
+        "folder": folder,
+        "built": matches!(outcome, ShardOutcome::Built),
+        "skipped": skipped,
+    })
+}
+
 /// Builds `shard` of `dataset` (the whole tree, whose label map every shard keeps) with
 /// `settings` into `out/shards/K-of-N/`, as [`Build::run`] builds a folder, then writes
 /// its report and, last, its `shard.json`. A shard whose `shard.json` matches this task
