@@ -53,6 +53,9 @@ class Split:
     def name(self) -> str:
         """The split's name (``training``, ...)."""
     @property
+    def build_id(self) -> str | None:
+        """The id of the build that wrote the split, or None for an output without one."""
+    @property
     def dtype(self) -> Literal["float32", "float64", "float16"]:
         """The numpy element type of ``split[i]``."""
     @property

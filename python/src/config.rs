@@ -65,35 +65,22 @@ fn table(key: &str, d: &Bound<'_, PyDict>) -> PyResult<toml::Table> {
     Ok(t)
 }
 
-/// Every dotted path of `table` whose last part is `key` (e.g. `n_mels` → `mel.n_mels`).
-fn paths_of(table: &toml::Table, key: &str, prefix: &str, found: &mut Vec<String>) {
-    for (k, v) in table {
-        let path = if prefix.is_empty() {
-            k.clone()
-        } else {
-            format!("{prefix}.{k}")
-        };
-        if k == key && !prefix.is_empty() {
-            found.push(path.clone());
-        }
-        if let toml::Value::Table(t) = v {
-            paths_of(t, key, &path, found);
-        }
-    }
-}
-
 /// Where an override lands: `section__key` (`__` for each dot) as written, a bare key
-/// where exactly one section holds it (`n_mels` is `mel.n_mels`), or a whole section
-/// given as a dict (`mel={"n_mels": 64}`).
-fn override_path(all: &toml::Table, key: &str) -> PyResult<Vec<String>> {
+/// where exactly one section holds it (`n_mels` is `mel.n_mels`; `top_db` is `log.top_db`
+/// though it is unset by default), or a whole section given as a dict
+/// (`mel={"n_mels": 64}`). `keys` is [`Config::key_paths`]: every key there is.
+fn override_path(keys: &[String], key: &str) -> PyResult<Vec<String>> {
     if key.contains("__") {
         return Ok(key.split("__").map(str::to_string).collect());
     }
-    if all.get(key).is_some_and(toml::Value::is_table) {
+    let section = format!("{key}.");
+    if keys.iter().any(|p| p.starts_with(&section)) {
         return Ok(vec![key.to_string()]);
     }
-    let mut found = Vec::new();
-    paths_of(all, key, "", &mut found);
+    let found: Vec<&String> = keys
+        .iter()
+        .filter(|p| p.rsplit_once('.').is_some_and(|(_, last)| last == key))
+        .collect();
     match found.len() {
         1 => Ok(found[0].split('.').map(str::to_string).collect()),
         0 => Err(PyValueError::new_err(format!(
@@ -101,7 +88,11 @@ fn override_path(all: &toml::Table, key: &str) -> PyResult<Vec<String>> {
         ))),
         _ => Err(PyValueError::new_err(format!(
             "{key} is ambiguous: {} (write it as {})",
-            found.join(", "),
+            found
+                .iter()
+                .map(|p| p.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
             found
                 .iter()
                 .map(|p| p.replace('.', "__"))
@@ -160,11 +151,7 @@ pub fn resolve(
             c = Config::merge_toml(&c, &text, Some(&path.display().to_string())).map_err(to_py)?;
         }
     }
-    // Every key's path, those left out at their default included (`mel.precision`).
-    let mut every_key = c.clone();
-    every_key.mel.precision = mel_core::spec::Precision::Fast;
-    let all =
-        toml::Table::try_from(&every_key).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let all = Config::key_paths();
     let mut overlay = toml::Table::new();
     if let Some(b) = backend {
         set_path(

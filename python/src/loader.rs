@@ -226,7 +226,8 @@ impl PyLoader {
 
     /// Resumes where `state` (from `state_dict`) was: the next iteration delivers the
     /// batches an uninterrupted run would have delivered from there. A state of a loader
-    /// with another order (seed, batch size, unit, shuffle, shard, drop_last, items) is refused.
+    /// with another order (seed, batch size, unit, shuffle, shard, drop_last, items), or of
+    /// another build of the split (`build`), is refused.
     fn load_state_dict(&self, state: &Bound<'_, PyDict>) -> PyResult<()> {
         let get = |key: &str| -> PyResult<Bound<'_, PyAny>> {
             state
@@ -294,6 +295,9 @@ impl PyLoader {
             ("world", Setting::Int(o.world as u64)),
             ("drop_last", Setting::Bool(o.drop_last)),
             ("items", Setting::Int(self.loader.items_per_epoch() as u64)),
+            // The build the split comes from: a state saved before the split was built
+            // again (as many clips, other ones or in another order) is refused.
+            ("build", Setting::Text(self.loader.split().identity())),
         ]
     }
 }

@@ -91,19 +91,15 @@ pub fn normalize(
     let (mean, std): (Vec<f64>, Vec<f64>) = value.extract().map_err(|_| {
         PyTypeError::new_err("normalize must be a bool or a (mean, std) pair of sequences")
     })?;
-    if let Some(bad) = mean.iter().chain(&std).find(|v| !v.is_finite()) {
-        return Err(PyValueError::new_err(format!(
-            "normalize: {bad} is not a finite statistic"
-        )));
-    }
-    if let Some(bad) = std.iter().find(|&&v| v < 0.0) {
-        return Err(PyValueError::new_err(format!(
-            "normalize: a standard deviation of {bad} is negative"
-        )));
-    }
-    Ok(Some(MelStats {
+    let stats = MelStats {
         mean,
         std,
         count: 0,
-    }))
+    };
+    // The check the reader makes of stored statistics and the Loader of given ones, here
+    // with the argument's name.
+    if let Some(why) = stats.unusable() {
+        return Err(PyValueError::new_err(format!("normalize: {why}")));
+    }
+    Ok(Some(stats))
 }

@@ -185,6 +185,12 @@ impl PySplit {
         Ok(self.split(py)?.name().to_string())
     }
 
+    /// The id of the build that wrote the split, or None for an output without one.
+    #[getter]
+    fn build_id(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        Ok(self.split(py)?.build_id().map(str::to_string))
+    }
+
     /// The numpy element type of `split[i]`.
     #[getter]
     fn dtype(&self) -> &'static str {

@@ -92,6 +92,16 @@ def test_normalize_uses_the_stored_statistics(h5):
     np.testing.assert_array_equal(given, normed)
     with pytest.raises(melctl.ConfigError, match="mel bins"):
         melctl.Loader(h5, 10, normalize=([0.0] * 3, [1.0] * 3))
+    # A deviation whose reciprocal overflows float32 was accepted; the first batch then
+    # raised DatasetError blaming the file.
+    n = len(split.mean)
+    for mean, std, why in (
+        (split.mean, [1e-300] * n, r"mel_std\[0\] is 1e-300, too small"),
+        (split.mean, [-1.0] * n, "negative"),
+        ([1e39] * n, split.std, r"mel_mean\[0\] is 1e39"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            melctl.Loader(h5, 10, normalize=(mean, std))
 
 
 def test_float16_batches_are_the_stored_values(outputs, h5):
@@ -174,6 +184,22 @@ def test_a_state_of_another_order_is_refused(h5):
         melctl.Loader(h5, 8, seed=1).load_state_dict(state)
     with pytest.raises(KeyError):
         melctl.Loader(h5, 16, seed=1).load_state_dict({"epoch": 0})
+
+
+def test_a_state_of_another_build_of_the_split_is_refused(demo_data, tmp_path):
+    """A state saved before the split was rebuilt (the same clip count) was accepted, and
+    the resumed epoch repeated some clips and never delivered others."""
+    config = {"audio": {"clip_seconds": 1.0}}
+    out = tmp_path / "out"
+    melctl.build(demo_data, out, config=config, loader="stream", splits=["training"])
+    state = melctl.Loader(melctl.open(out, "training"), 8, seed=1).state_dict()
+    assert state["build"] == melctl.open(out, "training").build_id
+    melctl.build(demo_data, out, config=config, loader="stream", splits=["training"])
+    again = melctl.Loader(melctl.open(out, "training"), 8, seed=1)
+    assert again.items_per_epoch == melctl.Loader(melctl.open(out, "training"), 8).items_per_epoch
+    with pytest.raises(ValueError, match="build"):
+        again.load_state_dict(state)
+    again.load_state_dict(again.state_dict())
 
 
 def test_a_batch_is_handed_over_without_a_copy(h5):

@@ -71,6 +71,19 @@ struct Row {
     split: Option<String>,
 }
 
+impl Row {
+    /// The row as every manifest format gives it: the label and split trimmed (white
+    /// space around a CSV field or a JSON string is never part of a name), the path
+    /// verbatim (a file's name may begin or end with a space).
+    fn tidied(self) -> Row {
+        Row {
+            path: self.path,
+            label: self.label.trim().to_string(),
+            split: self.split.map(|s| s.trim().to_string()),
+        }
+    }
+}
+
 /// Checks class names given as a list (a label map from anywhere): each a valid name,
 /// each once, and no two the same text in two Unicode forms; the reason names the first
 /// offending entry.
@@ -169,7 +182,7 @@ fn parse(path: &Path, text: &str) -> Result<Vec<(usize, Row)>> {
                 continue;
             }
             let row: Row = serde_json::from_str(line).map_err(|e| bad(i + 1, e.to_string()))?;
-            rows.push((i + 1, row));
+            rows.push((i + 1, row.tidied()));
         }
     } else {
         // Headers, labels and splits are trimmed; a path is taken verbatim, as in JSONL
@@ -206,12 +219,10 @@ fn parse(path: &Path, text: &str) -> Result<Vec<(usize, Row)>> {
                     .count();
                 lines.at(p.byte() + start as u64)
             });
-            let mut row = rec
+            let row = rec
                 .deserialize::<Row>(Some(&headers))
                 .map_err(|e| bad(at, e.to_string()))?;
-            row.label = row.label.trim().to_string();
-            row.split = row.split.map(|s| s.trim().to_string());
-            rows.push((at, row));
+            rows.push((at, row.tidied()));
         }
     }
     Ok(rows)
@@ -376,16 +387,21 @@ fn manifest_folder(manifest: &Path) -> PathBuf {
     lexical(folder)
 }
 
-/// What the split assignment hashes for a file: its normalised path relative to the
-/// manifest's folder `base` (with `/` separators), or its normalised absolute path when
-/// outside it.
+/// What the split assignment hashes for a file: its path relative to the manifest's
+/// folder `base`, normalised, with `/` separators, going up with `..` where the file is
+/// outside it (`../audio/x.wav`). The key never holds where the dataset is mounted or the
+/// working folder: moving the manifest with its audio, or building on a machine that
+/// mounts them elsewhere, gives every file the split it had.
 fn split_key(path: &Path, base: &Path) -> String {
     let normal = lexical(path);
-    let key = normal.strip_prefix(base).unwrap_or(&normal);
-    key.components()
-        .map(|c| c.as_os_str().to_string_lossy())
-        .collect::<Vec<_>>()
-        .join("/")
+    let (file, folder): (Vec<Component>, Vec<Component>) =
+        (normal.components().collect(), base.components().collect());
+    let common = file.iter().zip(&folder).take_while(|(a, b)| a == b).count();
+    let up = std::iter::repeat_n("..".into(), folder.len() - common);
+    let down = file[common..]
+        .iter()
+        .map(|c| c.as_os_str().to_string_lossy());
+    up.chain(down).collect::<Vec<_>>().join("/")
 }
 
 /// What a manifest row's file is, for the one-file-one-clip check.
@@ -757,6 +773,79 @@ mod tests {
             keys.push(split_key(&file, &manifest_folder(&manifest)));
         }
         assert_eq!(keys, ["a/f1.wav", "a/f1.wav", "a/f1.wav"]);
+    }
+
+    /// JSONL labels and splits were taken untrimmed: `" leak"`, `"leak"` and `"leak "`
+    /// were three classes, and the split `"all "` wrote `all .h5`. Both formats give the
+    /// same rows.
+    #[test]
+    fn jsonl_and_csv_rows_are_read_alike() {
+        let t = tempfile::tempdir().unwrap();
+        let j = write(
+            t.path(),
+            "m.jsonl",
+            concat!(
+                "{\"path\": \"a.wav\", \"label\": \" leak\", \"split\": \"all \"}\n",
+                "{\"path\": \"b.wav\", \"label\": \"leak\", \"split\": \"all\"}\n",
+                "{\"path\": \"c.wav \", \"label\": \"leak \", \"split\": \" all\"}\n",
+            ),
+        );
+        let c = write(
+            t.path(),
+            "m.csv",
+            "path,label,split\na.wav, leak,all \nb.wav,leak,all\n\"c.wav \",leak , all\n",
+        );
+        let from_jsonl = from_manifest(&j, &ManifestOptions::default()).unwrap();
+        assert_eq!(from_jsonl.label_names, ["leak"]);
+        let names: Vec<&str> = from_jsonl.splits.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["all"]);
+        // The path is verbatim in both.
+        assert_eq!(from_jsonl.splits[0].files[2].rel, "c.wav ");
+        assert_eq!(
+            from_jsonl.splits,
+            from_manifest(&c, &ManifestOptions::default())
+                .unwrap()
+                .splits
+        );
+    }
+
+    /// A file outside the manifest's folder (`../audio/x.wav`) was split by a hash of its
+    /// absolute path: moving or remounting the dataset moved about half the clips
+    /// between training and testing.
+    #[test]
+    fn files_outside_the_manifests_folder_keep_their_split_when_the_dataset_moves() {
+        let t = tempfile::tempdir().unwrap();
+        let mut text = String::from("path,label\n");
+        for i in 0..40 {
+            text += &format!("../audio/x{i}.wav,a\n");
+        }
+        let opts = ManifestOptions {
+            seed: 3,
+            ..ManifestOptions::default()
+        };
+        let splits_under = |root: &str| -> BTreeMap<String, String> {
+            let dir = t.path().join(root).join("manifests");
+            std::fs::create_dir_all(&dir).unwrap();
+            let d = from_manifest(&write(&dir, "m.csv", &text), &opts).unwrap();
+            d.splits
+                .iter()
+                .flat_map(|s| s.files.iter().map(|f| (f.rel.clone(), s.name.clone())))
+                .collect()
+        };
+        let here = splits_under("one");
+        assert_eq!(here.len(), 40);
+        assert_eq!(splits_under("mounted/elsewhere/two"), here);
+        // The key is the path as the manifest names it, relative, normalised.
+        let base = t.path().join("m");
+        assert_eq!(
+            split_key(&base.join("../audio/./x.wav"), &base),
+            "../audio/x.wav"
+        );
+        assert_eq!(
+            split_key(&t.path().join("audio/x.wav"), &base),
+            "../audio/x.wav"
+        );
+        assert_eq!(split_key(&base.join("sub/x.wav"), &base), "sub/x.wav");
     }
 
     /// A quoted CSV path keeps its spaces, as JSONL does: the row `"sp.wav ",b` named the

@@ -163,39 +163,9 @@ pub fn identity(path: &Path) -> Option<Identity> {
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
-/// Checks a split or class name (folder names, manifest names and label map lines all
-/// come here): it names output files and is stored in every output and printed, so it
-/// must be non-empty, at most [`MAX_NAME_BYTES`], without path separators or `..`, not
-/// start with `.` (hidden, and the form of melctl's own temporary and journal names,
-/// `.NAME.partial-…`, `.NAME.resume`), and hold no control or bidirectional-formatting
-/// character (terminal escapes). The error says what is wrong, the name escaped.
-pub fn check_name(name: &str) -> std::result::Result<(), String> {
-    if name.is_empty() {
-        return Err("\"\" is empty".into());
-    }
-    if let Some(c) = name.chars().find(|&c| is_unprintable(c)) {
-        return Err(format!("{name:?} contains the control character {c:?}"));
-    }
-    if name.len() > MAX_NAME_BYTES {
-        return Err(format!(
-            "{:?}... is {} bytes long; the limit is {MAX_NAME_BYTES}",
-            name.chars().take(40).collect::<String>(),
-            name.len()
-        ));
-    }
-    if name == "." || name == ".." || name.contains("..") {
-        return Err(format!("{name:?} contains \"..\" or is \".\""));
-    }
-    if name.contains(['/', '\\']) {
-        return Err(format!("{name:?} contains a path separator"));
-    }
-    if name.starts_with('.') {
-        return Err(format!(
-            "{name:?} starts with '.', the form of hidden names and of melctl's own temporary files"
-        ));
-    }
-    Ok(())
-}
+/// Checks a split or class name: the one check of every name (see
+/// [`mel_core::format::check_name`]; readers run it too).
+pub use mel_core::format::check_name;
 
 /// Checks that no two of `names` (split or class names, as `kind` says) are the same text
 /// in two Unicode encodings (`café` as one code point or as `e` plus a combining accent):
@@ -232,12 +202,6 @@ fn escape_non_ascii(name: &str) -> String {
             }
         })
         .collect()
-}
-
-/// Control characters and the invisible ones that reorder or hide text on a terminal.
-fn is_unprintable(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{061c}' | '\u{feff}')
 }
 
 /// A folder's name as a split or class name, or a refusal naming the folder.
@@ -786,6 +750,26 @@ mod tests {
         touch(t.path(), &format!("training/{nfc}/a.wav"));
         touch(t.path(), "training/cafe/b.wav");
         assert_eq!(scan(t.path()).unwrap().label_names.len(), 2);
+    }
+
+    /// Class folders `leak` and `leak ` were two classes that print alike.
+    #[test]
+    fn names_with_white_space_around_them_are_refused_naming_them() {
+        for (rel, kind) in [
+            ("training/leak /a.wav", "leak "),
+            ("training/ leak/a.wav", " leak"),
+            ("training\u{3000}/leak/a.wav", "training\u{3000}"),
+        ] {
+            let t = tempfile::tempdir().unwrap();
+            touch(t.path(), "training/leak/b.wav");
+            touch(t.path(), rel);
+            let e = scan(t.path()).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("{kind:?}")) && e.contains("white space"),
+                "{rel}: {e}"
+            );
+        }
+        assert!(check_name("no leak").is_ok(), "white space inside is fine");
     }
 
     #[test]

@@ -84,7 +84,31 @@ impl MelPlan {
     /// and derives the plan.
     pub fn from_config(config: &Config) -> Result<MelPlan> {
         config.check_options()?;
-        MelPlan::new(&config.spec())
+        let plan = MelPlan::new(&config.spec())?;
+        if config.output.sink == crate::config::SinkKind::Hdf5 {
+            plan.check_chunk_clips(config.hdf5.chunk_clips)?;
+        }
+        Ok(plan)
+    }
+
+    /// Refuses HDF5 chunks of `chunk_clips` clips larger than
+    /// [`MAX_CHUNK_BYTES`](crate::format::MAX_CHUNK_BYTES), which every reader refuses,
+    /// naming the most clips a chunk may hold.
+    pub fn check_chunk_clips(&self, chunk_clips: usize) -> Result<()> {
+        use crate::format::MAX_CHUNK_BYTES;
+        let per = self.bytes_per_clip().max(1);
+        if chunk_clips.saturating_mul(per) > MAX_CHUNK_BYTES {
+            return Err(Error::config(
+                "hdf5.chunk_clips",
+                format!(
+                    "= {chunk_clips} gives chunks of {} MiB ({per} bytes a clip); readers take chunks of at most {} MiB, so at most {} clips",
+                    (chunk_clips as u128 * per as u128) >> 20,
+                    MAX_CHUNK_BYTES >> 20,
+                    MAX_CHUNK_BYTES / per
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Validates `spec` and derives the plan; every rejection names the field and the limit.
@@ -620,6 +644,27 @@ mod tests {
         assert_eq!(p.distinct_offsets.len(), 159);
         // short window 2 of long window k is short window 0 of long window k+1
         assert_eq!(p.segment_map[2], p.segment_map[3]);
+    }
+
+    /// A large `hdf5.chunk_clips` wrote one 270 MB chunk, which melctl's own readers
+    /// refuse: the configuration is refused instead, naming the most clips a chunk holds.
+    #[test]
+    fn chunks_larger_than_readers_take_are_refused_when_the_configuration_is_checked() {
+        let mut c = Preset::Leak4k.config();
+        let most = crate::format::MAX_CHUNK_BYTES / 75_840;
+        c.hdf5.chunk_clips = most;
+        MelPlan::from_config(&c).unwrap();
+        c.hdf5.chunk_clips = most + 1;
+        let e = MelPlan::from_config(&c).unwrap_err().to_string();
+        assert!(
+            e.contains("hdf5.chunk_clips") && e.contains(&format!("at most {most} clips")),
+            "{e}"
+        );
+        c.hdf5.chunk_clips = usize::MAX;
+        assert!(MelPlan::from_config(&c).is_err());
+        // npy writes no chunks.
+        c.output.sink = crate::config::SinkKind::Npy;
+        MelPlan::from_config(&c).unwrap();
     }
 
     #[test]

@@ -27,6 +27,40 @@ impl MelStats {
         self.mean.len()
     }
 
+    /// Why these statistics cannot normalise f32 values, naming the first bad bin
+    /// (`mean[3] is …`), or `None`: normalising computes `(x - mean) * (1 / std)` in f32,
+    /// so each mean must be finite there, and each deviation finite, not negative, and
+    /// zero (a constant bin: only centred) or with a reciprocal finite in f32 (1e-300's
+    /// is not). The one check of stored statistics and of statistics a caller gives.
+    pub fn unusable(&self) -> Option<String> {
+        let shown = |v: f64| {
+            if v == 0.0 || !v.is_finite() || (1e-4..1e6).contains(&v.abs()) {
+                format!("{v}")
+            } else {
+                format!("{v:e}")
+            }
+        };
+        if let Some(bin) = self.mean.iter().position(|&m| !(m as f32).is_finite()) {
+            return Some(format!(
+                "mel_mean[{bin}] is {}, which is not finite in float32",
+                shown(self.mean[bin])
+            ));
+        }
+        let usable =
+            |s: f64| s.is_finite() && (s == 0.0 || (s > 0.0 && ((1.0 / s) as f32).is_finite()));
+        self.std.iter().position(|&s| !usable(s)).map(|bin| {
+            let s = self.std[bin];
+            let why = if s.is_finite() && s > 0.0 {
+                "too small: its reciprocal is not finite in float32"
+            } else if s < 0.0 {
+                "negative"
+            } else {
+                "not finite"
+            };
+            format!("mel_std[{bin}] is {}, {why}", shown(s))
+        })
+    }
+
     /// The per-bin `(shift, scale)` that normalisation applies as `(x - shift) * scale`:
     /// the mean and `1 / std`; a bin whose deviation is zero or not finite is only centred
     /// (scale 1), so a constant bin becomes zeros rather than infinities.

@@ -100,19 +100,10 @@ impl StreamLoader {
                 "must be at least 1",
             ));
         }
-        let readers = if cfg.readers == 0 {
-            threads.max(1)
-        } else {
-            cfg.readers
-        };
         let batch_clips = batch_clips.max(1);
-        let files_per_task = cfg.files_per_task.min(batch_clips);
-        let tasks_per_batch = batch_clips.div_ceil(files_per_task);
-        let in_flight = if cfg.in_flight == 0 {
-            (2 * readers).max(2 * tasks_per_batch)
-        } else {
-            cfg.in_flight.max(tasks_per_batch)
-        };
+        let shape = mel_core::pipeline::StreamShape::new(cfg, batch_clips, threads);
+        let (readers, files_per_task, in_flight) =
+            (shape.readers, shape.files_per_task, shape.in_flight);
         let clip_samples = audio.clip_samples();
         let files = Arc::new(files);
         let (task_tx, task_rx) = channel::<Task>();
@@ -154,7 +145,7 @@ impl StreamLoader {
             readers: handles,
             stop,
             counters,
-            pool: BufferPool::new(in_flight.div_ceil(tasks_per_batch) + 1 + held),
+            pool: BufferPool::new(shape.batch_buffers(held)),
             pending: VecDeque::new(),
             next_file: 0,
             outstanding_tasks: 0,

@@ -14,8 +14,8 @@ pub const MAX_VALUES_PER_CLIP: usize = mel_core::plan::MAX_VALUES_PER_CLIP;
 /// The largest `meta.json` read (it lists every clip's path).
 pub const MAX_META_BYTES: u64 = 1 << 30;
 
-/// The largest chunk (after inflating) the reader decodes: 256 MiB.
-pub const MAX_CHUNK_BYTES: usize = 256 << 20;
+/// The largest chunk (after inflating) the reader decodes: the writer's bound.
+pub const MAX_CHUNK_BYTES: usize = mel_core::format::MAX_CHUNK_BYTES;
 
 /// The longest clip path melctl stores (Linux's `PATH_MAX`).
 pub const MAX_PATH_BYTES: usize = 4096;

@@ -134,6 +134,9 @@ impl Loader {
                     ),
                 ));
             }
+            Some(s) if let Some(why) = s.unusable() => {
+                return Err(Error::config("normalize", why));
+            }
             Some(s) => Some(Arc::new(Affine::from_stats(s, split.frames()))),
         };
         let (per_clip, item_values, item_shape) = match opts.unit {

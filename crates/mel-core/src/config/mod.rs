@@ -89,6 +89,28 @@ impl Config {
         Config::merge_toml(&Config::default(), text, None)
     }
 
+    /// Every key a configuration may set, as dotted paths (`mel.n_mels`, `log.top_db`,
+    /// `run.stream.in_flight`), sorted: those unset by default (`log.top_db`,
+    /// `run.device`, `mel.precision`) and those of every `log.kind` included. The one
+    /// list a front end looks a bare key up in (`n_mels` is `mel.n_mels`).
+    pub fn key_paths() -> Vec<String> {
+        use crate::spec::Precision;
+        let mut every = Config::default();
+        every.mel.precision = Precision::Fast;
+        every.log = LogScale::Db {
+            amin: 1e-10,
+            top_db: Some(80.0),
+        };
+        let mut ln = Config::default();
+        ln.log = LogScale::Ln { offset: 1e-6 };
+        let mut paths = std::collections::BTreeSet::new();
+        for c in [every, ln] {
+            let v = serde_json::to_value(&c).expect("a Config always serialises to JSON");
+            leaf_paths(&v, "", &mut paths);
+        }
+        paths.into_iter().collect()
+    }
+
     /// Serialises to TOML.
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("a Config always serialises to TOML")
@@ -99,6 +121,26 @@ impl Config {
         let mut resolved = self.clone();
         resolved.mel = self.spec().resolved().mel;
         serde_json::to_string(&resolved).expect("a Config always serialises to JSON")
+    }
+}
+
+/// Adds the dotted path of every leaf of `v` (a value that is not an object; `null`
+/// included: an unset optional key) under `prefix` to `paths`.
+fn leaf_paths(v: &serde_json::Value, prefix: &str, paths: &mut std::collections::BTreeSet<String>) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                leaf_paths(v, &path, paths);
+            }
+        }
+        _ => {
+            paths.insert(prefix.to_string());
+        }
     }
 }
 
@@ -209,6 +251,67 @@ mod tests {
         // "default" survives a round trip through TOML.
         assert_eq!(Config::from_toml(&c.to_toml()).unwrap(), c);
         assert!(Config::from_toml("[mel]\nwin_length = \"auto\"\n").is_err());
+    }
+
+    /// The key list is what the deserialiser accepts: every section's own list of fields
+    /// (serde names them when refusing an unknown one) is in it, and every listed key is
+    /// accepted. `top_db` and `device`, unset by default, were missing from a list made
+    /// by serialising a configuration.
+    #[test]
+    fn key_paths_are_every_key_the_configuration_accepts() {
+        let paths = Config::key_paths();
+        for key in [
+            "log.top_db",
+            "run.device",
+            "mel.precision",
+            "log.offset",
+            "log.kind",
+        ] {
+            assert!(paths.iter().any(|p| p == key), "{key} in {paths:?}");
+        }
+        let sections: std::collections::BTreeSet<String> = paths
+            .iter()
+            .filter_map(|p| p.rsplit_once('.').map(|(s, _)| s.to_string()))
+            .collect();
+        for section in &sections {
+            let text = format!("[{section}]\nno_such_key_here = 1\n");
+            let e = Config::from_toml(&text).unwrap_err().to_string();
+            // An untagged value (`segment.long`: off, or a window and hop) names no fields.
+            if !e.contains("unknown field") {
+                continue;
+            }
+            // "expected `a`", "expected `a` or `b`", "expected one of `a`, `b`, `c`".
+            let expected = e
+                .split_once("expected ")
+                .unwrap_or_else(|| panic!("[{section}]: {e}"))
+                .1;
+            // The line that names where (`in \`audio\``) is not a field.
+            let expected = expected.lines().next().unwrap_or_default();
+            let fields: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+            assert!(!fields.is_empty(), "[{section}]: {e}");
+            for field in fields {
+                let key = format!("{section}.{field}");
+                let sub = format!("{key}.");
+                assert!(
+                    paths.iter().any(|p| *p == key || p.starts_with(&sub)),
+                    "{section}.{field} is accepted but not listed: {e}"
+                );
+            }
+        }
+        // And nothing listed is refused as unknown (each set to its own default).
+        let all = serde_json::to_value(Config::default()).unwrap();
+        for p in &paths {
+            let (section, key) = p.rsplit_once('.').unwrap();
+            let kind = if p == "log.offset" {
+                "kind = \"ln\"\n"
+            } else {
+                ""
+            };
+            let text = format!("[{section}]\n{kind}{key} = 0\n");
+            if let Err(e) = Config::from_toml(&text) {
+                assert!(!e.to_string().contains("unknown field"), "{p}: {e} ({all})");
+            }
+        }
     }
 
     #[test]

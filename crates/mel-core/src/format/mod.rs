@@ -20,6 +20,12 @@ pub const FORMAT_VERSION: &str = "format_version";
 /// output. The name check refuses longer names, and readers refuse them in a file.
 pub const MAX_NAME_BYTES: usize = 200;
 
+/// The largest HDF5 chunk of `mel`, in bytes once decoded (256 MiB): the writer refuses a
+/// configuration whose chunks would be larger (`hdf5.chunk_clips`), and every reader
+/// refuses a file that claims larger ones. One bound for both, so melctl never writes
+/// what its own readers refuse.
+pub const MAX_CHUNK_BYTES: usize = 256 << 20;
+
 /// A split's HDF5 output: `OUT/{split}.h5`.
 pub const HDF5_SUFFIX: &str = ".h5";
 /// A split's npy output folder: `OUT/{split}.npy.d/`.
@@ -96,6 +102,53 @@ pub mod meta {
     pub const DTYPE: &str = "dtype";
     /// How bf16 is stored, in words (empty for other dtypes).
     pub const DTYPE_NOTE: &str = "dtype_note";
+}
+
+/// Checks a split or class name (folder names, manifest names, label map lines, and
+/// the names a reader finds in a file all come here): it names output files and is
+/// stored in every output and printed, so it must be non-empty, at most [`MAX_NAME_BYTES`], without path separators or `..`, not
+/// start with `.` (hidden, and the form of melctl's own temporary and journal names,
+/// `.NAME.partial-…`, `.NAME.resume`), and hold no control or bidirectional-formatting
+/// character (terminal escapes). The error says what is wrong, the name escaped.
+pub fn check_name(name: &str) -> std::result::Result<(), String> {
+    if name.is_empty() {
+        return Err("\"\" is empty".into());
+    }
+    if let Some(c) = name.chars().find(|&c| is_unprintable(c)) {
+        return Err(format!("{name:?} contains the control character {c:?}"));
+    }
+    if name.len() > MAX_NAME_BYTES {
+        return Err(format!(
+            "{:?}... is {} bytes long; the limit is {MAX_NAME_BYTES}",
+            name.chars().take(40).collect::<String>(),
+            name.len()
+        ));
+    }
+    if name == "." || name == ".." || name.contains("..") {
+        return Err(format!("{name:?} contains \"..\" or is \".\""));
+    }
+    if name.contains(['/', '\\']) {
+        return Err(format!("{name:?} contains a path separator"));
+    }
+    if name.starts_with('.') {
+        return Err(format!(
+            "{name:?} starts with '.', the form of hidden names and of melctl's own temporary files"
+        ));
+    }
+    // `leak` and `leak ` would be two classes that print alike (as two Unicode forms of
+    // one name would: check_distinct).
+    if name.starts_with(char::is_whitespace) || name.ends_with(char::is_whitespace) {
+        return Err(format!(
+            "{name:?} begins or ends with white space, which does not show when it is printed; rename it without"
+        ));
+    }
+    Ok(())
+}
+
+/// Control characters and the invisible ones that reorder or hide text on a terminal.
+fn is_unprintable(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{061c}' | '\u{feff}')
 }
 
 /// Refuses a format version this reader does not know (`None`: written before versions,

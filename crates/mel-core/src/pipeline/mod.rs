@@ -11,7 +11,7 @@ mod runner;
 mod verdict;
 
 pub use checks::CheckPool;
-pub use memory::{batches_in_flight, check_memory};
+pub use memory::{StreamShape, batches_in_flight, check_memory};
 pub use metrics::{QueueMetrics, StageMetrics};
 pub use runner::{OutputPool, RunOptions, RunResult, run};
 pub use verdict::{Stage, Verdict, verdict};

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use mel_core::Result;
+use mel_core::{Config, MelPlan, Result};
 
 use super::Split;
 use crate::limits::{MAX_LABEL_NAME_BYTES, MAX_PATH_BYTES, MAX_VALUES_PER_CLIP, bad};
@@ -45,38 +45,16 @@ pub(super) fn check_strings(split: &Split) -> Result<()> {
     Ok(())
 }
 
-/// `v` as a person reads it: plain, or in exponent form when very large or small.
-fn shown(v: f64) -> String {
-    if v == 0.0 || !v.is_finite() || (1e-4..1e6).contains(&v.abs()) {
-        format!("{v}")
-    } else {
-        format!("{v:e}")
-    }
-}
-
-/// Refuses stored statistics no normalisation can use: a mean that is not finite, or a
-/// standard deviation that is not finite or is negative (melctl writes neither).
+/// Refuses stored statistics no normalisation can use ([`mel_core::stats::MelStats::unusable`]; melctl
+/// writes none such).
 pub(super) fn check_stats(split: &Split) -> Result<()> {
-    let Some(stats) = &split.stats else {
-        return Ok(());
-    };
-    let bad_bin = |name: &str, values: &[f64], ok: fn(f64) -> bool| -> Result<()> {
-        match values.iter().position(|&v| !ok(v)) {
-            Some(bin) => Err(bad(
-                &split.path,
-                format!(
-                    "{name}[{bin}] is {}, which statistics cannot be",
-                    shown(values[bin])
-                ),
-            )),
-            None => Ok(()),
-        }
-    };
-    // Normalising computes (x - mean) * (1 / std) in f32: both must be finite there.
-    bad_bin("mel_mean", &stats.mean, |v| (v as f32).is_finite())?;
-    bad_bin("mel_std", &stats.std, |v| {
-        v.is_finite() && (v == 0.0 || (v > 0.0 && ((1.0 / v) as f32).is_finite()))
-    })
+    match split.stats.as_ref().and_then(|s| s.unusable()) {
+        Some(why) => Err(bad(
+            &split.path,
+            format!("its stored statistics cannot be used: {why}"),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Checks `mel`'s shape: at least `[clips, n_mels, frames]`, every axis after the first
@@ -124,6 +102,57 @@ pub(super) fn check_labels(path: &Path, labels: &[i64], classes: usize) -> Resul
         return Err(bad(
             path,
             format!("clip {i} has label {l}, outside the {classes} label names"),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a split whose own words contradict it: a `split` name that is not a valid
+/// name, or that differs from the name its folder's build record gives this file (a file
+/// put in another split's place); a stored configuration that is not one melctl reads,
+/// or whose clips are not the shape `mel` holds (readers extract, compare and merge by
+/// it). A file outside a recorded folder keeps its own name: a copy may be renamed.
+pub(super) fn check_self_description(split: &Split) -> Result<()> {
+    if let Err(why) = mel_core::format::check_name(&split.name) {
+        return Err(bad(&split.path, format!("its split name {why}")));
+    }
+    if let Some((dir, named, _)) = mel_core::record::split_of(&split.path)
+        && let Ok(Some(record)) = mel_core::record::read(&dir)
+        && record.splits.contains_key(&named)
+        && split.name != named
+    {
+        return Err(bad(
+            &split.path,
+            format!(
+                "says it is split {:?}, but {} records it as split {named:?}",
+                split.name,
+                mel_core::record::path(&dir).display()
+            ),
+        ));
+    }
+    let Some(stored) = &split.config else {
+        return Ok(());
+    };
+    let config: Config = serde_json::from_value(stored.clone()).map_err(|e| {
+        bad(
+            &split.path,
+            format!("its stored configuration is not one melctl reads: {e}"),
+        )
+    })?;
+    let plan = MelPlan::new(&config.spec()).map_err(|e| {
+        bad(
+            &split.path,
+            format!("its stored configuration does not hold: {e}"),
+        )
+    })?;
+    if plan.clip_shape() != split.clip_shape() {
+        return Err(bad(
+            &split.path,
+            format!(
+                "its stored configuration gives clips of shape {:?}, but mel holds clips of {:?}",
+                plan.clip_shape(),
+                split.clip_shape()
+            ),
         ));
     }
     Ok(())

@@ -239,6 +239,21 @@ pub(super) fn open_hdf5(path: &Path, opts: &OpenOptions) -> Result<Split> {
     // Labels, paths, names, provenance, statistics.
     let label = input.require(key::LABEL)?;
     check_rows(path, &label, key::LABEL, rows)?;
+    // The library converts on read: float labels would be truncated (1.7 read as 1).
+    let label_type = label
+        .ds
+        .dtype()
+        .and_then(|t| t.to_descriptor())
+        .map_err(h5err(path, "label's element type"))?;
+    if !matches!(
+        label_type,
+        TypeDescriptor::Integer(_) | TypeDescriptor::Unsigned(_)
+    ) {
+        return Err(bad(
+            path,
+            format!("label holds {label_type}, not the whole-number class ids melctl writes"),
+        ));
+    }
     let labels = label
         .ds
         .read_raw::<i64>()
@@ -311,6 +326,7 @@ pub(super) fn open_hdf5(path: &Path, opts: &OpenOptions) -> Result<Split> {
         paths,
         config,
         version: attr_string(h5, key::MELCTL_VERSION),
+        build: attr_string(h5, key::BUILD_ID),
         stats,
         provenance,
         access,

@@ -132,6 +132,7 @@ pub struct Split {
     paths: Vec<String>,
     config: Option<serde_json::Value>,
     version: Option<String>,
+    build: Option<String>,
     stats: Option<MelStats>,
     provenance: Provenance,
     access: Access,
@@ -246,6 +247,29 @@ impl Split {
     /// The resolved configuration the output was built with (JSON), if readable.
     pub fn config(&self) -> Option<&serde_json::Value> {
         self.config.as_ref()
+    }
+
+    /// The id of the build that wrote the split (`build_id`); `None` for an output of a
+    /// melctl from before build ids, or not written by melctl.
+    pub fn build_id(&self) -> Option<&str> {
+        self.build.as_deref()
+    }
+
+    /// What tells this split's contents from another's of the same size: its build id,
+    /// or, for an output without one, `paths:` and a digest of its clips' paths and
+    /// labels. A loader's saved position names it, so that it is never resumed on a split
+    /// built again (the same count of clips, in another order or other clips).
+    pub fn identity(&self) -> String {
+        if let Some(id) = &self.build {
+            return id.clone();
+        }
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        for (path, label) in self.paths.iter().zip(&self.labels) {
+            h.update(&(path.len() as u64).to_le_bytes());
+            h.update(path.as_bytes());
+            h.update(&label.to_le_bytes());
+        }
+        format!("paths:{:016x}", h.digest())
     }
 
     /// The melctl version that wrote the output.

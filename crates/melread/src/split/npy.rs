@@ -330,6 +330,7 @@ pub(super) fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
         paths,
         config: Some(meta[meta::CONFIG].clone()).filter(|c| !c.is_null()),
         version: meta[meta::MELCTL_VERSION].as_str().map(str::to_string),
+        build: meta[meta::BUILD_ID].as_str().map(str::to_string),
         stats,
         provenance,
         access,

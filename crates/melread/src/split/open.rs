@@ -62,6 +62,7 @@ impl Split {
         };
         checks::check_stats(&split)?;
         checks::check_strings(&split)?;
+        checks::check_self_description(&split)?;
         Ok(split)
     }
 }
