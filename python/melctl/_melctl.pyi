@@ -101,7 +101,9 @@ class Loader:
     :class:`Split`. ``unit`` is ``"segment"`` (one ``[n_mels, frames]`` spectrogram) or
     ``"clip"``. ``shuffle``: True / ``"uniform"`` (every item anywhere), ``"buffered"``
     (clip order through a shuffle buffer), False / ``"none"`` (file order). ``shard=(rank,
-    world)``: rank takes every world-th item, shards disjoint and complete.
+    world)``: rank takes every world-th item; every rank gets as many items and batches
+    (as torch's ``DistributedSampler``: without ``drop_last`` the last positions wrap to
+    the epoch's first items, fewer than ``world`` seen twice; with it the rest is left out).
     ``normalize``: True (the stored statistics) or ``(mean, std)``. ``threads``: worker
     threads (default: all cores).
 

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use mel_core::{Config, Dtype, MelPlan, OutputBuf};
 use melkit::{BackendRequest, Features};
 use ndarray::ArrayD;
-use numpy::{PyArray, PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
+use numpy::{PyArray, PyArrayDyn, PyArrayMethods};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -171,23 +171,34 @@ impl PyExtractor {
                 array.getattr("dtype")?.str()?
             )));
         }
+        // The shape as given: numpy's ascontiguousarray makes a scalar a 1-sample array,
+        // which was taken as a clip.
+        let given: Vec<usize> = array.getattr("shape")?.extract()?;
+        let (row_len, one) = match given.as_slice() {
+            [n] => (*n, true),
+            [rows, n] => {
+                // soundfile.read gives (frames, channels): 19,584 frames of stereo were
+                // taken as 19,584 clips of 2 samples.
+                if *n < 64 && rows > n {
+                    return Err(PyValueError::new_err(format!(
+                        "audio of shape {given:?} looks like (frames, channels), as soundfile.read gives; a 2-D array is one clip per row: pass one channel (x[:, 0]) or their mean (x.mean(axis=1))"
+                    )));
+                }
+                (*n, false)
+            }
+            _ => {
+                return Err(PyValueError::new_err(format!(
+                    "audio must be 1-D (one clip) or 2-D (a clip per row); got shape {given:?}"
+                )));
+            }
+        };
         let kwargs = PyDict::new(py);
         kwargs.set_item("dtype", "float32")?;
         let array = numpy
             .getattr("ascontiguousarray")?
             .call((array,), Some(&kwargs))?;
         let array = array.cast::<PyArrayDyn<f32>>()?.readonly();
-        let shape = array.shape().to_vec();
         let samples = array.as_slice()?;
-        let (row_len, one) = match shape.as_slice() {
-            [n] => (*n, true),
-            [_, n] => (*n, false),
-            _ => {
-                return Err(PyValueError::new_err(format!(
-                    "audio must be 1-D (one clip) or 2-D (a clip per row); got shape {shape:?}"
-                )));
-            }
-        };
         if samples.is_empty() {
             return Err(PyValueError::new_err("audio holds no samples"));
         }

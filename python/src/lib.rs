@@ -41,6 +41,10 @@ fn open(
 /// The module: `open`, `Split`, `Loader`, the exception classes and `__version__`.
 #[pymodule]
 fn _melctl(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // A split truncated while it is mapped (another process rewriting it in place) raises
+    // an error naming it, instead of killing the interpreter with "Bus error"; SIGBUS
+    // outside melctl's own maps goes to the handler that was there before.
+    melread::sigbus::recover_mapped_faults();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(open, m)?)?;
     m.add_function(wrap_pyfunction!(build::build, m)?)?;

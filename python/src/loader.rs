@@ -4,6 +4,7 @@
 //! `state_dict()` / `load_state_dict()` resume exactly mid-epoch.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use melread::{Batch, Loader, LoaderOptions, Unit, Values, Waited};
@@ -142,6 +143,8 @@ impl PyLoader {
         pos.generation += 1;
         Ok(PyBatches {
             state: Mutex::new(State::Ready(self.loader.resume(pos.epoch, pos.batch))),
+            loader: self.loader.clone(),
+            pid: AtomicU32::new(std::process::id()),
             position: Arc::clone(&self.position),
             generation: pos.generation,
             epoch: pos.epoch,
@@ -340,6 +343,10 @@ enum State {
 #[pyclass(name = "Batches", module = "melctl", frozen)]
 pub struct PyBatches {
     state: Mutex<State>,
+    /// The loader, to start the pass's workers again in a forked child.
+    loader: Loader,
+    /// The process whose threads read this pass: a forked child has none of them.
+    pid: AtomicU32,
     position: Arc<Mutex<Position>>,
     generation: u64,
     epoch: u64,
@@ -357,6 +364,7 @@ impl PyBatches {
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
         // The lock is released before anything else takes it (or waits).
         let state = std::mem::replace(&mut *locked(&self.state)?, State::Busy);
+        let state = self.in_this_process(state)?;
         let mut epoch = match state {
             State::Ready(e) => e,
             State::Busy => {
@@ -414,6 +422,29 @@ impl PyBatches {
 }
 
 impl PyBatches {
+    /// `state` as this process can read it. In a child forked while the pass was under
+    /// way, the workers filling its batches are the parent's threads, which the child
+    /// lacks (waiting for them waited for ever): the pass's workers start again here,
+    /// from the batch it was at, and the parent's are left alone (never joined).
+    fn in_this_process(&self, state: State) -> PyResult<State> {
+        let here = std::process::id();
+        if self.pid.load(Ordering::SeqCst) == here {
+            return Ok(state);
+        }
+        match state {
+            State::Ready(parents) => {
+                let at = parents.next_index();
+                std::mem::forget(parents);
+                self.pid.store(here, Ordering::SeqCst);
+                Ok(State::Ready(self.loader.resume(self.epoch, at)))
+            }
+            State::Done => Ok(State::Done),
+            State::Busy => Err(PyRuntimeError::new_err(
+                "this iterator was being read by another thread when the process forked; start a new one with iter(loader)",
+            )),
+        }
+    }
+
     /// Records that batch `index` was handed out (if this is the loader's latest pass):
     /// the position is the batch after it, or the next epoch after the last.
     fn moved_past(&self, index: usize) -> PyResult<()> {
@@ -452,6 +483,19 @@ impl PyBatches {
             )
         } else {
             PyTuple::new(py, [x, y.into_any()])
+        }
+    }
+}
+
+impl Drop for PyBatches {
+    /// In a forked child the pass's workers are the parent's threads: its epoch is not
+    /// dropped (dropping joins them, which would wait for threads this process lacks).
+    fn drop(&mut self) {
+        if *self.pid.get_mut() != std::process::id()
+            && let Ok(state) = self.state.get_mut()
+            && let State::Ready(parents) = std::mem::replace(state, State::Done)
+        {
+            std::mem::forget(parents);
         }
     }
 }

@@ -89,6 +89,14 @@ def test_overrides_land_in_their_section_and_bad_ones_are_refused(demo_data, tmp
     assert not (tmp_path / "c").exists()
 
 
+def test_a_keyword_for_a_key_unset_by_default_lands_in_its_section(demo_data, tmp_path):
+    """`top_db=80.0` was refused as an unknown key (unset keys were missing from the
+    lookup), though documented."""
+    melctl.build(demo_data, tmp_path / "out", config=SHORT, loader="stream",
+                 splits=["testing"], top_db=80.0)
+    assert melctl.open(tmp_path / "out", "testing").config["log"]["top_db"] == 80.0
+
+
 def test_a_config_file_is_read_and_a_missing_one_named(demo_data, tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text("[audio]\nclip_seconds = 1.0\n[mel]\nn_mels = 20\n")

@@ -108,6 +108,41 @@ def test_statistics_that_are_not_finite_are_refused(copy):
     assert read_in_child(path).startswith("DatasetError")
 
 
+TRUNCATE_WHILE_MAPPED = """
+import os, sys, melctl
+path = sys.argv[1]
+split = melctl.open(path)
+split[0]
+os.truncate(path, os.path.getsize(path) // 2)
+for what, read in (("item", lambda: split[len(split) - 1]),
+                   ("loader", lambda: [b for b in melctl.Loader(split, 4, shuffle=False)]),
+                   ("again", lambda: split[0])):
+    try:
+        read()
+        print(what, "read")
+    except melctl.DatasetError as e:
+        print(what, "refused:", e)
+"""
+
+
+@pytest.mark.parametrize("name", ["training.h5", "training.npy.d"])
+def test_a_split_truncated_while_mapped_raises_instead_of_a_bus_error(outputs, tmp_path, name):
+    """Another process truncating a mapped split killed the interpreter ("Bus error")."""
+    source = outputs["f32"] / "training.h5" if name.endswith(".h5") else outputs["npy"] / name
+    split = tmp_path / name
+    (shutil.copytree if source.is_dir() else shutil.copy)(source, split)
+    target = split / "mel.npy" if source.is_dir() else split
+    script = TRUNCATE_WHILE_MAPPED.replace("os.truncate(path", f"os.truncate({str(target)!r}")
+    script = script.replace("os.path.getsize(path)", f"os.path.getsize({str(target)!r})")
+    r = subprocess.run([sys.executable, "-c", script, str(split)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, f"the child died ({r.returncode}): {r.stderr[-2000:]}"
+    lines = r.stdout.splitlines()
+    assert len(lines) == 3, r.stdout
+    for line in lines:
+        assert "refused:" in line and "changed while it was read" in line, r.stdout
+
+
 def test_a_truncated_npy_split_is_refused(outputs, tmp_path):
     out = tmp_path / "npy"
     shutil.copytree(outputs["npy"], out)

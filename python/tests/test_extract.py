@@ -75,6 +75,27 @@ def test_bad_input_is_refused_clearly():
         melctl.Extractor(config=SHORT, dtype="float16", output={"dtype": "f32"})
     with pytest.raises(melctl.ConfigError):
         melctl.Extractor(n_mels=0)
+    # A scalar was taken as a 1-sample clip; (frames, channels) from soundfile.read as
+    # thousands of 2-sample clips.
+    with pytest.raises(ValueError, match=r"got shape \[\]"):
+        ex(0.5, 4096)
+    with pytest.raises(ValueError, match="frames, channels"):
+        ex(np.zeros((19584, 2), dtype=np.float32), 4096)
+    assert ex(np.zeros((2, 19584), dtype=np.float32), 4096).shape[0] == 2
+
+
+def test_keywords_of_keys_unset_by_default_are_known():
+    """`top_db=80.0` and `device=0` were refused as unknown keys: keys whose value is
+    unset were missing from the lookup."""
+    ex = melctl.Extractor(config=SHORT, top_db=80.0, backend="cpu")
+    assert "top_db = 80.0" in ex.config
+    # device is a known key: the extractor starts, or is refused for another reason.
+    try:
+        assert "device = 0" in melctl.Extractor(config=SHORT, device=0, backend="cpu").config
+    except melctl.Error as e:
+        assert "no configuration key" not in str(e)
+    with pytest.raises(ValueError, match="no configuration key"):
+        melctl.Extractor(config=SHORT, no_such_key=1)
 
 
 def test_an_extractor_pickles_by_configuration():
@@ -105,9 +126,11 @@ def test_an_output_too_large_to_allocate_is_an_error_not_an_abort():
     if overcommit == "1":
         pytest.skip("vm.overcommit_memory = 1: any allocation succeeds, so none can be refused")
     ex = melctl.Extractor()
-    # 10**6 one-sample rows: 4 MB in, 10**6 ten-second clips × 37,920 f16 values (76 GB) out.
+    # 10**6 rows of 64 samples: 256 MB in (of untouched zero pages), 10**6 ten-second clips
+    # × 37,920 f16 values (76 GB) out. (Rows shorter than 64 samples are taken for
+    # (frames, channels) and refused for that.)
     with pytest.raises(melctl.LimitError, match="cannot be allocated"):
-        ex(np.zeros((10**6, 1), dtype=np.float32), 4096)
+        ex(np.zeros((10**6, 64), dtype=np.float32), 4096)
 
 
 def test_ctrl_c_ends_a_long_extraction():

@@ -162,14 +162,28 @@ pub(crate) fn placement(frames: usize, clip: usize, audio: &AudioConfig) -> (usi
 /// Brings mono samples at `rate` Hz into a clip row exactly as decoding a file does:
 /// resampled to `audio.sample_rate` (`resample`, `audio.resample_quality`), then padded or
 /// trimmed per `audio.pad` / `audio.trim`. `dst` is the row, `audio.clip_samples()` long.
-/// This is how live audio gets the same treatment as the files a dataset was built from.
+/// This is how live audio gets the same treatment as the files a dataset was built from:
+/// at the clip's own rate nothing is resampled (so no resampler's limit applies), and with
+/// `trim = "start"` only the samples the clip keeps (and the filter's reach past them)
+/// are resampled, as decoding keeps only them ([`keep_limit`]).
 pub fn fit_clip(
     mono: &[f32],
     rate: u32,
     audio: &AudioConfig,
     dst: &mut [f32],
 ) -> std::result::Result<(), ResampleError> {
-    let at_rate = resample(mono, rate, audio.sample_rate, audio.resample_quality)?;
+    if rate == audio.sample_rate {
+        let (kept, skip, pad_before) = placement(mono.len(), dst.len(), audio);
+        place(&mono[skip..skip + kept], pad_before, dst);
+        return Ok(());
+    }
+    let needed = match audio.trim {
+        TrimPolicy::Start if rate > 0 => {
+            &mono[..mono.len().min(keep_limit(dst.len(), rate, audio))]
+        }
+        _ => mono,
+    };
+    let at_rate = resample(needed, rate, audio.sample_rate, audio.resample_quality)?;
     let (kept, skip, pad_before) = placement(at_rate.len(), dst.len(), audio);
     place(&at_rate[skip..skip + kept], pad_before, dst);
     Ok(())
@@ -183,4 +197,54 @@ pub(crate) fn place(kept: &[f32], pad_before: usize, dst: &mut [f32]) {
     before.fill(0.0);
     body.copy_from_slice(kept);
     after.fill(0.0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn audio() -> AudioConfig {
+        AudioConfig {
+            sample_rate: 4096,
+            clip_seconds: 1.0,
+            ..AudioConfig::default()
+        }
+    }
+
+    /// Live samples longer than the resampler's limit were refused ("resampling 4096 Hz
+    /// to 4096 Hz ... over the limit") though a build and a file accept them: at the
+    /// clip's rate nothing is resampled, and with trim = "start" only the kept part is.
+    #[test]
+    fn long_live_samples_are_fitted_as_a_file_would_be() {
+        let a = audio();
+        let signal = |n: usize, rate: f64| -> Vec<f32> {
+            (0..n)
+                .map(|i| {
+                    (0.3 * (2.0 * std::f64::consts::PI * 300.0 * i as f64 / rate).sin()) as f32
+                })
+                .collect()
+        };
+        let mut row = vec![0.0f32; 4096];
+        let same = signal(MAX_FILE_SAMPLES + 10, 4096.0);
+        fit_clip(&same, 4096, &a, &mut row).unwrap();
+        assert_eq!(row, same[..4096]);
+        // 2048 Hz to 4096 Hz: the whole would be 2^25 + 2 samples, over the limit.
+        let long = signal(MAX_FILE_SAMPLES / 2 + 1, 2048.0);
+        fit_clip(&long, 2048, &a, &mut row).unwrap();
+        let mut short_row = vec![0.0f32; 4096];
+        fit_clip(&long[..100_000], 2048, &a, &mut short_row).unwrap();
+        let worst = row
+            .iter()
+            .zip(&short_row)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max);
+        assert!(worst < 1e-6, "{worst}");
+        // From the centre the whole is needed: the limit stays, named.
+        let centre = AudioConfig {
+            trim: TrimPolicy::Center,
+            ..a
+        };
+        let e = fit_clip(&long, 2048, &centre, &mut row).unwrap_err();
+        assert!(e.to_string().contains("over the limit"), "{e}");
+    }
 }

@@ -27,7 +27,7 @@ use melread::{Loader, LoaderOptions, Output, Shuffle, Split, TensorFloat, Unit};
 
 #[derive(Debug, Parser)]
 #[command(about = "melread's segment throughput against 4 h5py DataLoader-style workers")]
-struct Args {
+pub struct Args {
     /// A melctl output folder.
     #[arg(long)]
     data: PathBuf,
@@ -250,7 +250,11 @@ fn cpu_model() -> String {
 }
 
 fn main() -> Result<()> {
-    let args = Args::parse();
+    run(&Args::parse())
+}
+
+/// The whole measurement, as `main` runs it with `args`.
+pub fn run(args: &Args) -> Result<()> {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let workers = args.workers.unwrap_or(cores);
     let split = Arc::new(Split::open_in(&args.data, &args.split)?);
@@ -275,6 +279,19 @@ fn main() -> Result<()> {
     };
     let loader_f32 = Loader::new(split.clone(), opts(Output::F32))?;
     let loader_f16 = Loader::new(split.clone(), opts(Output::Stored))?;
+    // Refused, like the tools refuse what they cannot do: a split smaller than one batch
+    // measured nothing and printed "NaNx".
+    if args.batches == 0 || args.peer_batches == 0 {
+        bail!("--batches and --peer-batches must be at least 1: nothing would be measured");
+    }
+    if loader_f32.batches_per_epoch() == 0 {
+        bail!(
+            "{} holds {} segments, fewer than one batch of {} (--batch): nothing to measure; pass a smaller --batch",
+            file.display(),
+            split.segments(),
+            args.batch
+        );
+    }
     let batches = args.batches.min(loader_f32.batches_per_epoch());
     let peer_batches = args.peer_batches.min(batches);
     // The peer reads the first batches melread reads, exactly.

@@ -41,8 +41,10 @@ pub struct LoaderOptions {
     pub shuffle: Shuffle,
     /// The shuffle's seed (every epoch derives its own order from it).
     pub seed: u64,
-    /// Drops each shard's last, partial batch; every rank then gets the same number of
-    /// items (`items / world`) and batches.
+    /// Drops each shard's last, partial batch. Every rank gets the same number of items
+    /// and batches either way: `items / world` with it, else `ceil(items / world)`, the
+    /// last positions wrapping to the epoch's first items (as torch's
+    /// `DistributedSampler` pads).
     pub drop_last: bool,
     /// Worker threads reading batches.
     pub workers: usize,
@@ -51,7 +53,8 @@ pub struct LoaderOptions {
     pub prefetch: usize,
     /// This process's rank among `world` (multi-GPU data parallelism).
     pub rank: usize,
-    /// Processes sharing each epoch; rank `r` takes every `world`-th item from `r`.
+    /// Processes sharing each epoch; rank `r` takes every `world`-th item from `r`
+    /// (wrapping past the end: see `drop_last`).
     pub world: usize,
     /// The element type of batches.
     pub output: Output,

@@ -3,7 +3,11 @@
 //!
 //! An epoch is one global sequence of item ids (the same on every rank); rank `r` of
 //! `w` takes the positions `r, r + w, r + 2w, ...`. So shards are a partition of the
-//! epoch, and batch `b` of a shard is positions `b·B .. (b+1)·B` of the shard.
+//! epoch, and batch `b` of a shard is positions `b·B .. (b+1)·B` of the shard. Every rank
+//! gets the same number of items, as torch's `DistributedSampler` gives (a rank with fewer
+//! would run out of batches first and leave the others waiting in a collective for ever):
+//! `total / w` with `drop_last`, else `ceil(total / w)`, positions past the epoch's end
+//! wrapping to its start, so fewer than `w` items of an epoch are seen twice.
 
 /// What one item of a batch is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -127,6 +131,8 @@ impl Items {
 pub(crate) struct ShardOrder {
     rank: u64,
     world: u64,
+    /// Items in the whole epoch.
+    total: u64,
     /// The shard's length (items it yields this epoch).
     len: u64,
     /// Shard positions already yielded.
@@ -157,6 +163,10 @@ struct BufferedStream {
     rng: SplitMix,
     /// Global positions yielded so far.
     at: u64,
+    /// The ids of the first global positions, kept for the positions that wrap to them.
+    head: Vec<u64>,
+    /// How many first ids `head` keeps.
+    head_len: usize,
 }
 
 impl BufferedStream {
@@ -187,16 +197,29 @@ impl BufferedStream {
         }
         self.at += 1;
         let j = self.rng.below(self.buffer.len() as u64) as usize;
-        match self.feed() {
-            Some(id) => Some(std::mem::replace(&mut self.buffer[j], id)),
-            None => Some(self.buffer.swap_remove(j)),
+        let id = match self.feed() {
+            Some(id) => std::mem::replace(&mut self.buffer[j], id),
+            None => self.buffer.swap_remove(j),
+        };
+        if self.head.len() < self.head_len {
+            self.head.push(id);
         }
+        Some(id)
+    }
+
+    /// The id at global position `g` (`g` < `head_len`), generating up to it (the stream
+    /// starts at position 0, so `head` holds every first id it has passed).
+    fn head_id(&mut self, g: u64) -> u64 {
+        self.advance_to(g + 1);
+        self.head[g as usize]
     }
 }
 
 impl ShardOrder {
-    /// The order of `epoch` for rank `rank` of `world`; with `drop_last` every rank gets
-    /// the same number of items (`total / world`), else ranks partition every item.
+    /// The order of `epoch` for rank `rank` of `world`. Every rank gets the same number
+    /// of items: with `drop_last` `total / world` (the rest of the epoch is left out),
+    /// else `ceil(total / world)`, positions past the end taking the epoch's first items
+    /// again (every item is seen; fewer than `world` twice).
     pub(crate) fn new(
         items: Items,
         shuffle: Shuffle,
@@ -210,7 +233,7 @@ impl ShardOrder {
         let len = if drop_last {
             total / world
         } else {
-            (total + world - 1 - rank) / world
+            total.div_ceil(world)
         };
         let source = match shuffle {
             Shuffle::None => Source::Identity,
@@ -229,11 +252,14 @@ impl ShardOrder {
                 capacity: buffer.max(1),
                 rng: SplitMix::new(epoch_seed(seed, epoch, 3)),
                 at: 0,
+                head: Vec::new(),
+                head_len: world.min(total) as usize,
             })),
         };
         ShardOrder {
             rank,
             world,
+            total,
             len,
             pos: 0,
             source,
@@ -243,6 +269,14 @@ impl ShardOrder {
     /// Items this shard yields in the epoch.
     pub(crate) fn len(&self) -> u64 {
         self.len
+    }
+
+    /// Items in the whole epoch (every rank's positions wrap at this count).
+    fn total(&self) -> u64 {
+        match &self.source {
+            Source::Identity | Source::Permuted(_) => self.total,
+            Source::Buffered(s) => s.total,
+        }
     }
 
     /// Items not yet yielded.
@@ -266,11 +300,16 @@ impl ShardOrder {
         let n = n.min(self.remaining());
         let (rank, world) = (self.rank, self.world);
         let positions = (self.pos..self.pos + n).map(|q| rank + q * world);
+        let total = self.total();
         match &mut self.source {
-            Source::Identity => out.extend(positions),
-            Source::Permuted(p) => out.extend(positions.map(|g| p.apply(g))),
+            Source::Identity => out.extend(positions.map(|g| g % total)),
+            Source::Permuted(p) => out.extend(positions.map(|g| p.apply(g % total))),
             Source::Buffered(s) => {
                 for g in positions {
+                    if g >= total {
+                        out.push(s.head_id(g % total));
+                        continue;
+                    }
                     s.advance_to(g);
                     out.push(
                         s.next()
@@ -330,14 +369,15 @@ mod tests {
             Shuffle::Buffered { buffer: 10 },
             Shuffle::Buffered { buffer: 1 },
         ] {
-            for world in [1u64, 2, 3, 5] {
+            for world in [1u64, 2, 3, 5, 7, 200] {
                 let mut seen = Vec::new();
                 for rank in 0..world {
                     let mut o = ShardOrder::new(items, shuffle, 9, 4, rank, world, false);
                     let ids = all_ids(&mut o);
                     assert_eq!(ids.len() as u64, o.len());
+                    assert_eq!(o.len(), items.total().div_ceil(world), "equal shards");
                     // Resuming part-way gives the same continuation.
-                    for cut in [0u64, 1, 5, ids.len() as u64] {
+                    for cut in [0u64, 1, 5, ids.len() as u64].map(|c| c.min(ids.len() as u64)) {
                         let mut r = ShardOrder::new(items, shuffle, 9, 4, rank, world, false);
                         let mut head = Vec::new();
                         r.take(cut.min(3), &mut head);
@@ -351,18 +391,49 @@ mod tests {
                     }
                     seen.extend(ids);
                 }
+                // Every rank the same length; every item seen; the padding (fewer than
+                // `world` items) repeats the epoch's first positions.
+                let len = items.total().div_ceil(world);
+                assert_eq!(seen.len() as u64, len * world, "{shuffle:?} {world}");
+                let first: Vec<u64> = {
+                    let mut o = ShardOrder::new(items, shuffle, 9, 4, 0, 1, false);
+                    all_ids(&mut o)
+                };
+                let pad = (len * world - items.total()) as usize;
+                let mut want: Vec<u64> = first.clone();
+                want.extend(&first[..pad]);
+                want.sort_unstable();
                 seen.sort_unstable();
-                assert_eq!(
-                    seen,
-                    (0..items.total()).collect::<Vec<_>>(),
-                    "{shuffle:?} {world}"
-                );
+                assert_eq!(seen, want, "{shuffle:?} {world}");
                 // drop_last: equal shard lengths.
                 let lens: Vec<u64> = (0..world)
                     .map(|r| ShardOrder::new(items, shuffle, 9, 4, r, world, true).len())
                     .collect();
                 assert!(lens.iter().all(|&l| l == items.total() / world), "{lens:?}");
             }
+        }
+    }
+
+    /// 2,160 clips on 7 ranks in batches of 154 gave ranks 3, 3, 3, 3, 2, 2 and 2 batches
+    /// (DDP's last all-reduce then waits for ever).
+    #[test]
+    fn every_rank_gets_as_many_batches() {
+        let items = Items {
+            clips: 2160,
+            per_clip: 1,
+        };
+        for drop_last in [false, true] {
+            let batches: Vec<u64> = (0..7)
+                .map(|r| {
+                    let len = ShardOrder::new(items, Shuffle::Uniform, 1, 0, r, 7, drop_last).len();
+                    if drop_last {
+                        len / 154
+                    } else {
+                        len.div_ceil(154)
+                    }
+                })
+                .collect();
+            assert!(batches.iter().all(|&b| b == batches[0]), "{batches:?}");
         }
     }
 

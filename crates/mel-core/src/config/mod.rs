@@ -101,8 +101,10 @@ impl Config {
             amin: 1e-10,
             top_db: Some(80.0),
         };
-        let mut ln = Config::default();
-        ln.log = LogScale::Ln { offset: 1e-6 };
+        let ln = Config {
+            log: LogScale::Ln { offset: 1e-6 },
+            ..Config::default()
+        };
         let mut paths = std::collections::BTreeSet::new();
         for c in [every, ln] {
             let v = serde_json::to_value(&c).expect("a Config always serialises to JSON");

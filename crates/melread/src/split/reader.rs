@@ -65,9 +65,34 @@ impl<'a> Reader<'a> {
         self.read_into(clip, Some(segment), OutSlice::F32(out), norm)
     }
 
-    /// The stored little-endian bytes of clip `clip` (or one of its segments).
+    /// The stored little-endian bytes of clip `clip` (or one of its segments). From a map
+    /// they are copied first, so that a file truncated under the map is found here (see
+    /// [`crate::sigbus`]), not in the caller's copy.
     pub fn raw(&mut self, clip: usize, segment: Option<usize>) -> Result<&[u8]> {
+        if let Store::Map { .. } = &self.split.store {
+            let mut scratch = std::mem::take(&mut self.scratch);
+            let copied = self.item_bytes(clip, segment).map(|b| {
+                scratch.clear();
+                scratch.extend_from_slice(b);
+            });
+            self.scratch = scratch;
+            copied?;
+            self.check_unchanged()?;
+            return Ok(&self.scratch);
+        }
         self.item_bytes(clip, segment)
+    }
+
+    /// Refuses a split whose map faulted: its file was truncated (or its disk failed)
+    /// while it was read, and what was read may hold zeros where the file had data.
+    fn check_unchanged(&self) -> Result<()> {
+        match &self.split.store {
+            Store::Map { guard, .. } if guard.faulted() => Err(bad(
+                &self.split.path,
+                "changed while it was read (truncated or overwritten by another process, or its disk failed): what was read is not the file's; open it again once it is complete",
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Reads an item (a clip, or one segment) into `out`: converted to f32 (and
@@ -93,7 +118,9 @@ impl<'a> Reader<'a> {
             .item_bytes(clip, segment)
             .map(|bytes| convert::convert(bytes, dtype, out, norm, &mut halves));
         self.halves = halves;
-        match r? {
+        let finite = r?;
+        self.check_unchanged()?;
+        match finite {
             true => Ok(()),
             false => Err(bad(
                 &self.split.path,
@@ -116,7 +143,10 @@ impl<'a> Reader<'a> {
         let split = self.split;
         let (offset, len) = split.item_range(clip, segment)?;
         match &split.store {
-            Store::Map { map, start } => Ok(&map[start + offset..start + offset + len]),
+            Store::Map { map, start, .. } => {
+                self.check_unchanged()?;
+                Ok(&map[start + offset..start + offset + len])
+            }
             Store::Pread { file, base } => {
                 self.scratch.resize(len, 0);
                 file.read_exact_at(&mut self.scratch, base + offset as u64)

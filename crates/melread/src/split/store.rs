@@ -14,8 +14,12 @@ use crate::limits::bad;
 
 /// Where `mel`'s bytes are, chosen at open ([`Access`] names it).
 pub(super) enum Store {
-    /// `map[start..]` holds the data.
-    Map { map: memmap2::Mmap, start: usize },
+    /// `map[start..]` holds the data; `guard` records a fault in it (a truncated file).
+    Map {
+        map: memmap2::Mmap,
+        start: usize,
+        guard: crate::sigbus::MapGuard,
+    },
     /// The data starts at `base` in `file`.
     Pread { file: File, base: u64 },
     /// Chunked (every chunk present), decoded here.
@@ -119,7 +123,8 @@ pub(super) fn contiguous(
             .map(&file)
     }
     .map_err(|e| Error::read(path, e))?;
-    Ok((Access::Map, Store::Map { map, start }))
+    let guard = crate::sigbus::MapGuard::new(map.as_ptr(), map.len());
+    Ok((Access::Map, Store::Map { map, start, guard }))
 }
 
 /// The system's page size (map offsets are aligned to it).
