@@ -60,7 +60,7 @@ pub fn cargo(args: &[&str]) -> Result<String> {
     Ok(String::from_utf8(out.stdout)?)
 }
 
-/// `cargo xtask fuzz [--seconds N]`: runs the decoder fuzz target (fuzz/, cargo-fuzz on
+/// `cargo xtask fuzz [--seconds N]`: runs the fuzz targets (fuzz/: decoders, text parsers, the container, the readers; cargo-fuzz on
 /// nightly) for a bounded time, seeded with the format corpus. A crash is written under
 /// fuzz/artifacts/; turn it into a regression case in fixtures/make_corpus.py.
 fn fuzz(seconds: u64) -> Result<()> {
@@ -92,6 +92,19 @@ fn fuzz(seconds: u64) -> Result<()> {
         text_seeds.join("m.jsonl"),
         "{\"path\": \"a.wav\", \"label\": \"leak\"}\n",
     )?;
+    // Seeds for the readers: an npy header dictionary and a build record (an HDF5 split
+    // is found by the fuzzer from its signature: the bytes decide the layout).
+    let reader_seeds = root().join("target/fuzz-seeds/reader");
+    std::fs::create_dir_all(&reader_seeds)?;
+    std::fs::write(
+        reader_seeds.join("npy-dict"),
+        "{'descr': '<f2', 'fortran_order': False, 'shape': (3, 79, 3, 32, 5), }",
+    )?;
+    std::fs::write(
+        reader_seeds.join("record.json"),
+        "{\"format\": 1, \"build\": \"b\", \"splits\": {\"training\": {\"output\": \"training.h5\", \"build\": \"b\"}}}",
+    )?;
+    std::fs::write(reader_seeds.join("hdf5-signature"), b"\x89HDF\r\n\x1a\n")?;
     // Every target gets a share of the time, a memory limit and its seeds.
     let targets = [
         ("decode_bytes", &audio_seeds),
@@ -99,6 +112,7 @@ fn fuzz(seconds: u64) -> Result<()> {
         ("manifest", &text_seeds),
         ("config_plan", &text_seeds),
         ("container", &text_seeds),
+        ("reader", &reader_seeds),
     ];
     let each = (seconds / targets.len() as u64).max(5);
     for (target, seeds) in targets {
