@@ -147,6 +147,7 @@ impl WgpuBackend {
     }
 
     /// Like [`new`](Self::new), with the tuning `options` give.
+    #[allow(clippy::too_many_lines)] // on tests/tidy.rs's shrinking list: cut it into named phases
     pub fn with_options(
         plan: MelPlan,
         choice: &AdapterChoice,

@@ -254,6 +254,7 @@ fn main() -> Result<()> {
 }
 
 /// The whole measurement, as `main` runs it with `args`.
+#[allow(clippy::too_many_lines)] // on tests/tidy.rs's shrinking list: cut it into named phases
 pub fn run(args: &Args) -> Result<()> {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let workers = args.workers.unwrap_or(cores);

@@ -248,6 +248,7 @@ fn seed_weights(varmap: &VarMap, seed: u64) -> Result<()> {
 /// Trains and evaluates as the options say, writing progress to `log`. Refuses bad
 /// options ([`Args::check`]), splits that do not share training's label map and mel
 /// configuration, and a loss that stops being a number (training diverged).
+#[allow(clippy::too_many_lines)] // on tests/tidy.rs's shrinking list: cut it into named phases
 pub fn run(args: &Args, log: &mut dyn Write) -> Result<Report> {
     args.check()?;
     let workers = args

@@ -121,6 +121,7 @@ type LoadOutcome = (Vec<ClipFailure>, LoaderStats, StageMetrics);
 /// publishes the output).
 /// `meta(i)` gives the index, label and path of file `i` (its source comes from the
 /// loader's batch); `progress(n)` is called as clips finish.
+#[allow(clippy::too_many_lines)] // on tests/tidy.rs's shrinking list: cut it into named phases
 pub fn run(
     loader: Box<dyn Loader>,
     backend: &mut dyn MelBackend,

@@ -221,6 +221,7 @@ impl<'a> Build<'a> {
     }
 
     /// [`run`](Self::run) into `out`, whose lock the caller holds.
+    #[allow(clippy::too_many_lines)] // on tests/tidy.rs's shrinking list: cut it into named phases
     fn run_locked(
         &self,
         out: &Path,
