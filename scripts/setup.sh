@@ -67,13 +67,15 @@ if ! python3 -m pip show -q nvidia-cuda-nvrtc >/dev/null 2>&1 && ! ldconfig -p 2
         || echo "setup: NVRTC not installed; the PTX test will print a skip" >&2
 fi
 
-#  - The Python tests: pytest, and kubernetes-validate for the Kubernetes recipe's
+#  - The Python tests: pytest, mypy (its stubtest checks the type stubs against the
+#    built module), and kubernetes-validate for the Kubernetes recipe's
 #    manifests. They import this checkout's package with the extension module that
 #    `cargo test --workspace` compiles (python/tests/conftest.py), so nothing is built here:
 #    `pip install ./python` installs the package for use (README, "From Python").
 py_need=()
 python3 -c "import pytest" 2>/dev/null || py_need+=(pytest)
 python3 -c "import kubernetes_validate" 2>/dev/null || py_need+=(kubernetes-validate)
+python3 -c "import mypy.stubtest" 2>/dev/null || py_need+=(mypy)
 if [ ${#py_need[@]} -gt 0 ]; then
     echo "setup: pip install ${py_need[*]}" >&2
     python3 -m pip install --quiet --disable-pip-version-check "${py_need[@]}" \

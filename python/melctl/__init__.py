@@ -1,4 +1,5 @@
-"""melctl from Python: read the log-mel datasets ``melctl build`` writes.
+"""melctl from Python: build, merge, read and extract the log-mel datasets ``melctl build``
+writes, with the same Rust code.
 
 - :func:`open` returns a :class:`Split`, a map-style dataset (``len(split)``,
   ``split[i]``) that pickles by path, so torch's ``DataLoader`` workers can use it under
@@ -46,7 +47,9 @@ def _quiet_vulkan_loader():
 
 _quiet_vulkan_loader()
 
+# The stubs, and these names, are checked against the module by stubtest (CI).
 from ._melctl import (  # noqa: E402
+    Batches,
     CancelledError,
     ConfigError,
     ConfigParseError,
@@ -82,7 +85,9 @@ __all__ = [
     "Extractor",
     "FileEvaluator",
     "evaluate_files",
+    "Batches",
     "Error",
+    # The errors: one class per kind, made from the native module's table (errors.rs).
     "ConfigError",
     "ConfigParseError",
     "UnknownPresetError",

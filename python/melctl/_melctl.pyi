@@ -2,21 +2,23 @@
 
 import os
 import pathlib
-from typing import Any, Callable, Iterator, Literal, Sequence, Union
+from typing import Any, Callable, Literal, Sequence, Union, final
+
+from typing_extensions import Self
 
 import numpy as np
 import numpy.typing as npt
 
-PathLike = Union[str, os.PathLike[str]]
-DTypeLike = Union[str, type, np.dtype[Any]]
-Batch = Union[
+_PathLike = Union[str, os.PathLike[str]]
+_DTypeLike = Union[str, type, np.dtype[Any]]
+_Batch = Union[
     tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.int64]],
     tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.int64], npt.NDArray[np.int64]],
 ]
 
 __version__: str
 
-def open(path: PathLike, split: str | None = None, dtype: DTypeLike | None = None) -> Split:
+def open(path: _PathLike, split: str | None = None, dtype: _DTypeLike | None = None) -> Split:
     """Opens a split: a ``.h5`` file, an ``.npy.d`` folder, or an output folder with
     ``split`` naming one of its splits (``melctl.open("out", "training")``).
 
@@ -26,6 +28,7 @@ def open(path: PathLike, split: str | None = None, dtype: DTypeLike | None = Non
     against the file's length); a file it refuses raises a :class:`Error` subclass.
     """
 
+@final
 class Split:
     """One split of a melctl output: a map-style dataset of clips.
 
@@ -36,11 +39,11 @@ class Split:
     """
 
     def __len__(self) -> int: ...
-    def __getitem__(self, index: int) -> npt.NDArray[np.floating[Any]]:
+    def __getitem__(self, index: int, /) -> npt.NDArray[np.floating[Any]]:
         """Clip ``index`` as a numpy array of ``clip_shape`` in the split's ``dtype``."""
-    def clip(self, index: int, dtype: DTypeLike | None = None) -> npt.NDArray[np.floating[Any]]:
+    def clip(self, index: int, dtype: _DTypeLike | None = None) -> npt.NDArray[np.floating[Any]]:
         """Clip ``index`` in ``dtype`` (the split's by default)."""
-    def segment(self, index: int, k: int, dtype: DTypeLike | None = None) -> npt.NDArray[np.floating[Any]]:
+    def segment(self, index: int, k: int, dtype: _DTypeLike | None = None) -> npt.NDArray[np.floating[Any]]:
         """Segment ``k`` of clip ``index`` (long-major: ``long_index * short + short_index``),
         shaped ``segment_shape``."""
     def stats(self, threads: int | None = None) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
@@ -89,6 +92,7 @@ class Split:
     def config(self) -> dict[str, Any] | None:
         """The configuration the output was built with."""
 
+@final
 class Loader:
     """Shuffled, sharded, resumable batches of one split.
 
@@ -105,33 +109,34 @@ class Loader:
     (as torch's ``DistributedSampler``: without ``drop_last`` the last positions wrap to
     the epoch's first items, fewer than ``world`` seen twice; with it the rest is left out).
     ``normalize``: True (the stored statistics) or ``(mean, std)``. ``threads``: worker
-    threads (default: all cores).
+    threads (default: all cores). ``None`` is each option's default: uniform shuffle, no
+    normalisation, float32.
 
     Iteration continues from the loader's position: a whole epoch from its first batch,
     and once its last batch is handed out, the next epoch (another order). ``state_dict``
     records the position; ``load_state_dict`` resumes exactly there.
     """
 
-    def __init__(
-        self,
-        path: PathLike | Split,
+    def __new__(
+        cls,
+        path: _PathLike | Split,
         batch_size: int,
         unit: Literal["segment", "clip"] = "segment",
-        shuffle: bool | Literal["uniform", "buffered", "none"] = True,
+        shuffle: bool | Literal["uniform", "buffered", "none"] | None = None,
         seed: int = 0,
         epoch: int = 0,
         drop_last: bool = False,
         shard: tuple[int, int] | None = None,
-        normalize: bool | tuple[Sequence[float], Sequence[float]] = False,
-        dtype: DTypeLike = "float32",
+        normalize: bool | tuple[Sequence[float], Sequence[float]] | None = None,
+        dtype: _DTypeLike | None = None,
         threads: int | None = None,
         prefetch: int = 2,
         with_index: bool = False,
         split: str | None = None,
-    ) -> None: ...
+    ) -> Self: ...
     def __len__(self) -> int:
         """Batches per epoch for this shard."""
-    def __iter__(self) -> Iterator[Batch]: ...
+    def __iter__(self) -> Batches: ...
     def set_epoch(self, epoch: int) -> None:
         """The next iteration reads epoch ``epoch`` from its first batch."""
     def plan(self, epoch: int) -> npt.NDArray[np.int64]:
@@ -156,35 +161,59 @@ class Loader:
     @property
     def split(self) -> Split: ...
 
+@final
+class Batches:
+    """One pass over a Loader's batches (from ``iter(loader)``): ``(x, y)`` or, with
+    ``with_index``, ``(x, y, clip_index)``; read with the GIL released. A pass that crosses a
+    ``fork`` goes on in the child (its workers start again there)."""
+    def __iter__(self) -> Batches: ...
+    def __next__(self) -> _Batch: ...
+    def __length_hint__(self) -> int: ...
+
 class Error(Exception):
     """Every error melctl raises for a file or a setting it refuses."""
 
-class ConfigError(Error): ...
-class ConfigParseError(Error): ...
-class UnknownPresetError(Error): ...
-class IoError(Error): ...
-class DecodeError(Error): ...
-class UnsupportedError(Error): ...
-class LimitError(Error): ...
-class DatasetError(Error): ...
-class DeviceError(Error): ...
-class OutputError(Error): ...
-class ShapeError(Error): ...
-class InternalError(Error): ...
-class CancelledError(Error): ...
+class ConfigError(Error, ValueError):
+    """A configuration value is out of range (names the field and the limit)."""
+class ConfigParseError(Error, ValueError):
+    """A configuration file or string could not be parsed."""
+class UnknownPresetError(Error, ValueError):
+    """An unknown preset name."""
+class IoError(Error, OSError):
+    """The operating system refused an I/O operation on a path."""
+class DecodeError(Error):
+    """An input file's content is not valid audio."""
+class UnsupportedError(Error):
+    """Valid input melctl does not handle."""
+class LimitError(Error):
+    """A bound that keeps memory, time or values finite would be exceeded."""
+class DatasetError(Error):
+    """A dataset file is not what melctl writes (tampered, truncated, foreign)."""
+class DeviceError(Error):
+    """A compute device is missing, refused a configuration, or failed."""
+class OutputError(Error, OSError):
+    """An output could not be written or committed."""
+class ShapeError(Error, ValueError):
+    """A buffer or shape did not match the plan."""
+class InternalError(Error):
+    """A worker thread failed outside any input."""
+class CancelledError(Error):
+    """The run was cancelled."""
+
+__errors__: tuple[str, ...]
 
 def build(
-    input: PathLike,
-    output: PathLike,
+    input: _PathLike,
+    output: _PathLike,
     preset: str = "leak-4k",
-    config: PathLike | dict[str, Any] | None = None,
+    config: _PathLike | dict[str, Any] | None = None,
     backend: Literal["auto", "cpu", "cuda", "wgpu"] | None = None,
     *,
     splits: Sequence[str] | None = None,
     resume: bool = False,
     on_error: Literal["skip", "fail"] = "skip",
-    labels: Sequence[str] | PathLike | None = None,
-    cache_dir: PathLike | None = None,
+    labels: Sequence[str] | _PathLike | None = None,
+    cache_dir: _PathLike | None = None,
     progress: Callable[[str, int, int], object] | None = None,
     shard: tuple[int, int] | str | None = None,
     **overrides: Any,
@@ -216,7 +245,7 @@ def build(
     """
 
 def merge(
-    output: PathLike,
+    output: _PathLike,
     *,
     shards: int | None = None,
     threads: int | None = None,
@@ -231,6 +260,7 @@ def merge(
     Returns the report: each split's clips, output and the files the shards left out.
     """
 
+@final
 class Extractor:
     """Computes, in-process, exactly the spectrogram a build stores for a clip: the same
     decoding, resampling, padding, backend and checks. Serve a model the features it
@@ -246,18 +276,18 @@ class Extractor:
     build used (its report's ``backend``) to get the stored values bit for bit.
     """
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         preset: str = "leak-4k",
-        config: PathLike | dict[str, Any] | None = None,
+        config: _PathLike | dict[str, Any] | None = None,
         backend: Literal["auto", "cpu", "cuda", "wgpu"] | None = None,
-        dtype: DTypeLike | None = None,
+        dtype: _DTypeLike | None = None,
         **overrides: Any,
-    ) -> None: ...
+    ) -> Self: ...
     def __call__(self, audio: npt.ArrayLike, sample_rate: int) -> npt.NDArray[np.floating[Any]]:
         """The spectrogram of ``audio`` (floats in [-1, 1]) at ``sample_rate`` Hz: 1-D is
         one clip (``clip_shape`` back), 2-D a clip per row (``(rows, *clip_shape)``)."""
-    def file(self, path: PathLike) -> npt.NDArray[np.floating[Any]]:
+    def file(self, path: _PathLike) -> npt.NDArray[np.floating[Any]]:
         """The spectrogram of an audio file, decoded exactly as a build decodes it."""
     @property
     def clip_shape(self) -> list[int]:
@@ -278,8 +308,9 @@ class Extractor:
     def config(self) -> str:
         """The resolved configuration as TOML."""
 
-EvalReport = dict[str, Any]
+_EvalReport = dict[str, Any]
 
+@final
 class FileEvaluator:
     """Per-segment class probabilities of many files, added in batches of any size and
     order, decided per file.
@@ -289,7 +320,7 @@ class FileEvaluator:
     (``[true, decided]``).
     """
 
-    def __init__(self, truth: Sequence[int], classes: int | None = None) -> None: ...
+    def __new__(cls, truth: Sequence[int], classes: int | None = None) -> Self: ...
     @staticmethod
     def for_split(split: Split, trained_on: Split | None = None) -> FileEvaluator:
         """An evaluator for ``split``'s clips, refused unless ``trained_on`` (default:
@@ -301,7 +332,7 @@ class FileEvaluator:
         rule: Literal["mean", "vote"] = "mean",
         positive: int | None = None,
         threshold: float | None = None,
-    ) -> EvalReport:
+    ) -> _EvalReport:
         """Decides every file: mean probability or majority vote; with ``positive`` (and
         ``threshold``, default 0.5) the binary rules on that class."""
     @property
@@ -315,5 +346,41 @@ def evaluate_files(
     rule: Literal["mean", "vote"] = "mean",
     positive: int | None = None,
     threshold: float | None = None,
-) -> EvalReport:
+) -> _EvalReport:
     """One call: the file-level report of one batch of per-segment probabilities."""
+
+def _extractor_from_toml(toml: str, dtype: str) -> Extractor:
+    """Unpickles an Extractor (its configuration as TOML, its results' dtype)."""
+
+def _reopen_split(path: _PathLike, name: str | None, dtype: _DTypeLike, shape: Sequence[int]) -> Split:
+    """Unpickles a Split: opens it again where it is unpickled."""
+
+__all__ = [
+    "__version__",
+    "open",
+    "build",
+    "merge",
+    "evaluate_files",
+    "_extractor_from_toml",
+    "Extractor",
+    "FileEvaluator",
+    "_reopen_split",
+    "Split",
+    "Loader",
+    "Batches",
+    "Error",
+    "ConfigError",
+    "ConfigParseError",
+    "UnknownPresetError",
+    "IoError",
+    "DecodeError",
+    "UnsupportedError",
+    "LimitError",
+    "DatasetError",
+    "DeviceError",
+    "OutputError",
+    "ShapeError",
+    "InternalError",
+    "CancelledError",
+    "__errors__",
+]

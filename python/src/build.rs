@@ -513,10 +513,13 @@ fn polled<T: Send>(
         worker.join()
     });
     let done = done.map_err(|p| {
-        crate::errors::InternalError::new_err(format!(
-            "the {what} panicked: {}",
-            mel_core::error::panic_message(p.as_ref())
-        ))
+        crate::errors::raise(
+            "InternalError",
+            format!(
+                "the {what} panicked: {}",
+                mel_core::error::panic_message(p.as_ref())
+            ),
+        )
     })?;
     if let Some(e) = raised {
         return Err(e);

@@ -3,6 +3,7 @@
 
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple, PyType};
 
 pyo3::create_exception!(
     melctl,
@@ -10,93 +11,111 @@ pyo3::create_exception!(
     PyException,
     "Every error melctl raises for a file or a setting it refuses."
 );
-pyo3::create_exception!(
-    melctl,
-    ConfigError,
-    Error,
-    "A configuration value is out of range (names the field and the limit)."
-);
-pyo3::create_exception!(
-    melctl,
-    ConfigParseError,
-    Error,
-    "A configuration file or string could not be parsed."
-);
-pyo3::create_exception!(melctl, UnknownPresetError, Error, "An unknown preset name.");
-pyo3::create_exception!(
-    melctl,
-    IoError,
-    Error,
-    "The operating system refused an I/O operation on a path."
-);
-pyo3::create_exception!(
-    melctl,
-    DecodeError,
-    Error,
-    "An input file's content is not valid audio."
-);
-pyo3::create_exception!(
-    melctl,
-    UnsupportedError,
-    Error,
-    "Valid input melctl does not handle."
-);
-pyo3::create_exception!(
-    melctl,
-    LimitError,
-    Error,
-    "A bound that keeps memory, time or values finite would be exceeded."
-);
-pyo3::create_exception!(
-    melctl,
-    DatasetError,
-    Error,
-    "A dataset file is not what melctl writes (tampered, truncated, foreign)."
-);
-pyo3::create_exception!(
-    melctl,
-    DeviceError,
-    Error,
-    "A compute device is missing, refused a configuration, or failed."
-);
-pyo3::create_exception!(
-    melctl,
-    OutputError,
-    Error,
-    "An output could not be written or committed."
-);
-pyo3::create_exception!(
-    melctl,
-    ShapeError,
-    Error,
-    "A buffer or shape did not match the plan."
-);
-pyo3::create_exception!(
-    melctl,
-    InternalError,
-    Error,
-    "A worker thread failed outside any input."
-);
-pyo3::create_exception!(melctl, CancelledError, Error, "The run was cancelled.");
+/// melctl's exception classes, one per kind of error, as (name, the standard exception it
+/// also is, what it means): the one home of their names. The module makes the classes
+/// from it at import ([`register`]), [`raise`] raises them by it, and the package exports
+/// them from the module's `__errors__` (the stubs are checked against the module in CI).
+/// A class that also is a standard exception is caught by code that knows nothing of
+/// melctl (`except OSError`, `except ValueError`), as numpy's `AxisError` is both a
+/// `ValueError` and an `IndexError`.
+pub const KINDS: [(&str, Option<&str>, &str); 13] = [
+    (
+        "ConfigError",
+        Some("ValueError"),
+        "A configuration value is out of range (names the field and the limit).",
+    ),
+    (
+        "ConfigParseError",
+        Some("ValueError"),
+        "A configuration file or string could not be parsed.",
+    ),
+    (
+        "UnknownPresetError",
+        Some("ValueError"),
+        "An unknown preset name.",
+    ),
+    (
+        "IoError",
+        Some("OSError"),
+        "The operating system refused an I/O operation on a path.",
+    ),
+    (
+        "DecodeError",
+        None,
+        "An input file's content is not valid audio.",
+    ),
+    (
+        "UnsupportedError",
+        None,
+        "Valid input melctl does not handle.",
+    ),
+    (
+        "LimitError",
+        None,
+        "A bound that keeps memory, time or values finite would be exceeded.",
+    ),
+    (
+        "DatasetError",
+        None,
+        "A dataset file is not what melctl writes (tampered, truncated, foreign).",
+    ),
+    (
+        "DeviceError",
+        None,
+        "A compute device is missing, refused a configuration, or failed.",
+    ),
+    (
+        "OutputError",
+        Some("OSError"),
+        "An output could not be written or committed.",
+    ),
+    (
+        "ShapeError",
+        Some("ValueError"),
+        "A buffer or shape did not match the plan.",
+    ),
+    (
+        "InternalError",
+        None,
+        "A worker thread failed outside any input.",
+    ),
+    ("CancelledError", None, "The run was cancelled."),
+];
+
+/// The classes made from [`KINDS`], in its order, once the module is imported.
+static CLASSES: std::sync::OnceLock<Vec<Py<PyType>>> = std::sync::OnceLock::new();
+
+/// The exception of kind `name` (one of [`KINDS`]) with `message`.
+pub fn raise(name: &str, message: impl Into<String>) -> PyErr {
+    let message = message.into();
+    let at = KINDS.iter().position(|(n, _, _)| *n == name);
+    match (at, CLASSES.get()) {
+        (Some(i), Some(classes)) => {
+            Python::attach(|py| PyErr::from_type(classes[i].bind(py).clone(), message))
+        }
+        // Unreachable once the module is imported; the base class says it all the same.
+        _ => Error::new_err(format!("{name}: {message}")),
+    }
+}
 
 /// The Python exception for a melread error: its kind's class, its one-line message.
 pub fn to_py(e: melread::Error) -> PyErr {
     use melread::Error as E;
     let message = e.to_string();
     match e {
-        E::Config { .. } => ConfigError::new_err(message),
-        E::ConfigParse { .. } => ConfigParseError::new_err(message),
-        E::UnknownPreset { .. } => UnknownPresetError::new_err(message),
-        E::Io { .. } => IoError::new_err(message),
-        E::Decode { .. } => DecodeError::new_err(message),
-        E::Unsupported { .. } => UnsupportedError::new_err(message),
-        E::Limit { .. } => LimitError::new_err(message),
-        E::Dataset { .. } => DatasetError::new_err(message),
-        E::Device { .. } => DeviceError::new_err(message),
-        E::Output { .. } => OutputError::new_err(message),
-        E::Shape(_) => ShapeError::new_err(message),
-        E::Internal(_) => InternalError::new_err(message),
-        E::Cancelled => CancelledError::new_err(message),
+        E::Config { .. } => raise("ConfigError", message),
+        E::ConfigParse { .. } => raise("ConfigParseError", message),
+        E::UnknownPreset { .. } => raise("UnknownPresetError", message),
+        E::Io { .. } => raise("IoError", message),
+        E::Decode { .. } => raise("DecodeError", message),
+        E::Unsupported { .. } => raise("UnsupportedError", message),
+        E::Limit { .. } => raise("LimitError", message),
+        E::Dataset { .. } => raise("DatasetError", message),
+        E::Device { .. } => raise("DeviceError", message),
+        E::Output { .. } => raise("OutputError", message),
+        E::Shape(_) => raise("ShapeError", message),
+        E::Internal(_) => raise("InternalError", message),
+        E::Cancelled => raise("CancelledError", message),
     }
 }
 
@@ -108,29 +127,38 @@ pub fn build_to_py(e: melkit::build::Error) -> PyErr {
     let message = e.to_string();
     match e {
         E::Core(e) => to_py(e),
-        E::Stopped { .. } => DecodeError::new_err(message),
-        E::Interrupted { .. } => CancelledError::new_err(message),
-        E::KeptIncomplete { .. } | E::KeptMismatch { .. } => DatasetError::new_err(message),
-        E::Split { .. } => ConfigError::new_err(message),
+        E::Stopped { .. } => raise("DecodeError", message),
+        E::Interrupted { .. } => raise("CancelledError", message),
+        E::KeptIncomplete { .. } | E::KeptMismatch { .. } => raise("DatasetError", message),
+        E::Split { .. } => raise("ConfigError", message),
     }
 }
 
-/// Adds the exception classes to the module.
+/// Adds the exception classes to the module: `Error`, and one class per [`KINDS`] entry,
+/// made here (a subclass of `Error` and of its standard exception), with `__errors__`
+/// naming them.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    m.add("Error", py.get_type::<Error>())?;
-    m.add("ConfigError", py.get_type::<ConfigError>())?;
-    m.add("ConfigParseError", py.get_type::<ConfigParseError>())?;
-    m.add("UnknownPresetError", py.get_type::<UnknownPresetError>())?;
-    m.add("IoError", py.get_type::<IoError>())?;
-    m.add("DecodeError", py.get_type::<DecodeError>())?;
-    m.add("UnsupportedError", py.get_type::<UnsupportedError>())?;
-    m.add("LimitError", py.get_type::<LimitError>())?;
-    m.add("DatasetError", py.get_type::<DatasetError>())?;
-    m.add("DeviceError", py.get_type::<DeviceError>())?;
-    m.add("OutputError", py.get_type::<OutputError>())?;
-    m.add("ShapeError", py.get_type::<ShapeError>())?;
-    m.add("InternalError", py.get_type::<InternalError>())?;
-    m.add("CancelledError", py.get_type::<CancelledError>())?;
+    let base = py.get_type::<Error>();
+    m.add("Error", &base)?;
+    let builtins = py.import("builtins")?;
+    let make = builtins.getattr("type")?;
+    let mut classes = Vec::with_capacity(KINDS.len());
+    for (name, also, doc) in KINDS {
+        let bases = match also {
+            Some(b) => PyTuple::new(py, [base.clone().into_any(), builtins.getattr(b)?])?,
+            None => PyTuple::new(py, [base.clone().into_any()])?,
+        };
+        let body = PyDict::new(py);
+        body.set_item("__doc__", doc)?;
+        body.set_item("__module__", "melctl")?;
+        let class = make.call1((name, bases, body))?.cast_into::<PyType>()?;
+        m.add(name, &class)?;
+        classes.push(class.unbind());
+    }
+    // A second import (another interpreter of the process) keeps the first classes.
+    let _ = CLASSES.set(classes);
+    let names: Vec<&str> = KINDS.iter().map(|(n, _, _)| *n).collect();
+    m.add("__errors__", PyTuple::new(py, names)?)?;
     Ok(())
 }

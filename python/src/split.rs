@@ -13,7 +13,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyList, PyTuple};
 
 use crate::dtype::{ItemDtype, read_item};
-use crate::errors::{DatasetError, to_py};
+use crate::errors::to_py;
 
 /// Per-mel-bin `(mean, std)` as numpy arrays.
 type MeanStd<'py> = (Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>);
@@ -95,13 +95,16 @@ impl PySplit {
         }
         let split = open_split(py, &self.identity.path, self.identity.name.as_deref())?;
         if !self.identity.shape.is_empty() && split.shape() != self.identity.shape.as_slice() {
-            return Err(DatasetError::new_err(format!(
-                "{}: its shape is {:?}, but it was {:?} when this Split was pickled: the \
+            return Err(crate::errors::raise(
+                "DatasetError",
+                format!(
+                    "{}: its shape is {:?}, but it was {:?} when this Split was pickled: the \
                  split was replaced",
-                split.path().display(),
-                split.shape(),
-                self.identity.shape
-            )));
+                    split.path().display(),
+                    split.shape(),
+                    self.identity.shape
+                ),
+            ));
         }
         let mut slot = self.lock()?;
         // Another thread may have opened it meanwhile: keep the first.
