@@ -379,7 +379,7 @@ const LONG_FUNCTIONS: [(&str, &str); 12] = [
     ("crates/mel-core/src/pipeline/runner.rs", "run"),
     ("crates/mel-core/src/plan.rs", "new"),
     ("crates/melctl/src/main.rs", "run_build"),
-    ("crates/melkit/src/build/mod.rs", "run_locked"),
+    ("crates/melkit/src/dataset/mod.rs", "run_locked"),
     ("crates/melread/examples/read_bench.rs", "run"),
     ("crates/melread/examples/train.rs", "run"),
     ("crates/melread/src/split/h5open.rs", "open_hdf5"),

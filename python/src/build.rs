@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use mel_audio::{Dataset, ManifestOptions};
 use mel_core::config::LoaderKind;
-use melkit::build::merge::MergeSettings;
-use melkit::build::{Build, BuildReport, BuildSettings, Observer, OnError, Shard};
+use melkit::dataset::merge::MergeSettings;
+use melkit::dataset::{Build, BuildReport, BuildSettings, Observer, OnError, Shard};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -249,7 +249,10 @@ pub fn build<'py>(
         (LoaderKind::Auto | LoaderKind::Memmap, None) => {
             let xdg = std::env::var_os("XDG_CACHE_HOME");
             let home = std::env::var_os("HOME");
-            Some(melkit::build::default_cache_dir(xdg.as_deref(), home.as_deref()).map_err(to_py)?)
+            Some(
+                melkit::dataset::default_cache_dir(xdg.as_deref(), home.as_deref())
+                    .map_err(to_py)?,
+            )
         }
         _ => None,
     };
@@ -305,7 +308,7 @@ pub fn build<'py>(
     let mut report = BuildReport::default();
     let (built, notices) = polled(py, progress, "build", Result::is_ok, |queue, cancel| {
         pool.install(|| match shard {
-            Some(s) => melkit::build::build_shard(
+            Some(s) => melkit::dataset::build_shard(
                 &prepared,
                 settings,
                 s,
@@ -326,10 +329,10 @@ pub fn build<'py>(
             let mut json = report.to_json(&config_json, None);
             json["notices"] = notices.into();
             if let (Some(s), Some(outcome)) = (shard, &outcome) {
-                json["shard"] = melkit::build::shard::report_json(s, &out_dir, outcome);
+                json["shard"] = melkit::dataset::shard::report_json(s, &out_dir, outcome);
             }
             let earlier = match outcome {
-                Some(melkit::build::ShardOutcome::AlreadyComplete { skipped }) => Some(skipped),
+                Some(melkit::dataset::ShardOutcome::AlreadyComplete { skipped }) => Some(skipped),
                 _ => None,
             };
             if let Some(skipped) = earlier.filter(|s| !s.is_empty()) {
@@ -436,7 +439,7 @@ pub fn merge<'py>(
         also_writes: Vec::new(),
     };
     let (merged, notices) = polled(py, progress, "merge", Result::is_ok, |queue, cancel| {
-        melkit::build::merge(&output, &settings, queue, cancel)
+        melkit::dataset::merge(&output, &settings, queue, cancel)
     })?;
     let merged = merged.map_err(build_to_py)?;
     let mut json = merged.to_json();

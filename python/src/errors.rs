@@ -122,8 +122,8 @@ pub fn to_py(e: melread::Error) -> PyErr {
 /// The Python exception for a build's failure: a lower layer's error by its kind; a
 /// build stopped at a bad file a DecodeError; an interrupted one a CancelledError; a
 /// kept split that does not fit a DatasetError; a refused split a ConfigError.
-pub fn build_to_py(e: melkit::build::Error) -> PyErr {
-    use melkit::build::Error as E;
+pub fn build_to_py(e: melkit::dataset::Error) -> PyErr {
+    use melkit::dataset::Error as E;
     let message = e.to_string();
     match e {
         E::Core(e) => to_py(e),

@@ -9,8 +9,8 @@ use anyhow::Result;
 use indicatif::ProgressBar;
 use mel_core::Config;
 use mel_core::config::LoaderKind;
-pub use melkit::build::{BuildReport, SplitReport};
-use melkit::build::{BuildSettings, Error, Observer};
+pub use melkit::dataset::{BuildReport, SplitReport};
+use melkit::dataset::{BuildSettings, Error, Observer};
 
 use crate::cli::{BuildArgs, OnError};
 use crate::progress::Progress;
@@ -26,8 +26,8 @@ pub fn settings(config: Config, args: &BuildArgs) -> Result<BuildSettings> {
     Ok(BuildSettings {
         config,
         on_error: match args.on_error {
-            OnError::Skip => melkit::build::OnError::Skip,
-            OnError::Fail => melkit::build::OnError::Fail,
+            OnError::Skip => melkit::dataset::OnError::Skip,
+            OnError::Fail => melkit::dataset::OnError::Fail,
         },
         only: args.splits.clone(),
         resume: args.resume,
@@ -36,7 +36,7 @@ pub fn settings(config: Config, args: &BuildArgs) -> Result<BuildSettings> {
 }
 
 /// The cache folder the configuration names; by default melkit's
-/// [`default_cache_dir`](melkit::build::default_cache_dir) from this process's
+/// [`default_cache_dir`](melkit::dataset::default_cache_dir) from this process's
 /// `XDG_CACHE_HOME` and `HOME`.
 pub fn cache_dir(config: &Config) -> Result<PathBuf> {
     if !config.run.cache_dir.is_empty() {
@@ -44,7 +44,7 @@ pub fn cache_dir(config: &Config) -> Result<PathBuf> {
     }
     let xdg = std::env::var_os("XDG_CACHE_HOME");
     let home = std::env::var_os("HOME");
-    Ok(melkit::build::default_cache_dir(
+    Ok(melkit::dataset::default_cache_dir(
         xdg.as_deref(),
         home.as_deref(),
     )?)

@@ -240,7 +240,7 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         Some(c) => c.shard.dir(&args.output),
         None => args.output.clone(),
     };
-    let builder = melkit::build::Build::new(tree, settings.clone()).map_err(build::in_words)?;
+    let builder = melkit::dataset::Build::new(tree, settings.clone()).map_err(build::in_words)?;
     check_outputs(
         args,
         &builder,
@@ -307,7 +307,7 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     let mut report = build::BuildReport::default();
     let observer = build::Terminal::new(&progress);
     let built = match &sharded {
-        Some(c) => melkit::build::build_shard(
+        Some(c) => melkit::dataset::build_shard(
             &dataset,
             settings,
             c.shard,
@@ -326,7 +326,9 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     // A complete shard, verified: an array task's retry has nothing to do, but what its
     // build left out is named again, and --strict fails on it as it did then.
     let earlier = match &built {
-        Ok(Some(melkit::build::ShardOutcome::AlreadyComplete { skipped })) => Some(skipped.clone()),
+        Ok(Some(melkit::dataset::ShardOutcome::AlreadyComplete { skipped })) => {
+            Some(skipped.clone())
+        }
         _ => None,
     };
     if let Some(skipped) = &earlier {
@@ -347,7 +349,7 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         let error = built.as_ref().err().map(error_line);
         let mut json = report::json(&report, &config.resolved_json(), error.as_deref());
         if let (Some(c), Ok(Some(outcome))) = (&sharded, &built) {
-            json["shard"] = melkit::build::shard::report_json(c.shard, &out_dir, outcome);
+            json["shard"] = melkit::dataset::shard::report_json(c.shard, &out_dir, outcome);
         }
         let text = serde_json::to_string_pretty(&json)? + "\n";
         if report_to_stdout {
@@ -406,7 +408,7 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
 /// file of another kind; the report's folder must take a new file.
 fn check_outputs(
     args: &BuildArgs,
-    builder: &melkit::build::Build<'_>,
+    builder: &melkit::dataset::Build<'_>,
     out_dir: &std::path::Path,
     sharded: bool,
     report_to_stdout: bool,
@@ -426,7 +428,7 @@ fn check_outputs(
     }
     let mut outputs = builder.planned_outputs(out_dir);
     if sharded {
-        use melkit::build::shard::{SHARD_RECORD, SHARD_REPORT};
+        use melkit::dataset::shard::{SHARD_RECORD, SHARD_REPORT};
         outputs.push(Output::new(
             out_dir.join(SHARD_RECORD),
             "the shard record",

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, Result, bail};
-use melkit::build::Shard;
-use melkit::build::merge::{MergeReport, MergeSettings};
+use melkit::dataset::Shard;
+use melkit::dataset::merge::{MergeReport, MergeSettings};
 
 use crate::cli::{BuildArgs, MergeArgs};
 
@@ -131,7 +131,7 @@ pub fn run_merge(args: &MergeArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         crate::progress::Progress::for_stderr()
     };
     crate::build::stop_on_ctrl_c(cancel);
-    let merged = melkit::build::merge(
+    let merged = melkit::dataset::merge(
         &args.output,
         &settings,
         &crate::build::Terminal::new(&progress),

@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 
 use clap::Parser;
 use melkit::Preset;
-use melkit::build::{Build, BuildReport, BuildSettings, Observer};
+use melkit::dataset::{Build, BuildReport, BuildSettings, Observer};
 
 /// Builds ROOT/{split}/{class}/*.wav into OUT/{split}.h5 as `melctl build` does.
 #[derive(Parser)]

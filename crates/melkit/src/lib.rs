@@ -34,7 +34,7 @@
 
 pub mod backend;
 #[cfg(feature = "datasets")]
-pub mod build;
+pub mod dataset;
 pub mod demo;
 pub mod extract;
 

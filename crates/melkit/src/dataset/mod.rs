@@ -6,7 +6,7 @@
 //!
 //! ```no_run
 //! use std::sync::{Arc, atomic::AtomicBool};
-//! use melkit::build::{Build, BuildReport, BuildSettings, NoObserver};
+//! use melkit::dataset::{Build, BuildReport, BuildSettings, NoObserver};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let dataset = melkit::audio::scan(std::path::Path::new("clips"))?;
