@@ -12,9 +12,6 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use crate::errors::to_py;
 
-/// Configuration files larger than this are refused, as the CLI refuses them.
-const MAX_CONFIG_BYTES: u64 = 1 << 20;
-
 /// A Python value as TOML: bool, int, float, str, list/tuple, dict with str keys.
 fn to_toml(key: &str, v: &Bound<'_, PyAny>) -> PyResult<toml::Value> {
     let bad = |what: &str| PyTypeError::new_err(format!("{key}: {what} has no TOML form"));
@@ -146,9 +143,7 @@ pub fn resolve(
             let path: PathBuf = cfg.extract().map_err(|_| {
                 PyTypeError::new_err("config must be a path to a TOML file or a dict of sections")
             })?;
-            let text = mel_core::input::read_bounded_text(&path, MAX_CONFIG_BYTES)
-                .map_err(|e| to_py(mel_core::Error::io(&path, e)))?;
-            c = Config::merge_toml(&c, &text, Some(&path.display().to_string())).map_err(to_py)?;
+            c = Config::merge_file(&c, &path).map_err(to_py)?;
         }
     }
     let all = Config::key_paths();

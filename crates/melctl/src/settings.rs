@@ -1,14 +1,11 @@
 //! Resolving the configuration: preset, then the TOML file, then flags.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use mel_core::config::{BackendKind, LoaderKind, SinkKind};
 use mel_core::spec::Precision;
 use mel_core::{Config, Dtype, Preset};
 
 use crate::cli::{BackendArg, ConfigFlags, DtypeArg, LoaderArg, PrecisionArg, PresetArg, SinkArg};
-
-/// Configuration files larger than this are refused (every key fits in a few KiB).
-pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 /// The configuration the flags describe (not yet validated: see `MelPlan::new`).
 pub fn resolve(flags: &ConfigFlags) -> Result<Config> {
@@ -19,9 +16,7 @@ pub fn resolve(flags: &ConfigFlags) -> Result<Config> {
     let mut config = preset.config();
     if let Some(path) = &flags.config {
         // Bounded by the bytes read and never blocking: a FIFO or /dev/zero is refused.
-        let text = mel_core::input::read_bounded_text(path, MAX_CONFIG_BYTES)
-            .with_context(|| format!("cannot read the configuration {}", path.display()))?;
-        config = Config::merge_toml(&config, &text, Some(&path.display().to_string()))?;
+        config = Config::merge_file(&config, path)?;
     }
     if let Some(d) = flags.dtype {
         config.output.dtype = match d {

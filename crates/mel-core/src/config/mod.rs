@@ -19,6 +19,10 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::spec::{AudioConfig, LogScale, MelConfig, MelSpec, SegmentConfig};
 
+/// Configuration files larger than this are refused, by every front end (every key fits
+/// in a few KiB).
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 /// A complete build configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -82,6 +86,14 @@ impl Config {
         toml::Value::Table(merged)
             .try_into()
             .map_err(|e: toml::de::Error| parse_err(e.to_string()))
+    }
+
+    /// Reads the TOML file at `path` (at most [`MAX_CONFIG_BYTES`], never blocking: a
+    /// FIFO or a device is refused) on top of `base`.
+    pub fn merge_file(base: &Config, path: &std::path::Path) -> Result<Config> {
+        let text = crate::input::read_bounded_text(path, MAX_CONFIG_BYTES)
+            .map_err(|e| Error::io(path, e))?;
+        Config::merge_toml(base, &text, Some(&path.display().to_string()))
     }
 
     /// Parses a TOML text on top of the default configuration.
