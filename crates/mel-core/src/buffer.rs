@@ -178,3 +178,51 @@ impl OutputSlice<'_> {
         }
     }
 }
+
+/// Buffers handed from one run (or loader) to the next, so their pages are faulted in
+/// once per build rather than once per split; cloning shares them. The one recycling
+/// list of the workspace: the runner's output buffers (`Spares<OutputBuf>`) and the
+/// streaming loaders' sample buffers (`Spares<Vec<f32>>`). A poisoned lock is recovered:
+/// the buffers are plain data, whatever a panicking thread was doing with the list.
+#[derive(Debug)]
+pub struct Spares<T>(std::sync::Arc<std::sync::Mutex<Vec<T>>>);
+
+impl<T> Clone for Spares<T> {
+    fn clone(&self) -> Self {
+        Spares(self.0.clone())
+    }
+}
+
+impl<T> Default for Spares<T> {
+    fn default() -> Self {
+        Spares(Default::default())
+    }
+}
+
+impl<T> Spares<T> {
+    fn list(&self) -> std::sync::MutexGuard<'_, Vec<T>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Buffers held now (between runs: those the last one left).
+    pub fn held(&self) -> usize {
+        self.list().len()
+    }
+
+    /// Up to `n` of the held buffers, the last given first; the rest stay.
+    pub fn take(&self, n: usize) -> Vec<T> {
+        let mut held = self.list();
+        let keep = held.len().saturating_sub(n);
+        held.split_off(keep)
+    }
+
+    /// Every held buffer.
+    pub fn take_all(&self) -> Vec<T> {
+        std::mem::take(&mut *self.list())
+    }
+
+    /// Hands buffers back for the next run.
+    pub fn give(&self, bufs: impl IntoIterator<Item = T>) {
+        self.list().extend(bufs);
+    }
+}

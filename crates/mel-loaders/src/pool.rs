@@ -33,29 +33,7 @@ impl Drop for Inner {
 /// Sample buffers handed from one loader to the next (cloning shares them): a build's
 /// splits reuse one set, so their pages are faulted in once per build, not once per
 /// split (a fresh buffer's page faults were 11% of a 3,000-clip build's CPU).
-#[derive(Clone, Default)]
-pub struct SpareBuffers(Arc<Mutex<Vec<Vec<f32>>>>);
-
-impl SpareBuffers {
-    /// Buffers held now (between loaders: those the last one left).
-    pub fn held(&self) -> usize {
-        self.0.lock().map(|v| v.len()).unwrap_or(0)
-    }
-
-    fn take(&self, n: usize) -> Vec<Vec<f32>> {
-        let Ok(mut held) = self.0.lock() else {
-            return Vec::new();
-        };
-        let keep = held.len().saturating_sub(n);
-        held.split_off(keep)
-    }
-
-    fn give(&self, bufs: impl IntoIterator<Item = Vec<f32>>) {
-        if let Ok(mut held) = self.0.lock() {
-            held.extend(bufs);
-        }
-    }
-}
+pub type SpareBuffers = mel_core::buffer::Spares<Vec<f32>>;
 
 /// A shared, bounded pool of sample buffers.
 #[derive(Clone)]

@@ -47,31 +47,15 @@ pub struct RunOptions {
 }
 
 /// Output buffers handed from one run to the next (cloning shares the pool).
-#[derive(Debug, Clone, Default)]
-pub struct OutputPool(Arc<std::sync::Mutex<Vec<OutputBuf>>>);
+pub type OutputPool = crate::buffer::Spares<OutputBuf>;
 
-impl OutputPool {
-    /// Up to `n` pooled buffers of `dtype` (others are dropped), topped up with empty ones.
-    fn take(&self, dtype: crate::spec::Dtype, n: usize) -> Vec<OutputBuf> {
-        let mut kept = std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()));
-        kept.retain(|b| b.dtype() == dtype);
-        kept.truncate(n);
-        kept.resize_with(n, || OutputBuf::zeros(dtype, 0));
-        kept
-    }
-
-    /// Buffers the pool holds now (between runs: those the last run handed back).
-    pub fn held(&self) -> usize {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
-    /// Returns buffers for the next run.
-    fn give(&self, bufs: impl IntoIterator<Item = OutputBuf>) {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(bufs);
-    }
+/// Up to `n` of `pool`'s buffers of `dtype` (others are dropped), topped up with empty ones.
+fn take_outputs(pool: &OutputPool, dtype: crate::spec::Dtype, n: usize) -> Vec<OutputBuf> {
+    let mut kept = pool.take_all();
+    kept.retain(|b| b.dtype() == dtype);
+    kept.truncate(n);
+    kept.resize_with(n, || OutputBuf::zeros(dtype, 0));
+    kept
 }
 
 /// What a run produced.
@@ -137,10 +121,11 @@ pub fn run(
     // A fixed set of output buffers, recycled first-in first-out: the queue's worth, one
     // being computed and one being written. Peak memory does not depend on the run's length.
     let (free_tx, free_rx) = mpsc::channel::<OutputBuf>();
-    for buf in opts
-        .buffers
-        .take(backend.plan().dtype(), super::batches_in_flight(depth))
-    {
+    for buf in take_outputs(
+        &opts.buffers,
+        backend.plan().dtype(),
+        super::batches_in_flight(depth),
+    ) {
         let _ = free_tx.send(buf);
     }
     let stop_flag = AtomicBool::new(false);
