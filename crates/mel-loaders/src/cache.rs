@@ -28,14 +28,12 @@ use mel_core::atomic::{self, Staged};
 use mel_core::container::{self, Section};
 use mel_core::outputs::{Guard, Output, Written};
 use mel_core::spec::AudioConfig;
-use mel_core::{
-    ClipBatch, ClipFailure, Error, FailureKind, Loader, LoaderStats, Result, SampleBlock,
-    SampleStore, SourceInfo,
-};
+use mel_core::{ClipFailure, Error, FailureKind, LoaderStats, Result, SampleStore, SourceInfo};
 use memmap2::{Mmap, MmapMut};
 use rayon::prelude::*;
 use xxhash_rust::xxh3::{Xxh3, xxh3_64};
 
+use crate::arena::ArenaLoader;
 use crate::io::{DEFAULT_READ, load_clip, sort_outcomes};
 
 const MAGIC: &[u8; 8] = b"MELCACHE";
@@ -130,20 +128,10 @@ fn arena_checksums(arena: &[u8], clip_bytes: usize) -> Vec<u64> {
         .collect()
 }
 
-/// The memmap-cache loader.
-pub struct CacheLoader {
-    arena: Arc<MappedArena>,
-    indices: Vec<usize>,
-    sources: Vec<SourceInfo>,
-    failures: Vec<ClipFailure>,
-    clip_samples: usize,
-    batch_clips: usize,
-    next: usize,
-    outcome: CacheOutcome,
-    note: String,
-}
+/// The memmap-cache loader: the arena loader over a mapped cache file.
+pub type CacheLoader = ArenaLoader;
 
-impl CacheLoader {
+impl ArenaLoader {
     /// Maps the cache for `files` at `key`, building (or rebuilding) it first when it is
     /// missing or unusable. Decoding runs in the current rayon pool; `on_file` is called
     /// before each file decoded, and once it returns false the build stops with
@@ -177,7 +165,7 @@ impl CacheLoader {
             Ok(loader) => {
                 let mut l = loader;
                 l.batch_clips = batch_clips.max(1);
-                l.note = format!(
+                l.stats.note = format!(
                     "cache hit: {} ({} clips, checked in {:.2} s)",
                     key.path.display(),
                     l.indices.len(),
@@ -203,7 +191,7 @@ impl CacheLoader {
             )
         })?;
         l.batch_clips = batch_clips.max(1);
-        l.note = match &outcome {
+        l.stats.note = match &outcome {
             CacheOutcome::Miss => format!(
                 "cache miss: no {}; decoded and stored in {:.2} s",
                 key.path.display(),
@@ -215,7 +203,7 @@ impl CacheLoader {
             ),
             CacheOutcome::Hit => unreachable!("handled above"),
         };
-        l.outcome = outcome;
+        l.outcome = Some(outcome);
         Ok(l)
     }
 
@@ -318,7 +306,7 @@ impl CacheLoader {
                 reason,
             })
             .collect();
-        Ok(CacheLoader {
+        Ok(ArenaLoader {
             arena: Arc::new(MappedArena {
                 map,
                 len: clips * clip_samples,
@@ -329,19 +317,10 @@ impl CacheLoader {
             clip_samples,
             batch_clips: 1,
             next: 0,
-            outcome: CacheOutcome::Hit,
-            note: String::new(),
+            name: "memmap",
+            stats: LoaderStats::default(),
+            outcome: Some(CacheOutcome::Hit),
         })
-    }
-
-    /// Whether the cache was hit, missed or rebuilt (and why).
-    pub fn outcome(&self) -> &CacheOutcome {
-        &self.outcome
-    }
-
-    /// Clips held.
-    pub fn clips(&self) -> usize {
-        self.indices.len()
     }
 }
 
@@ -459,39 +438,4 @@ fn full_disk(temp: &Path, bytes: u64, e: std::io::Error) -> Error {
         format!("reserving {bytes} bytes of disk for the decoded-audio cache: {e}")
     };
     Error::output(temp, why)
-}
-
-impl Loader for CacheLoader {
-    fn name(&self) -> &str {
-        "memmap"
-    }
-
-    fn next_batch(&mut self) -> Option<Result<ClipBatch>> {
-        if self.next >= self.indices.len() {
-            return None;
-        }
-        let end = (self.next + self.batch_clips).min(self.indices.len());
-        let batch = ClipBatch {
-            indices: self.indices[self.next..end].to_vec(),
-            sources: self.sources[self.next..end].to_vec(),
-            samples: SampleBlock::new(
-                self.arena.clone(),
-                self.next * self.clip_samples,
-                (end - self.next) * self.clip_samples,
-            ),
-        };
-        self.next = end;
-        Some(Ok(batch))
-    }
-
-    fn failures(&self) -> &[ClipFailure] {
-        &self.failures
-    }
-
-    fn stats(&self) -> LoaderStats {
-        LoaderStats {
-            note: self.note.clone(),
-            ..LoaderStats::default()
-        }
-    }
 }

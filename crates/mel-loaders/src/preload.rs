@@ -6,25 +6,16 @@ use std::sync::Arc;
 
 use mel_audio::FileEntry;
 
+use crate::arena::ArenaLoader;
 use crate::io::{DEFAULT_READ, load_clip, sort_outcomes};
 use mel_core::spec::AudioConfig;
-use mel_core::{ClipBatch, ClipFailure, Loader, Result, SampleBlock, SourceInfo};
+use mel_core::{Result, SourceInfo};
 use rayon::prelude::*;
 
-/// A split decoded into RAM.
-pub struct PreloadLoader {
-    arena: Arc<Vec<f32>>,
-    /// Split indices of the clips held, in arena order.
-    indices: Vec<usize>,
-    /// Their source files.
-    sources: Vec<SourceInfo>,
-    failures: Vec<ClipFailure>,
-    clip_samples: usize,
-    batch_clips: usize,
-    next: usize,
-}
+/// A split decoded into RAM: the arena loader over a vector of samples.
+pub type PreloadLoader = ArenaLoader;
 
-impl PreloadLoader {
+impl ArenaLoader {
     /// Decodes every file of `files` in the current rayon pool. `on_file` is called before
     /// each file; once it returns false the remaining files are not read and the load
     /// returns [`Error::Cancelled`](mel_core::Error::Cancelled) (an interrupt stops a large
@@ -53,7 +44,16 @@ impl PreloadLoader {
         let kept = crate::arena::compact(&mut arena, clip_samples, &ok);
         arena.truncate(kept * clip_samples);
         arena.shrink_to_fit();
-        Ok(PreloadLoader {
+        let stats = mel_core::LoaderStats {
+            workers: rayon::current_num_threads(),
+            files: files.len() as u64,
+            note: format!(
+                "arena of {:.1} MB in RAM",
+                (arena.len() * std::mem::size_of::<f32>()) as f64 / 1e6
+            ),
+            ..Default::default()
+        };
+        Ok(ArenaLoader {
             arena: Arc::new(arena),
             indices,
             sources,
@@ -61,54 +61,10 @@ impl PreloadLoader {
             clip_samples,
             batch_clips: batch_clips.max(1),
             next: 0,
+            name: "preload",
+            stats,
+            outcome: None,
         })
-    }
-
-    /// Bytes held by the arena.
-    pub fn arena_bytes(&self) -> usize {
-        self.arena.len() * std::mem::size_of::<f32>()
-    }
-
-    /// Clips held (files that decoded).
-    pub fn clips(&self) -> usize {
-        self.indices.len()
-    }
-}
-
-impl Loader for PreloadLoader {
-    fn name(&self) -> &str {
-        "preload"
-    }
-
-    fn next_batch(&mut self) -> Option<Result<ClipBatch>> {
-        if self.next >= self.indices.len() {
-            return None;
-        }
-        let end = (self.next + self.batch_clips).min(self.indices.len());
-        let batch = ClipBatch {
-            indices: self.indices[self.next..end].to_vec(),
-            sources: self.sources[self.next..end].to_vec(),
-            samples: SampleBlock::new(
-                self.arena.clone(),
-                self.next * self.clip_samples,
-                (end - self.next) * self.clip_samples,
-            ),
-        };
-        self.next = end;
-        Some(Ok(batch))
-    }
-
-    fn failures(&self) -> &[ClipFailure] {
-        &self.failures
-    }
-
-    fn stats(&self) -> mel_core::LoaderStats {
-        mel_core::LoaderStats {
-            workers: rayon::current_num_threads(),
-            files: (self.indices.len() + self.failures.len()) as u64,
-            note: format!("arena of {:.1} MB in RAM", self.arena_bytes() as f64 / 1e6),
-            ..Default::default()
-        }
     }
 }
 
@@ -116,6 +72,7 @@ impl Loader for PreloadLoader {
 mod tests {
     use super::*;
     use hound::{SampleFormat, WavSpec, WavWriter};
+    use mel_core::Loader;
 
     #[test]
     fn batches_cover_good_clips_in_order_and_failures_are_listed() {

@@ -142,6 +142,6 @@ fn a_full_disk_is_called_a_full_disk() {
     drop(disk);
     let key = CacheKey::new(&t.path().join("roomy"), t.path(), "train", &files, &a).unwrap();
     let l = open_within(&key, &files, &a).unwrap();
-    assert_eq!(l.outcome(), &CacheOutcome::Miss);
+    assert_eq!(l.outcome(), Some(&CacheOutcome::Miss));
     assert_eq!(l.clips(), 40);
 }
