@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use anyhow::Result;
-use indicatif::ProgressBar;
 use mel_core::Config;
 use mel_core::config::LoaderKind;
 pub use melkit::dataset::{BuildReport, SplitReport};
@@ -53,7 +52,7 @@ pub fn cache_dir(config: &Config) -> Result<PathBuf> {
 /// The build's observer on a terminal: notices on stderr, one progress bar per split.
 pub struct Terminal<'a> {
     progress: &'a Progress,
-    bar: Mutex<Option<ProgressBar>>,
+    bar: Mutex<Option<crate::progress::Meter>>,
 }
 
 impl<'a> Terminal<'a> {
@@ -65,7 +64,7 @@ impl<'a> Terminal<'a> {
         }
     }
 
-    fn with_bar(&self, f: impl FnOnce(&mut Option<ProgressBar>)) {
+    fn with_bar(&self, f: impl FnOnce(&mut Option<crate::progress::Meter>)) {
         f(&mut self.bar.lock().unwrap_or_else(|p| p.into_inner()));
     }
 }
@@ -76,7 +75,7 @@ impl Observer for Terminal<'_> {
     }
 
     fn split_started(&self, split: &str, clips: u64) {
-        let bar = self.progress.bar(clips, &format!("build {split}"));
+        let bar = self.progress.meter(clips, &format!("build {split}"));
         self.with_bar(|b| *b = Some(bar));
     }
 
@@ -91,7 +90,7 @@ impl Observer for Terminal<'_> {
     fn split_finished(&self, _split: &str) {
         self.with_bar(|b| {
             if let Some(bar) = b.take() {
-                bar.finish_and_clear()
+                bar.finish()
             }
         });
     }

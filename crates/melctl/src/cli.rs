@@ -180,7 +180,7 @@ pub struct MergeArgs {
 }
 
 /// How much a command prints.
-#[derive(Debug, Args, Clone, Copy, Default)]
+#[derive(Debug, Args, Clone, Copy)]
 pub struct Verbosity {
     /// Print nothing on success (errors and skipped files still go to stderr).
     #[arg(short, long, conflicts_with = "verbose")]
@@ -188,6 +188,35 @@ pub struct Verbosity {
     /// Print the per-stage profiler table, the loader and the queues of every split.
     #[arg(short, long)]
     pub verbose: bool,
+    /// How progress is shown: a bar on a terminal and a line every --progress-every
+    /// seconds elsewhere (a batch job's log), or always a bar, always lines, or none.
+    #[arg(long, value_enum, default_value_t = ProgressArg::Auto)]
+    pub progress: ProgressArg,
+    /// Seconds between progress lines (where they are lines).
+    #[arg(long, default_value_t = 10.0, value_parser = seconds)]
+    pub progress_every: f64,
+}
+
+/// A number of seconds from 0 to a day.
+fn seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if (0.0..=86_400.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?} is not a number of seconds from 0 to 86400")),
+    }
+}
+
+/// `--progress`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum ProgressArg {
+    /// A bar when stderr is a terminal, else lines.
+    #[default]
+    Auto,
+    /// A bar (drawn only where stderr is a terminal).
+    Bar,
+    /// A line every --progress-every seconds: clips done, rate, time left.
+    Lines,
+    /// Nothing.
+    None,
 }
 
 /// `melctl inspect`.

@@ -301,7 +301,10 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     let progress = if quiet {
         progress::Progress::hidden()
     } else {
-        progress::Progress::for_stderr()
+        progress::Progress::for_stderr(
+            args.verbosity.progress,
+            std::time::Duration::from_secs_f64(args.verbosity.progress_every),
+        )
     };
     build::stop_on_ctrl_c(cancel);
     let mut report = build::BuildReport::default();

@@ -1,41 +1,159 @@
-//! Progress bars (indicatif), drawn only when stderr is a terminal and not `--quiet`.
+//! Progress: a bar (indicatif) on a terminal, a line every `--progress-every` seconds
+//! (10 by default) where stderr is not one (a batch job's log shows the build is alive; a run shorter than that prints
+//! none), or nothing (`--quiet`, `--progress none`).
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
-/// Makes progress bars, or hidden ones when `enabled` is false.
+use crate::cli::ProgressArg;
+
+/// How progress is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Bar,
+    Lines(Duration),
+    Hidden,
+}
+
+/// Makes progress meters, all of one mode.
 pub struct Progress {
-    enabled: bool,
+    mode: Mode,
 }
 
 impl Progress {
-    /// Bars are shown when stderr is a terminal.
-    pub fn for_stderr() -> Self {
-        Progress {
-            enabled: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-        }
+    /// As `--progress` asks: `auto` is a bar when stderr is a terminal, else a line
+    /// every `every`.
+    pub fn for_stderr(arg: ProgressArg, every: Duration) -> Self {
+        let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let mode = match arg {
+            ProgressArg::Auto if terminal => Mode::Bar,
+            ProgressArg::Auto | ProgressArg::Lines => Mode::Lines(every),
+            ProgressArg::Bar => Mode::Bar,
+            ProgressArg::None => Mode::Hidden,
+        };
+        Progress { mode }
     }
 
-    /// No bars at all (`--quiet`).
+    /// No progress at all (`--quiet`).
     pub fn hidden() -> Self {
-        Progress { enabled: false }
+        Progress { mode: Mode::Hidden }
     }
 
-    /// A bar of `len` clips labelled `label`, with a whole-number rate.
-    pub fn bar(&self, len: u64, label: &str) -> ProgressBar {
-        if !self.enabled {
-            return ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden());
-        }
-        let bar = ProgressBar::new(len);
-        bar.set_style(
-            ProgressStyle::with_template("{msg:>18} [{bar:40}] {pos}/{len} clips {rate} eta {eta}")
-                .expect("valid template")
-                .with_key("rate", |s: &ProgressState, w: &mut dyn std::fmt::Write| {
-                    let _ = write!(w, "{:.0}/s", s.per_sec());
+    /// A meter of `len` clips labelled `label`.
+    pub fn meter(&self, len: u64, label: &str) -> Meter {
+        match self.mode {
+            Mode::Hidden => Meter::Bar(ProgressBar::with_draw_target(
+                Some(len),
+                ProgressDrawTarget::hidden(),
+            )),
+            Mode::Bar => Meter::Bar(bar(len, label)),
+            Mode::Lines(every) => {
+                let started = Instant::now();
+                Meter::Lines(Lines {
+                    label: label.to_string(),
+                    len,
+                    every,
+                    started,
+                    at: Mutex::new((0, started, None)),
                 })
-                .progress_chars("=> "),
-        );
-        bar.set_message(label.to_string());
-        bar.enable_steady_tick(std::time::Duration::from_millis(200));
-        bar
+            }
+        }
+    }
+}
+
+/// A bar of `len` clips labelled `label`, with a whole-number rate.
+fn bar(len: u64, label: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>18} [{bar:40}] {pos}/{len} clips {rate} eta {eta}")
+            .expect("valid template")
+            .with_key("rate", |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{:.0}/s", s.per_sec());
+            })
+            .progress_chars("=> "),
+    );
+    bar.set_message(label.to_string());
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+/// One split's (or merge's) progress.
+pub enum Meter {
+    /// A bar, drawn or hidden.
+    Bar(ProgressBar),
+    /// Lines on stderr.
+    Lines(Lines),
+}
+
+impl Meter {
+    /// `n` more clips done.
+    pub fn inc(&self, n: u64) {
+        match self {
+            Meter::Bar(b) => b.inc(n),
+            Meter::Lines(l) => l.inc(n),
+        }
+    }
+
+    /// Done: the bar cleared, or a last line written.
+    pub fn finish(&self) {
+        match self {
+            Meter::Bar(b) => b.finish_and_clear(),
+            Meter::Lines(l) => l.finish(),
+        }
+    }
+}
+
+/// Progress as a line every `every`: clips done, rate, time left.
+pub struct Lines {
+    label: String,
+    len: u64,
+    every: Duration,
+    started: Instant,
+    /// Clips done, when the last line was written (or the start), and its count.
+    at: Mutex<(u64, Instant, Option<u64>)>,
+}
+
+impl Lines {
+    fn inc(&self, n: u64) {
+        let now = Instant::now();
+        let mut at = self.at.lock().unwrap_or_else(|p| p.into_inner());
+        at.0 = (at.0 + n).min(self.len);
+        if now.duration_since(at.1) >= self.every {
+            (at.1, at.2) = (now, Some(at.0));
+            errln!("{}", self.line(at.0, now));
+        }
+    }
+
+    /// A last line, where lines were written and the last did not say it all (a run
+    /// shorter than one interval says nothing: its summary follows at once).
+    fn finish(&self) {
+        let (done, _, said) = *self.at.lock().unwrap_or_else(|p| p.into_inner());
+        if said.is_some_and(|last| last != done) {
+            errln!("{}", self.line(done, Instant::now()));
+        }
+    }
+
+    /// `build training: 1200/3000 clips (40%), 850 clips/s, 2 s left`.
+    fn line(&self, done: u64, now: Instant) -> String {
+        let secs = now.duration_since(self.started).as_secs_f64();
+        let rate = if secs > 0.0 { done as f64 / secs } else { 0.0 };
+        let percent = if self.len == 0 {
+            100.0
+        } else {
+            100.0 * done as f64 / self.len as f64
+        };
+        let left = if done >= self.len {
+            format!("done in {secs:.1} s")
+        } else if rate > 0.0 {
+            format!("{:.0} s left", (self.len - done) as f64 / rate)
+        } else {
+            "starting".to_string()
+        };
+        format!(
+            "{}: {done}/{} clips ({percent:.0}%), {rate:.0} clips/s, {left}",
+            self.label, self.len
+        )
     }
 }

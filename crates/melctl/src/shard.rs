@@ -128,7 +128,10 @@ pub fn run_merge(args: &MergeArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     let progress = if args.verbosity.quiet {
         crate::progress::Progress::hidden()
     } else {
-        crate::progress::Progress::for_stderr()
+        crate::progress::Progress::for_stderr(
+            args.verbosity.progress,
+            std::time::Duration::from_secs_f64(args.verbosity.progress_every),
+        )
     };
     crate::build::stop_on_ctrl_c(cancel);
     let merged = melkit::dataset::merge(

@@ -364,3 +364,33 @@ fn counts_of_one_are_singular_in_the_header_and_the_dry_run() {
         "the layout line counts in the singular",
     );
 }
+
+/// With stderr not a terminal (a batch job's log) a build printed nothing until it ended:
+/// now a line every --progress-every seconds says it is alive.
+#[test]
+fn progress_without_a_terminal_is_a_line_every_few_seconds() {
+    let dir = Dir::demo(12);
+    let stderr = |flags: &[&str], out: &str| {
+        let o = dir.build(out).args(flags).expect_code(0);
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let lines = stderr(&["--progress", "lines", "--progress-every", "0"], "a");
+    for split in ["testing", "training", "validation"] {
+        assert!(
+            lines.contains(&format!("build {split}: ")) && lines.contains("clips/s"),
+            "{lines}"
+        );
+    }
+    // The default: a short build ends before the first line is due.
+    assert!(
+        !stderr(&[], "b").contains("clips/s,"),
+        "no line before 10 s"
+    );
+    assert!(!stderr(&["--progress", "none", "--progress-every", "0"], "c").contains("clips/s,"));
+    assert!(!stderr(&["-q", "--progress-every", "0"], "d").contains("clips/s,"));
+    let e = dir
+        .build("e")
+        .args(["--progress-every", "nan"])
+        .stderr_of_failure();
+    assert!(e.contains("not a number of seconds"), "{e}");
+}
