@@ -352,7 +352,9 @@ def evaluate_files(
 def _extractor_from_toml(toml: str, dtype: str) -> Extractor:
     """Unpickles an Extractor (its configuration as TOML, its results' dtype)."""
 
-def _reopen_split(path: _PathLike, name: str | None, dtype: _DTypeLike, shape: Sequence[int]) -> Split:
+def _reopen_split(
+    path: _PathLike, name: str | None, dtype: _DTypeLike, shape: Sequence[int], build: str | None = None
+) -> Split:
     """Unpickles a Split: opens it again where it is unpickled."""
 
 __all__ = [

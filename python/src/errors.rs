@@ -129,7 +129,9 @@ pub fn build_to_py(e: melkit::dataset::Error) -> PyErr {
         E::Core(e) => to_py(e),
         E::Stopped { .. } => raise("DecodeError", message),
         E::Interrupted { .. } => raise("CancelledError", message),
-        E::KeptIncomplete { .. } | E::KeptMismatch { .. } => raise("DatasetError", message),
+        E::KeptIncomplete { .. } | E::KeptMismatch { .. } | E::NothingLeft { .. } => {
+            raise("DatasetError", message)
+        }
         E::Split { .. } => raise("ConfigError", message),
     }
 }

@@ -42,6 +42,23 @@ fn stored_name(dtype: &Bound<'_, PyAny>) -> bool {
         .is_ok_and(|d| ["f32", "f16", "bf16"].contains(&d.as_str()))
 }
 
+/// A vector of `n` values made by `value(i)`, or a LimitError where memory for it cannot
+/// be had (a Python caller gets an exception, never an abort of the interpreter).
+fn try_vec<T>(n: usize, value: impl Fn(usize) -> T) -> PyResult<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        crate::errors::raise(
+            "LimitError",
+            format!(
+                "the extracted features: {n} values of {} bytes cannot be allocated",
+                std::mem::size_of::<T>()
+            ),
+        )
+    })?;
+    v.extend((0..n).map(value));
+    Ok(v)
+}
+
 /// `features` as a numpy array of `dtype`, its leading clip axis dropped when `one`.
 fn to_numpy<'py>(
     py: Python<'py>,
@@ -56,18 +73,16 @@ fn to_numpy<'py>(
     let bad = |e: ndarray::ShapeError| PyRuntimeError::new_err(format!("features' shape: {e}"));
     Ok(match (dtype, features.values()) {
         (ItemDtype::F16, OutputBuf::F16(v)) => {
-            let a = ArrayD::from_shape_vec(shape, v.clone()).map_err(bad)?;
+            let a = ArrayD::from_shape_vec(shape, try_vec(v.len(), |i| v[i])?).map_err(bad)?;
             PyArray::from_owned_array(py, a).into_any()
         }
         (ItemDtype::F64, values) => {
-            let v: Vec<f64> = (0..values.len()).map(|i| values.get_f64(i)).collect();
+            let v = try_vec(values.len(), |i| values.get_f64(i))?;
             PyArray::from_owned_array(py, ArrayD::from_shape_vec(shape, v).map_err(bad)?).into_any()
         }
         (_, values) => {
             // f16 and bf16 widen to f32 exactly; f32 is copied as is.
-            let v: Vec<f32> = (0..values.len())
-                .map(|i| values.get_f64(i) as f32)
-                .collect();
+            let v = try_vec(values.len(), |i| values.get_f64(i) as f32)?;
             PyArray::from_owned_array(py, ArrayD::from_shape_vec(shape, v).map_err(bad)?).into_any()
         }
     })

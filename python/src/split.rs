@@ -28,6 +28,9 @@ struct Identity {
     name: Option<String>,
     /// `mel`'s shape when first opened (empty until known).
     shape: Vec<usize>,
+    /// What the split held when first opened ([`melread::Split::identity`]: its build id),
+    /// so a copy unpickled after the split was built again is refused.
+    build: Option<String>,
 }
 
 /// A split of a melctl output: `len(split)` clips, `split[i]` clip i as a numpy array.
@@ -80,6 +83,7 @@ impl PySplit {
                 path,
                 name: name.map(str::to_string),
                 shape: split.shape().to_vec(),
+                build: Some(split.identity()),
             },
             dtype,
             open: Mutex::new(Some(Arc::new(split))),
@@ -103,6 +107,18 @@ impl PySplit {
                     split.path().display(),
                     split.shape(),
                     self.identity.shape
+                ),
+            ));
+        }
+        if let Some(was) = &self.identity.build
+            && *was != split.identity()
+        {
+            return Err(crate::errors::raise(
+                "DatasetError",
+                format!(
+                    "{}: it was built again since this Split was pickled (build {was}, now {}): a worker would read other clips than its parent",
+                    split.path().display(),
+                    split.identity()
                 ),
             ));
         }
@@ -305,6 +321,7 @@ impl PySplit {
             self.identity.name.clone(),
             self.dtype.name(),
             self.identity.shape.clone(),
+            self.identity.build.clone(),
         )
             .into_pyobject(py)?;
         Ok((reopen, args))
@@ -328,14 +345,21 @@ impl PySplit {
 
 /// The unpickling side of [`PySplit::__reduce__`]: a split that opens on first use.
 #[pyfunction]
+#[pyo3(signature = (path, name, dtype, shape, build=None))]
 pub fn _reopen_split(
     path: PathBuf,
     name: Option<String>,
     dtype: &Bound<'_, PyAny>,
     shape: Vec<usize>,
+    build: Option<String>,
 ) -> PyResult<PySplit> {
     Ok(PySplit {
-        identity: Identity { path, name, shape },
+        identity: Identity {
+            path,
+            name,
+            shape,
+            build,
+        },
         dtype: ItemDtype::parse(dtype)?,
         open: Mutex::new(None),
         labels: PyOnceLock::new(),

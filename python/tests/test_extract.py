@@ -133,6 +133,28 @@ def test_an_output_too_large_to_allocate_is_an_error_not_an_abort():
         ex(np.zeros((10**6, 64), dtype=np.float32), 4096)
 
 
+def test_an_output_beyond_the_address_space_left_is_a_limit_error_not_an_abort():
+    """12,000 rows of 64 samples: 3 MB in, 0.9 GB of f16 features, 1.8 GB widened to
+    float32 for numpy. Under a 2.5 GB address-space limit the float32 copy was an
+    infallible allocation: "memory allocation failed", SIGABRT, no exception."""
+    import subprocess
+    import sys
+
+    script = """
+import resource, numpy as np, melctl
+ex = melctl.Extractor(backend="cpu")
+resource.setrlimit(resource.RLIMIT_AS, (2_500_000_000, resource.RLIM_INFINITY))
+try:
+    ex(np.zeros((12000, 64), np.float32), 4096)
+    print("computed")
+except melctl.LimitError as e:
+    print("refused", e)
+"""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"the child died ({r.returncode}): {r.stderr[-2000:]}"
+    assert r.stdout.startswith("refused") and "cannot be allocated" in r.stdout, r.stdout
+
+
 def test_ctrl_c_ends_a_long_extraction():
     """A real SIGINT in a child: KeyboardInterrupt well before the call would end."""
     import textwrap

@@ -73,6 +73,19 @@ def test_a_replaced_split_is_refused_where_it_is_reopened(h5, tmp_path, outputs)
         len(pickle.loads(data))
 
 
+def test_a_split_built_again_with_its_shape_is_refused_where_it_is_reopened(demo_data, tmp_path):
+    """A pickled Split reopened a rebuilt output of the same shape without a word: a
+    spawn worker read other clips (another label map) than its parent."""
+    out = tmp_path / "out"
+    config = {"audio": {"clip_seconds": 1.0}}
+    melctl.build(demo_data, out, config=config, loader="stream", splits=["training"])
+    data = pickle.dumps(melctl.open(out, "training"))
+    assert len(pickle.loads(data)) > 0  # the same build reopens
+    melctl.build(demo_data, out, config=config, loader="stream", splits=["training"])
+    with pytest.raises(melctl.DatasetError, match="built again"):
+        len(pickle.loads(data))
+
+
 @pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
 def test_torch_dataloader_workers(h5, method):
     torch = pytest.importorskip("torch", reason="torch is not installed: DataLoader test skipped")

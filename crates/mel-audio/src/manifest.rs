@@ -257,7 +257,10 @@ pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
             )));
         }
     }
-    let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+    // Rows are relative to the manifest file's own folder: a link to a manifest reads
+    // its rows from where the manifest is, not from where the link is.
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let base = real.parent().unwrap_or(Path::new(".")).to_path_buf();
     let full_path = |p: &str| -> PathBuf {
         if Path::new(p).is_absolute() {
             PathBuf::from(p)
@@ -378,23 +381,36 @@ fn lexical(path: &Path) -> PathBuf {
     normal
 }
 
-/// The manifest's folder, absolute and normalised (`m.csv`'s parent is the empty path,
+/// The manifest's folder, absolute, links resolved (`m.csv`'s parent is the empty path,
 /// which has no absolute form: it is `.`).
 fn manifest_folder(manifest: &Path) -> PathBuf {
-    let folder = manifest
+    let real = std::fs::canonicalize(manifest).unwrap_or_else(|_| manifest.to_path_buf());
+    let folder = real
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    lexical(folder)
+    real_folder(folder)
+}
+
+/// `folder` absolute with its links resolved where it exists, else normalised by hand.
+fn real_folder(folder: &Path) -> PathBuf {
+    std::fs::canonicalize(folder).unwrap_or_else(|_| lexical(folder))
 }
 
 /// What the split assignment hashes for a file: its path relative to the manifest's
-/// folder `base`, normalised, with `/` separators, going up with `..` where the file is
-/// outside it (`../audio/x.wav`). The key never holds where the dataset is mounted or the
-/// working folder: moving the manifest with its audio, or building on a machine that
-/// mounts them elsewhere, gives every file the split it had.
+/// folder `base`, with `/` separators, going up with `..` where the file is outside it
+/// (`../audio/x.wav`), folders' links resolved on both sides. The key never holds where
+/// the dataset is mounted, the working folder, nor the links a path goes through: moving
+/// the manifest with its audio, building on a machine that mounts them elsewhere, or
+/// naming the manifest through a linked folder gives every file the split it had.
 fn split_key(path: &Path, base: &Path) -> String {
+    // The file's folder with its links resolved (as the manifest's is), its own name as
+    // written: the same file reached through a linked folder is one key.
     let normal = lexical(path);
+    let normal = match (normal.parent(), normal.file_name()) {
+        (Some(folder), Some(name)) => real_folder(folder).join(name),
+        _ => normal,
+    };
     let (file, folder): (Vec<Component>, Vec<Component>) =
         (normal.components().collect(), base.components().collect());
     let common = file.iter().zip(&folder).take_while(|(a, b)| a == b).count();
@@ -847,6 +863,49 @@ mod tests {
             "../audio/x.wav"
         );
         assert_eq!(split_key(&base.join("sub/x.wav"), &base), "sub/x.wav");
+    }
+
+    /// The same manifest named through a linked folder (`alias/m.csv`, alias -> ds), or
+    /// through a link to the file, split the same absolute rows differently: the key was
+    /// relative to the folder as spelled, and relative rows were read from the link's
+    /// folder.
+    #[test]
+    fn links_on_the_way_to_the_manifest_or_its_files_change_no_split() {
+        let t = tempfile::tempdir().unwrap();
+        let ds = t.path().join("ds");
+        std::fs::create_dir_all(ds.join("clips")).unwrap();
+        let mut absolute = String::from("path,label\n");
+        let mut relative = String::from("path,label\n");
+        for i in 0..60 {
+            std::fs::write(ds.join(format!("clips/c{i}.wav")), b"x").unwrap();
+            absolute += &format!("{}/clips/c{i}.wav,k{}\n", ds.display(), i % 3);
+            relative += &format!("clips/c{i}.wav,k{}\n", i % 3);
+        }
+        write(&ds, "abs.csv", &absolute);
+        write(&ds, "rel.csv", &relative);
+        std::os::unix::fs::symlink(&ds, t.path().join("alias")).unwrap();
+        std::fs::create_dir(t.path().join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(ds.join("rel.csv"), t.path().join("elsewhere/link.csv"))
+            .unwrap();
+        let splits = |m: PathBuf| -> Vec<(String, Vec<String>)> {
+            let d = from_manifest(&m, &ManifestOptions::default()).unwrap();
+            d.splits
+                .iter()
+                .map(|s| {
+                    let names = s
+                        .files
+                        .iter()
+                        .map(|f| f.path.file_name().unwrap().to_string_lossy().into_owned());
+                    (s.name.clone(), names.collect())
+                })
+                .collect()
+        };
+        let want = splits(ds.join("abs.csv"));
+        assert_eq!(splits(t.path().join("alias/abs.csv")), want);
+        assert_eq!(splits(ds.join("rel.csv")), want);
+        assert_eq!(splits(t.path().join("alias/rel.csv")), want);
+        // A link to the manifest reads its rows from the manifest's own folder.
+        assert_eq!(splits(t.path().join("elsewhere/link.csv")), want);
     }
 
     /// A quoted CSV path keeps its spaces, as JSONL does: the row `"sp.wav ",b` named the

@@ -142,7 +142,10 @@ pub fn run_merge(args: &MergeArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     );
     crate::build::say_if_interrupted(cancel);
     let merged = merged.map_err(crate::build::in_words)?;
-    let skipped: usize = merged.splits.iter().map(|s| s.skipped.len()).sum();
+    let skipped = merged.left_out();
+    for i in merged.ignored.iter().filter(|i| i.audio > 0) {
+        errln!("skipped {}: {}", i.path.display(), i.reason);
+    }
     for s in &merged.splits {
         for line in &s.skipped {
             errln!("skipped {line}");

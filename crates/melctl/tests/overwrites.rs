@@ -315,3 +315,27 @@ fn the_fallback_cache_folder_is_private_to_the_user() {
     let err = refused(&mut c);
     assert!(err.contains("not a private folder of this user"), "{err}");
 }
+
+/// A build whose every file of a split failed (the files emptied, a mount gone) exited 0
+/// and replaced a good dataset with 0-clip splits.
+#[test]
+fn a_split_none_of_whose_files_decode_is_not_published_over_a_good_one() {
+    let dir = Dir::demo(12);
+    build(&dir, &["-q"]).stdout();
+    let before = std::fs::read(dir.join("out/training.h5")).unwrap();
+    for class in dir.names("data/training") {
+        for f in dir.names(format!("data/training/{class}")) {
+            std::fs::write(dir.join(format!("data/training/{class}/{f}")), b"").unwrap();
+        }
+    }
+    let err = refused(&mut build(&dir, &["-q"]));
+    assert!(
+        err.contains("split training")
+            && err.contains("were left out")
+            && err.contains("nothing was published"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(dir.join("out/training.h5")).unwrap(), before);
+    // The other splits, still readable, are not published alone either (one build).
+    assert!(melread::Split::open(dir.join("out/testing.h5")).is_ok());
+}

@@ -497,3 +497,37 @@ fn split_with_a_shard_from_the_environment_is_refused_before_any_work() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--split with shard 0/2"));
 }
+
+/// `melctl merge --strict` exited 0 though the shards' builds left hidden audio out, and
+/// the merged report had no `ignored` list (an unsharded build names them and exits 3).
+#[test]
+fn the_merge_reports_and_counts_what_the_scan_left_out_as_a_build_does() {
+    let dir = Dir::demo(12);
+    let class = dir.names("data/training")[0].clone();
+    let first = dir.names(format!("data/training/{class}"))[0].clone();
+    std::fs::copy(
+        dir.join(format!("data/training/{class}/{first}")),
+        dir.join(format!("data/training/{class}/.take2.wav")),
+    )
+    .unwrap();
+    dir.create("data/training/notes.txt", "not audio");
+    dir.build("whole").args(["-q", "--strict"]).expect_code(3);
+    for k in 0..2 {
+        dir.build("out")
+            .args(["-q", "--strict", "--shard", &format!("{k}/2")])
+            .expect_code(3);
+    }
+    let o = dir
+        .melctl()
+        .args(["merge", "out", "-q", "--strict", "--report", "r.json"])
+        .expect_code(3);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(".take2.wav"), "{err}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("r.json")).unwrap()).unwrap();
+    let ignored = report["ignored"].to_string();
+    assert!(
+        ignored.contains(".take2.wav") && ignored.contains("notes.txt"),
+        "{report}"
+    );
+}

@@ -29,6 +29,20 @@ pub enum Error {
         /// Whether finished batches are in the resume journals.
         journaled: bool,
     },
+    /// Every file of split `split` was left out: publishing it would replace its output
+    /// with an empty one (a mount that went away, a manifest whose rows name nothing).
+    /// Nothing was published.
+    #[error(
+        "split {split}: all {files} of its files were left out (first: {first}); nothing was published, the outputs are as they were"
+    )]
+    NothingLeft {
+        /// The split.
+        split: String,
+        /// Its files.
+        files: usize,
+        /// The first file left out and why, in one line.
+        first: String,
+    },
     /// A resumed build would keep `output` (published by the interrupted run), which
     /// lacks `missing` files of split `split`, while every file was asked for.
     #[error("{}: {missing} file(s) missing from split {split}, which the interrupted run published without them (first: {})", output.display(), first.display())]

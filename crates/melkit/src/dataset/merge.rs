@@ -63,17 +63,31 @@ pub struct MergeReport {
     pub build: String,
     /// Each split, in name order.
     pub splits: Vec<MergedSplit>,
+    /// What the scan left out of every split (shard 0's record; every shard scanned the
+    /// whole tree).
+    pub ignored: Vec<super::shard::IgnoredEntry>,
     /// Wall time.
     pub wall: Duration,
 }
 
 impl MergeReport {
+    /// Files left out of the merged splits: those the shards skipped, and audio the scan
+    /// left out (hidden files), as a build's report counts them.
+    pub fn left_out(&self) -> usize {
+        let skipped: usize = self.splits.iter().map(|s| s.skipped.len()).sum();
+        skipped + self.ignored.iter().map(|i| i.audio).sum::<usize>()
+    }
+
     /// The report as JSON (`melctl merge --report`, and `melctl.merge`'s dict).
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "shards": self.shards,
             "build": self.build,
             "wall_s": self.wall.as_secs_f64(),
+            "ignored": self.ignored.iter().map(|i| serde_json::json!({
+                "path": i.path.to_string_lossy(),
+                "reason": i.reason,
+            })).collect::<Vec<_>>(),
             "splits": self.splits.iter().map(|s| serde_json::json!({
                 "split": s.split,
                 "files": s.files,
@@ -133,6 +147,7 @@ pub fn merge(
     let mut report = MergeReport {
         shards: found.len(),
         build: build_id.clone(),
+        ignored: first.ignored.clone(),
         ..MergeReport::default()
     };
     // One output per split, written shard after shard in the global row order.

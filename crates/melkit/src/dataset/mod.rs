@@ -409,6 +409,15 @@ impl<'a> Build<'a> {
                 }
                 None => (r.output, r.rows),
             };
+            // A split none of whose files made it is not published over what is there.
+            if clips == 0 && !split.files.is_empty() {
+                let skipped = left_out_first(&skipped, &split.unreadable);
+                return Err(Error::NothingLeft {
+                    split: split.name.clone(),
+                    files: split.files.len(),
+                    first: skipped,
+                });
+            }
             let verdict = pipeline::verdict(&r.stages, r.wall.as_secs_f64(), &r.loader);
             let classes = class_counts(&dataset.label_names, split, &skipped);
             report.splits.push(SplitReport {
@@ -485,6 +494,16 @@ impl<'a> Build<'a> {
             }
         }
         Ok(())
+    }
+}
+
+/// `PATH: REASON` of the first file left out (skipped while built, or unreadable when
+/// scanned).
+fn left_out_first(skipped: &[ClipFailure], unreadable: &[mel_audio::scan::Skipped]) -> String {
+    match (skipped.first(), unreadable.first()) {
+        (Some(f), _) => format!("{}: {}", f.path.display(), f.reason),
+        (None, Some(u)) => format!("{}: {}", u.path.display(), u.reason),
+        (None, None) => "none named".into(),
     }
 }
 

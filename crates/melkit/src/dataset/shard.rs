@@ -229,6 +229,34 @@ pub struct ShardRecord {
     pub label_names: Vec<String>,
     /// Each split's part, by name.
     pub splits: BTreeMap<String, ShardSplit>,
+    /// What the scan of the whole tree left out of every split (hidden audio, files that
+    /// are not audio, links not followed): the same in every shard, reported once by the
+    /// merge (`--strict` counts the audio among them, as a build does). Absent from
+    /// records written before it was kept.
+    #[serde(default)]
+    pub ignored: Vec<IgnoredEntry>,
+}
+
+/// An entry the scan left out of the dataset, and why (a [`mel_audio::scan::Skipped`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IgnoredEntry {
+    /// The file or folder.
+    pub path: PathBuf,
+    /// Why, in words.
+    pub reason: String,
+    /// Audio files it is or holds (left out: a strict caller counts them).
+    pub audio: usize,
+}
+
+impl IgnoredEntry {
+    /// `entry` as a record keeps it.
+    pub fn of(entry: &mel_audio::scan::Skipped) -> IgnoredEntry {
+        IgnoredEntry {
+            path: entry.path.clone(),
+            reason: entry.reason.clone(),
+            audio: entry.audio,
+        }
+    }
 }
 
 impl ShardRecord {
@@ -267,6 +295,7 @@ impl ShardRecord {
             config: serde_json::from_str(&config.resolved_json()).expect("a config is JSON"),
             label_names: dataset.label_names.clone(),
             splits,
+            ignored: dataset.ignored.iter().map(IgnoredEntry::of).collect(),
         }
     }
 
