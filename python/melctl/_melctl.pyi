@@ -216,6 +216,8 @@ def build(
     cache_dir: _PathLike | None = None,
     progress: Callable[[str, int, int], object] | None = None,
     shard: tuple[int, int] | str | None = None,
+    split_ratio: dict[str, float] | str | None = None,
+    seed: int | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
     """Builds ``input`` (a ``ROOT/{split}/{class}/`` folder, or a manifest CSV) into
@@ -227,10 +229,18 @@ def build(
     sections), then ``backend``, then ``overrides``: a key of one section by its name
     (``n_mels=64``, ``dtype="f32"``, ``precision="fast"``, ``threads=4``,
     ``loader="stream"``), or
-    ``section__key`` (``run__stream__readers=4``), or a whole section as a dict.
+    ``section__key`` (``run__stream__readers=4``), or a whole section as a dict (but
+    ``output``, which is the output folder: write ``output__dtype="f32"``). Two keywords
+    naming one key are refused.
+
+    ``input`` is a folder or a manifest (CSV or JSONL). A manifest without a split
+    column is split by ``split_ratio`` (``{"training": 0.8, "testing": 0.2}`` or
+    ``"training=0.8,testing=0.2"``; 0.7/0.2/0.1 by default) from ``seed`` (0), as
+    ``--split-ratio`` and ``--seed`` do.
 
     ``progress(split, done, total)`` is called from this thread as clips are computed;
-    an exception it raises stops the build (nothing published) and is raised. Ctrl-C
+    an exception it raises before the outputs are published stops the build (nothing
+    published) and is raised; once the publish has begun it is not called again. Ctrl-C
     does the same with KeyboardInterrupt. The build runs with the GIL released.
 
     Returns the report (``melctl build --report``'s JSON as a dict, plus ``notices``).

@@ -169,23 +169,58 @@ impl Progress {
     }
 }
 
-/// The dataset: a folder `ROOT/{split}/{class}/*` scanned, or a manifest (CSV) file;
-/// `labels` (a list of class names or a label-map file) fixes the label ids.
-fn dataset(input: &Path, labels: Option<Vec<String>>) -> PyResult<Dataset> {
+/// The dataset: a folder `ROOT/{split}/{class}/*` scanned, or a manifest (CSV or JSONL)
+/// file, split by `ratios` and `seed` where it names no split (as `--split-ratio` and
+/// `--seed`); `labels` (a list of class names or a label-map file) fixes the label ids.
+fn dataset(
+    input: &Path,
+    labels: Option<Vec<String>>,
+    ratios: Option<Vec<(String, f64)>>,
+    seed: Option<u64>,
+) -> PyResult<Dataset> {
     let meta = std::fs::metadata(input).map_err(|e| to_py(mel_core::Error::io(input, e)))?;
     if meta.is_dir() {
+        if ratios.is_some() || seed.is_some() {
+            return Err(PyValueError::new_err(
+                "split_ratio and seed split a manifest without a split column; a folder's splits are its first-level folders",
+            ));
+        }
         let mut d = mel_audio::scan(input).map_err(to_py)?;
         if let Some(names) = labels {
             d.relabel(names).map_err(to_py)?;
         }
         Ok(d)
     } else {
+        let given = ratios.is_some() || seed.is_some();
+        let defaults = ManifestOptions::default();
         let opts = ManifestOptions {
             label_map: labels,
-            ..ManifestOptions::default()
+            ratios: ratios.unwrap_or(defaults.ratios),
+            seed: seed.unwrap_or(0),
+            ratios_given: given,
         };
         mel_audio::from_manifest(input, &opts).map_err(to_py)
     }
+}
+
+/// `split_ratio=`: `{"training": 0.8, "testing": 0.2}` (in that order) or
+/// `"training=0.8,testing=0.2"`.
+fn split_ratios(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<(String, f64)>>> {
+    let Some(v) = value else { return Ok(None) };
+    if let Ok(text) = v.extract::<String>() {
+        return ManifestOptions::parse_ratios(&text)
+            .map(Some)
+            .map_err(|why| PyValueError::new_err(format!("split_ratio: {why}")));
+    }
+    let d = v.cast::<PyDict>().map_err(|_| {
+        PyTypeError::new_err(
+            "split_ratio must be a dict of split name to ratio, or \"NAME=RATIO,...\"",
+        )
+    })?;
+    d.iter()
+        .map(|(k, r)| Ok((k.extract::<String>()?, r.extract::<f64>()?)))
+        .collect::<PyResult<Vec<_>>>()
+        .map(Some)
 }
 
 /// `labels=`: a list of class names, or a path to a label-map file.
@@ -208,7 +243,7 @@ fn label_names(labels: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<String>
 #[pyo3(signature = (
     input, output, preset="leak-4k", config=None, backend=None, *, splits=None,
     resume=false, on_error="skip", labels=None, cache_dir=None, progress=None, shard=None,
-    **overrides
+    split_ratio=None, seed=None, **overrides
 ))]
 #[allow(clippy::too_many_arguments)]
 #[allow(clippy::too_many_lines)] // on tests/tidy.rs's shrinking list: cut it into named phases
@@ -226,6 +261,8 @@ pub fn build<'py>(
     cache_dir: Option<PathBuf>,
     progress: Option<&Bound<'py, PyAny>>,
     shard: Option<&Bound<'py, PyAny>>,
+    split_ratio: Option<&Bound<'py, PyAny>>,
+    seed: Option<u64>,
     overrides: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let shard = shard.map(parse_shard).transpose()?;
@@ -280,8 +317,9 @@ pub fn build<'py>(
         resume,
         cache_dir,
     };
+    let ratios = split_ratios(split_ratio)?;
     // The scan lists every file: no GIL needed.
-    let prepared = py.detach(|| dataset(&input, labels))?;
+    let prepared = py.detach(|| dataset(&input, labels, ratios, seed))?;
     // A shard builds its part of every split into OUTPUT/shards/K-of-N.
     let part = shard.map(|s| s.part(&prepared));
     let tree = part.as_ref().unwrap_or(&prepared);
@@ -342,12 +380,7 @@ pub fn build<'py>(
                     skipped.len(),
                     skipped[0]
                 );
-                pyo3::PyErr::warn(
-                    py,
-                    &py.get_type::<pyo3::exceptions::PyUserWarning>(),
-                    &std::ffi::CString::new(message).unwrap_or_default(),
-                    1,
-                )?;
+                crate::errors::warn(py, &message)?;
             }
             let text = serde_json::to_string(&json)
                 .map_err(|e| PyValueError::new_err(format!("the report: {e}")))?;
@@ -365,12 +398,7 @@ pub fn build<'py>(
                      \"skipped\" and \"unreadable\" entries (first: {})",
                     first.join("; ")
                 );
-                pyo3::PyErr::warn(
-                    py,
-                    &py.get_type::<pyo3::exceptions::PyUserWarning>(),
-                    &std::ffi::CString::new(message).unwrap_or_default(),
-                    1,
-                )?;
+                crate::errors::warn(py, &message)?;
             }
             Ok(dict)
         }

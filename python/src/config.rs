@@ -156,9 +156,18 @@ pub fn resolve(
         )?;
     }
     if let Some(o) = overrides {
+        // Two keywords that name one key (`n_mels` and `mel__n_mels`) are refused: one
+        // would silently win.
+        let mut named: std::collections::HashMap<Vec<String>, String> = Default::default();
         for (k, v) in o.iter() {
             let key: String = k.extract()?;
             let path = override_path(&all, &key)?;
+            if let Some(first) = named.insert(path.clone(), key.clone()) {
+                return Err(PyValueError::new_err(format!(
+                    "{first} and {key} both set {}: give it once",
+                    path.join(".")
+                )));
+            }
             set_path(&mut overlay, &path, to_toml(&key, &v)?)?;
         }
     }

@@ -87,7 +87,9 @@ static CLASSES: std::sync::OnceLock<Vec<Py<PyType>>> = std::sync::OnceLock::new(
 
 /// The exception of kind `name` (one of [`KINDS`]) with `message`.
 pub fn raise(name: &str, message: impl Into<String>) -> PyErr {
-    let message = message.into();
+    // One line, and nothing in it that steers a terminal: a file's name is shown, never
+    // obeyed (as the CLI shows it).
+    let message = mel_core::error::visible(&message.into(), false).into_owned();
     let at = KINDS.iter().position(|(n, _, _)| *n == name);
     match (at, CLASSES.get()) {
         (Some(i), Some(classes)) => {
@@ -163,4 +165,15 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let names: Vec<&str> = KINDS.iter().map(|(n, _, _)| *n).collect();
     m.add("__errors__", PyTuple::new(py, names)?)?;
     Ok(())
+}
+
+/// Issues a `UserWarning` of `message`, escaped as exceptions are ([`raise`]).
+pub fn warn(py: Python<'_>, message: &str) -> PyResult<()> {
+    let message = mel_core::error::visible(message, false);
+    PyErr::warn(
+        py,
+        &py.get_type::<pyo3::exceptions::PyUserWarning>(),
+        &std::ffi::CString::new(message.as_bytes()).unwrap_or_default(),
+        1,
+    )
 }

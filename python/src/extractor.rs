@@ -186,6 +186,25 @@ impl PyExtractor {
                 array.getattr("dtype")?.str()?
             )));
         }
+        // Wider floats than float32 must fit in it: 1e300 would become infinity and be
+        // reported as an infinite sample.
+        if array
+            .getattr("dtype")?
+            .getattr("itemsize")?
+            .extract::<usize>()?
+            > 4
+        {
+            let finite = numpy.call_method1("isfinite", (&array,))?;
+            let big = numpy
+                .call_method1("abs", (&array,))?
+                .call_method1("__gt__", (f32::MAX as f64,))?
+                .call_method1("__and__", (finite,))?;
+            if big.call_method0("any")?.extract::<bool>()? {
+                return Err(PyValueError::new_err(
+                    "audio holds finite samples beyond the float32 range (samples are floats in [-1, 1])",
+                ));
+            }
+        }
         // The shape as given: numpy's ascontiguousarray makes a scalar a 1-sample array,
         // which was taken as a clip.
         let given: Vec<usize> = array.getattr("shape")?.extract()?;

@@ -97,6 +97,32 @@ def test_a_keyword_for_a_key_unset_by_default_lands_in_its_section(demo_data, tm
     assert melctl.open(tmp_path / "out", "testing").config["log"]["top_db"] == 80.0
 
 
+def test_a_manifest_is_split_by_ratio_and_seed_as_the_cli_splits_it(demo_data, tmp_path):
+    """melctl.build had no split_ratio or seed: a small manifest without a split column
+    was refused ("give it a larger ratio") with no way to give one."""
+    import subprocess
+
+    wavs = sorted(demo_data.glob("*/*/*.wav"))[:20]
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("path,label\n" + "".join(f"{w},{w.parent.name}\n" for w in wavs))
+    ratio = {"training": 0.6, "testing": 0.4}
+    melctl.build(manifest, tmp_path / "py", config=SHORT, loader="stream",
+                 split_ratio=ratio, seed=5)
+    from conftest import melctl_binary as binary
+    (tmp_path / "short.toml").write_text("[audio]\nclip_seconds = 1.0\n")
+    subprocess.run([binary(), "build", "--manifest", manifest, "-o", tmp_path / "cli", "-q",
+                    "--config", tmp_path / "short.toml", "--split-ratio",
+                    "training=0.6,testing=0.4", "--seed", "5"], check=True)
+    for split in ("training", "testing"):
+        assert melctl.open(tmp_path / "py", split).paths == melctl.open(tmp_path / "cli", split).paths
+    with pytest.raises(ValueError, match="split_ratio and seed"):
+        melctl.build(demo_data, tmp_path / "x", config=SHORT, seed=1)
+    with pytest.raises(ValueError, match="split_ratio"):
+        melctl.build(manifest, tmp_path / "x", config=SHORT, split_ratio="training:1")
+    with pytest.raises(ValueError, match="both set mel.n_mels"):
+        melctl.build(manifest, tmp_path / "x", config=SHORT, n_mels=16, mel__n_mels=24)
+
+
 def test_a_config_file_is_read_and_a_missing_one_named(demo_data, tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text("[audio]\nclip_seconds = 1.0\n[mel]\nn_mels = 20\n")
@@ -152,6 +178,26 @@ def test_an_exception_from_the_callback_at_the_end_stops_the_publish(demo_data, 
     assert not list(shards.glob("*.h5"))
     report = melctl.merge(shards)
     assert len(report["splits"]) == 3
+
+
+def test_names_in_messages_are_escaped_and_on_one_line(demo_data, tmp_path):
+    """A file named with terminal escapes reached Python's warning and exception raw (the
+    screen cleared), and a folder name with a newline made a two-line error."""
+    import shutil
+
+    root = tmp_path / "data"
+    shutil.copytree(demo_data, root)
+    (root / "testing" / "leak" / "evil\x1b[2J\x1b[31mred.wav").write_bytes(b"RIFF....WAVEjunk")
+    with pytest.warns(UserWarning) as warned:
+        melctl.build(root, tmp_path / "out", config=SHORT, loader="stream")
+    text = " ".join(str(w.message) for w in warned)
+    assert "\x1b" not in text and "\\u{1b}[2J" in text, text
+    with pytest.raises(melctl.DecodeError) as e:
+        melctl.build(root, tmp_path / "out2", config=SHORT, loader="stream", on_error="fail")
+    assert "\x1b" not in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(melctl.Error) as e:
+        melctl.open(tmp_path / "a\nb" / "x.h5")
+    assert "\n" not in str(e.value), str(e.value)
 
 
 def test_a_file_left_out_is_named_or_stops_the_build(demo_data, tmp_path):

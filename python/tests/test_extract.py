@@ -82,6 +82,9 @@ def test_bad_input_is_refused_clearly():
     with pytest.raises(ValueError, match="frames, channels"):
         ex(np.zeros((19584, 2), dtype=np.float32), 4096)
     assert ex(np.zeros((2, 19584), dtype=np.float32), 4096).shape[0] == 2
+    # A float64 sample beyond float32 was "sample is inf" after a numpy warning.
+    with pytest.raises(ValueError, match="beyond the float32 range"):
+        ex(np.full(4096, 1e300), 4096)
 
 
 def test_keywords_of_keys_unset_by_default_are_known():

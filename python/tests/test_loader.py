@@ -102,6 +102,14 @@ def test_normalize_uses_the_stored_statistics(h5):
     ):
         with pytest.raises(ValueError, match=why):
             melctl.Loader(h5, 10, normalize=(mean, std))
+    # Statistics that pass but overflow once applied blamed the file ("which melctl never
+    # stores"): the statistics are named.
+    with pytest.raises(melctl.ConfigError, match="normalising it by the statistics given"):
+        for _ in melctl.Loader(h5, 100, normalize=([0.0] * n, [1e-37] * n)):
+            pass
+    # Worker threads are bounded (20,000 was a Rust panic).
+    with pytest.raises(melctl.ConfigError, match="20000"):
+        melctl.Loader(h5, 8, threads=20000)
 
 
 def test_float16_batches_are_the_stored_values(outputs, h5):

@@ -53,6 +53,26 @@ impl Default for ManifestOptions {
     }
 }
 
+impl ManifestOptions {
+    /// Split ratios written `NAME=RATIO,NAME=RATIO` (`training=0.7,validation=0.2,testing=0.1`,
+    /// as `--split-ratio` and Python's `split_ratio=` take them); the reason names the
+    /// part that is not one.
+    pub fn parse_ratios(text: &str) -> std::result::Result<Vec<(String, f64)>, String> {
+        text.split(',')
+            .map(|part| {
+                let (name, r) = part
+                    .split_once('=')
+                    .ok_or_else(|| format!("{part:?} is not NAME=RATIO"))?;
+                let r: f64 = r
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("{:?} is not a number", r.trim()))?;
+                Ok((name.trim().to_string(), r))
+            })
+            .collect()
+    }
+}
+
 /// Manifests larger than this are refused (1 GiB: tens of millions of rows).
 pub const MAX_MANIFEST_BYTES: u64 = 1 << 30;
 
@@ -176,6 +196,9 @@ fn parse(path: &Path, text: &str) -> Result<Vec<(usize, Row)>> {
             .any(|j| e.eq_ignore_ascii_case(j))
     });
     let mut rows = Vec::new();
+    // A byte-order mark (what some editors save first) is not part of the first row, in
+    // JSONL as in CSV.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if jsonl {
         for (i, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
@@ -202,11 +225,19 @@ fn parse(path: &Path, text: &str) -> Result<Vec<(usize, Row)>> {
             .iter()
             .find(|h| !matches!(*h, "path" | "label" | "split"))
         {
+            // Named only when it looks like a column name: the first line of a file given
+            // as a manifest by mistake (`/etc/shadow`) is not echoed.
+            let looks_like_a_name = h.len() <= 32
+                && h.chars()
+                    .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | ' ' | '.'));
+            let which = if looks_like_a_name {
+                format!("unknown column {h:?}")
+            } else {
+                "the first line is not a header of columns".to_string()
+            };
             return Err(bad(
                 1,
-                format!(
-                    "unknown column {h:?}: the columns are path, label and an optional split (lowercase)"
-                ),
+                format!("{which}: the columns are path, label and an optional split (lowercase)"),
             ));
         }
         for rec in reader.records() {
@@ -469,7 +500,7 @@ fn assign(
             "split ratios must sum to 1; {} sum to {}",
             opts.ratios
                 .iter()
-                .map(|(n, r)| format!("{n}={r}"))
+                .map(|(n, r)| format!("{n}={r:?}"))
                 .collect::<Vec<_>>()
                 .join(","),
             (total * 1e6).round() / 1e6
@@ -512,7 +543,7 @@ fn assign(
     for (name, r) in &opts.ratios {
         if *r > 0.0 && out.get(name).is_none_or(Vec::is_empty) {
             return Err(refuse(format!(
-                "split ratio {name}={r} gives split {name:?} no file of the {files} (a file's split is drawn from a hash of its path); give it a larger ratio, or leave it out"
+                "split ratio {name}={r:?} gives split {name:?} no file of the {files} (a file's split is drawn from a hash of its path); give it a larger ratio, or leave it out"
             )));
         }
     }
@@ -679,6 +710,19 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("line 1: unknown column \"Split\""), "{e}");
+        // A file given as a manifest by mistake is not echoed (its first line may be a
+        // secret: /etc/shadow's).
+        let e = from_manifest(
+            &write(
+                t.path(),
+                "shadow.csv",
+                "root:$6$SECRETHASH:19000:0:99999:7:::\n",
+            ),
+            &o,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(!e.contains("SECRET") && e.contains("not a header"), "{e}");
         for name in ["b.jsonl", "b.json"] {
             let e = from_manifest(
                 &write(
@@ -812,7 +856,15 @@ mod tests {
             "m.csv",
             "path,label,split\na.wav, leak,all \nb.wav,leak,all\n\"c.wav \",leak , all\n",
         );
+        // A byte-order mark before the first row is not part of it (an editor's).
+        let bom = write(
+            t.path(),
+            "bom.jsonl",
+            &format!("\u{feff}{}", std::fs::read_to_string(&j).unwrap()),
+        );
+        let with_bom = from_manifest(&bom, &ManifestOptions::default()).unwrap();
         let from_jsonl = from_manifest(&j, &ManifestOptions::default()).unwrap();
+        assert_eq!(with_bom.splits, from_jsonl.splits);
         assert_eq!(from_jsonl.label_names, ["leak"]);
         let names: Vec<&str> = from_jsonl.splits.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["all"]);
@@ -960,6 +1012,11 @@ mod tests {
             e.contains("split ratio testing=0.001 gives split \"testing\" no file of the 4"),
             "{e}"
         );
+        // A tiny ratio is printed as a number, not 300 digits.
+        let e = from_manifest(&m, &opts(&[("training", 1.0), ("testing", 1e-300)]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("testing=1e-300") && e.len() < 400, "{e}");
         // A ratio of 0 asks for no split; a ratio that gets files builds it.
         let d = from_manifest(&m, &opts(&[("training", 1.0), ("testing", 0.0)])).unwrap();
         let names: Vec<_> = d.splits.iter().map(|s| s.name.as_str()).collect();

@@ -109,6 +109,30 @@ pub fn one_line(message: &str) -> String {
     message.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// `text` with every character that could steer a terminal (C0 and C1 controls, DEL,
+/// bidirectional overrides) written as a `\u{..}` escape, so that a file named
+/// `.\x1b[2J.wav` is shown, never obeyed; newlines and tabs are kept where `lines` says
+/// (a multi-line listing), escaped otherwise (a one-line message). The one escape of every
+/// front end (the CLI's output, Python's exceptions and warnings).
+pub fn visible(text: &str, lines: bool) -> std::borrow::Cow<'_, str> {
+    let steers = |c: char| {
+        (c.is_control() && !(lines && (c == '\n' || c == '\t')))
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(steers) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut shown = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if steers(c) {
+            shown.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            shown.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(shown)
+}
+
 /// The text a panic carried (`panic!`'s message, an overflow's or an index's), for an error
 /// that names what went wrong where a panic was caught.
 pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {

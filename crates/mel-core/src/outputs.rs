@@ -33,6 +33,9 @@ pub struct Output {
     pub what: String,
     /// How it is written.
     pub written: Written,
+    /// For a folder replaced whole: the names of the files melctl writes in it. Anything
+    /// else found there is someone's, and the output is refused rather than deleting it.
+    pub holds: Option<fn(&str) -> bool>,
 }
 
 impl Output {
@@ -42,7 +45,14 @@ impl Output {
             path: path.into(),
             what: what.into(),
             written,
+            holds: None,
         }
+    }
+
+    /// The same output, a folder in which melctl writes only the files `names` accepts.
+    pub fn holding(mut self, names: fn(&str) -> bool) -> Self {
+        self.holds = Some(names);
+        self
     }
 }
 
@@ -211,9 +221,23 @@ impl Guard {
                         ),
                     ));
                 }
-                // melctl's folders (an npy split, a journal) hold only files: a folder in
-                // one is someone else's (another build's output written inside it was
-                // deleted with the rebuild, without a word).
+                // melctl's folders (an npy split, a journal) hold only the files melctl
+                // writes there: anything else is someone else's (another build's output
+                // written inside, a note) and was deleted with the rebuild without a word.
+                let name = e.file_name();
+                let foreign = !m.is_dir()
+                    && o.holds
+                        .is_some_and(|holds| !name.to_str().is_some_and(holds));
+                if foreign {
+                    return Err(Error::output(
+                        &o.path,
+                        format!(
+                            "{}: the folder is replaced whole, and it holds the file {}, which melctl never writes there; move it, or write elsewhere",
+                            o.what,
+                            e.path().display()
+                        ),
+                    ));
+                }
                 if m.is_dir() {
                     return Err(Error::output(
                         &o.path,

@@ -8,7 +8,27 @@ use mel_core::{
     ClipBatch, ClipFailure, Loader, LoaderStats, Result, SampleBlock, SampleStore, SourceInfo,
 };
 
-use crate::cache::CacheOutcome;
+/// What the loader found in the cache folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CacheOutcome {
+    /// A valid cache was mapped.
+    Hit,
+    /// There was no cache file; one was built.
+    Miss,
+    /// A cache file existed but was unusable (the reason); it was rebuilt.
+    Rebuilt(String),
+}
+
+impl CacheOutcome {
+    /// `hit`, `miss` or `rebuild`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CacheOutcome::Hit => "hit",
+            CacheOutcome::Miss => "miss",
+            CacheOutcome::Rebuilt(_) => "rebuild",
+        }
+    }
+}
 
 /// Batches viewing one arena of decoded clip rows, in file order: the preload's
 /// ([`ArenaLoader::load`]) or the memmap cache's ([`ArenaLoader::open`]).

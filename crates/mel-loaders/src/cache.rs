@@ -42,27 +42,7 @@ const HEADER: usize = 4096;
 /// Clips per arena checksum.
 const CHUNK_CLIPS: usize = 64;
 
-/// What the loader found in the cache folder.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CacheOutcome {
-    /// A valid cache was mapped.
-    Hit,
-    /// There was no cache file; one was built.
-    Miss,
-    /// A cache file existed but was unusable (the reason); it was rebuilt.
-    Rebuilt(String),
-}
-
-impl CacheOutcome {
-    /// `hit`, `miss` or `rebuild`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            CacheOutcome::Hit => "hit",
-            CacheOutcome::Miss => "miss",
-            CacheOutcome::Rebuilt(_) => "rebuild",
-        }
-    }
-}
+pub use crate::arena::CacheOutcome;
 
 /// The cache file for one split of one dataset.
 #[derive(Debug, Clone)]

@@ -72,6 +72,13 @@ pub fn load_clip(
     row: &mut [f32],
     buf: &mut Vec<u8>,
 ) -> mel_core::Result<SourceInfo> {
+    if path.file_name().is_none() {
+        // `.`, `..`, `x/..`: a folder's spelling, not a file's.
+        return Err(mel_core::Error::unsupported(
+            path,
+            "the path names no file (it ends in . or ..); name the audio file",
+        ));
+    }
     if path.file_name().and_then(|n| n.to_str()).is_none() {
         // The output's `path` list must name every clip exactly, in UTF-8.
         return Err(mel_core::Error::unsupported(
@@ -135,6 +142,20 @@ pub const DEFAULT_READ: ReadOptions = ReadOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A manifest row `..` or `x/..` was "the file name is not valid UTF-8".
+    #[test]
+    fn a_path_that_names_no_file_says_so() {
+        let t = tempfile::tempdir().unwrap();
+        let audio = mel_core::spec::AudioConfig::default();
+        let mut row = vec![0.0f32; audio.clip_samples()];
+        for p in [t.path().join(".."), t.path().join("x/..")] {
+            let e = load_clip(&p, &audio, DEFAULT_READ, &mut row, &mut Vec::new())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("names no file"), "{e}");
+        }
+    }
 
     #[test]
     fn reads_whole_files_in_small_steps_and_honours_the_limit() {

@@ -104,6 +104,18 @@ pub fn journal_dir(out: &Path, split: &str) -> PathBuf {
     out.join(format!(".{split}.resume"))
 }
 
+/// Whether `name` is a file melctl writes in a resume journal: its `fingerprint`, the
+/// `committed` note, batches `b-NNNNNNNNNN.bin`, and their temporary names.
+pub fn is_journal_file(name: &str) -> bool {
+    let batch = name
+        .strip_prefix("b-")
+        .and_then(|n| n.strip_suffix(".bin"))
+        .is_some_and(|n| n.len() == 10 && n.bytes().all(|b| b.is_ascii_digit()));
+    batch
+        || ["fingerprint", "committed"].contains(&name)
+        || (name.starts_with('.') && name.contains(".partial-"))
+}
+
 /// Removes the journal of `split` under `out`, if any.
 pub fn remove_journal(out: &Path, split: &str) -> Result<()> {
     let dir = journal_dir(out, split);

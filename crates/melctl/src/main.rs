@@ -558,22 +558,9 @@ fn load_dataset(args: &BuildArgs) -> Result<(mel_audio::Dataset, std::path::Path
     let mut dataset = match (&args.input, &args.manifest) {
         (Some(root), _) => (mel_audio::scan(root)?, root.clone()),
         (None, Some(m)) => {
-            let ratios = args
-                .split_ratio
-                .as_deref()
-                .unwrap_or(DEFAULT_SPLIT_RATIOS)
-                .split(',')
-                .map(|part| {
-                    let (name, r) = part
-                        .split_once('=')
-                        .with_context(|| format!("--split-ratio: {part:?} is not NAME=RATIO"))?;
-                    let r: f64 = r
-                        .trim()
-                        .parse()
-                        .with_context(|| format!("--split-ratio: {r:?} is not a number"))?;
-                    Ok((name.trim().to_string(), r))
-                })
-                .collect::<Result<Vec<_>>>()?;
+            let text = args.split_ratio.as_deref().unwrap_or(DEFAULT_SPLIT_RATIOS);
+            let ratios = mel_audio::ManifestOptions::parse_ratios(text)
+                .map_err(|why| anyhow::anyhow!("--split-ratio: {why}"))?;
             let opts = mel_audio::ManifestOptions {
                 ratios,
                 seed: args.seed.unwrap_or(0),

@@ -32,7 +32,9 @@ pub fn choose(args: &BuildArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<
     if args.no_shard {
         return Ok(None);
     }
-    let var = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+    // A variable set but empty is an error, not unset: an array task whose index came
+    // out empty would otherwise build the whole tree, as would every task.
+    let var = |name: &str| env(name);
     let number = |name: &str| -> Result<Option<usize>> {
         var(name)
             .map(|v| {
@@ -93,9 +95,9 @@ pub fn choose(args: &BuildArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<
             source: format!("JOB_COMPLETION_INDEX={k}, N from {from}"),
         }));
     }
-    if args.shards.is_some() {
+    if let Some((_, from)) = count_flag {
         bail!(
-            "--shards N takes the shard's index from an array task's environment (SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX), and neither is set; pass --shard K/N"
+            "{from} gives the shard count, and the shard's index comes from an array task's environment (SLURM_ARRAY_TASK_ID, JOB_COMPLETION_INDEX), but neither is set: each task would build the whole tree; pass --shard K/N, or --no-shard"
         );
     }
     Ok(None)
@@ -235,9 +237,18 @@ mod tests {
         assert_eq!(c.shard, shard(2, 3));
         assert_eq!(choose(&args(&[]), &with(&[])).unwrap(), None);
         assert_eq!(choose(&args(&["--no-shard"]), &slurm).unwrap(), None);
-        // Set but empty is unset.
+        // Set but empty is refused, never read as unset (every task of a job whose index
+        // came out empty built the whole tree); so is a count without an index.
+        for vars in [
+            &[("JOB_COMPLETION_INDEX", " ")][..],
+            &[("SLURM_ARRAY_TASK_ID", "")],
+            &[("MELCTL_SHARDS", "3")],
+        ] {
+            let e = choose(&args(&[]), &with(vars)).unwrap_err().to_string();
+            assert!(e.contains(vars[0].0), "{vars:?}: {e}");
+        }
         assert_eq!(
-            choose(&args(&[]), &with(&[("JOB_COMPLETION_INDEX", "")])).unwrap(),
+            choose(&args(&["--no-shard"]), &with(&[("MELCTL_SHARDS", "3")])).unwrap(),
             None
         );
     }

@@ -228,8 +228,8 @@ fn write_png(png: &Path, pixels: &[u8], width: u32, height: u32) -> Result<()> {
         .write_image(pixels, width, height, image::ColorType::Rgb8)
         .with_context(fail)?;
     if png == Path::new("-") {
-        use std::io::Write;
-        return std::io::stdout().write_all(&bytes).with_context(fail);
+        crate::term::write_bytes(&bytes);
+        return Ok(());
     }
     mel_core::atomic::write_file(png, &bytes, false).with_context(fail)
 }

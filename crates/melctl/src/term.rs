@@ -39,26 +39,24 @@ pub fn write(stream: Stream, text: &str) {
     }
 }
 
-/// `text` with every character that could steer a terminal (C0 and C1 controls but the
-/// newline and tab, DEL, bidirectional overrides) written as a `\u{..}` escape: a file
-/// named `.\x1b[2J.wav` is shown, never obeyed.
+/// Writes `bytes` (a picture) to stdout as they are, as [`write`] writes text: a closed
+/// stdout (`melctl show X -o - | head -c 8`) ends output quietly, another failure is
+/// recorded for the exit status.
+pub fn write_bytes(bytes: &[u8]) {
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(bytes).and_then(|()| out.flush()) {
+        record(Stream::Out, &e);
+    }
+}
+
+/// `text` with every character that could steer a terminal written as an escape, lines
+/// and tabs kept ([`mel_core::error::visible`]): a file named `.\x1b[2J.wav` is shown,
+/// never obeyed.
 pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
-    let steers = |c: char| {
-        (c.is_control() && c != '\n' && c != '\t')
-            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-    };
-    if !text.chars().any(steers) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut shown = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if steers(c) {
-            shown.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            shown.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(shown)
+    mel_core::error::visible(text, true)
 }
 
 fn record(stream: Stream, e: &std::io::Error) {

@@ -23,6 +23,8 @@ fn a_closed_stdout_ends_output_quietly() {
         vec!["inspect", "--json", "out/training.h5"],
         vec!["config", "--preset", "leak-4k"],
         vec!["devices"],
+        // A picture to a closed stdout (`show X -o - | head -c 8`) said "Broken pipe", 1.
+        vec!["show", "out/training.h5", "-o", "-"],
     ] {
         let mut child = dir
             .melctl()

@@ -339,3 +339,41 @@ fn a_split_none_of_whose_files_decode_is_not_published_over_a_good_one() {
     // The other splits, still readable, are not published alone either (one build).
     assert!(melread::Split::open(dir.join("out/testing.h5")).is_ok());
 }
+
+/// An npy split folder or a resume journal holding someone's file was deleted whole by
+/// the next build without a word (a folder inside was refused, a file was not); a file
+/// at the journal's path made every later build fail, and --report could put one there.
+#[test]
+fn folders_replaced_whole_that_hold_someones_files_are_refused() {
+    let dir = Dir::demo(9);
+    dir.create("out/testing.npy.d/notes.txt", "mine");
+    let err = refused(&mut build(&dir, &["-q", "--sink", "npy"]));
+    assert!(
+        err.contains("notes.txt") && err.contains("never writes there"),
+        "{err}"
+    );
+    assert!(dir.join("out/testing.npy.d/notes.txt").is_file());
+    std::fs::remove_dir_all(dir.join("out/testing.npy.d")).unwrap();
+
+    dir.create("out/.training.resume/a.txt", "mine");
+    let err = refused(&mut build(&dir, &["-q"]));
+    assert!(
+        err.contains("a.txt") && err.contains("resume journal"),
+        "{err}"
+    );
+    assert!(dir.join("out/.training.resume/a.txt").is_file());
+    std::fs::remove_dir_all(dir.join("out/.training.resume")).unwrap();
+
+    let err = refused(&mut build(
+        &dir,
+        &["-q", "--report", "out/.training.resume"],
+    ));
+    assert!(err.contains("resume journal"), "{err}");
+    dir.create("out/.training.resume", "a file");
+    let err = refused(&mut build(&dir, &["-q"]));
+    assert!(err.contains("a regular file is there"), "{err}");
+    std::fs::remove_file(dir.join("out/.training.resume")).unwrap();
+    // melctl's own files are replaced as before.
+    build(&dir, &["-q", "--sink", "npy"]).stdout();
+    build(&dir, &["-q", "--sink", "npy"]).stdout();
+}

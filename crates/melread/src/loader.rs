@@ -108,6 +108,16 @@ impl Loader {
         };
         positive("batch_size", opts.batch_size)?;
         positive("workers", opts.workers)?;
+        if opts.workers > mel_core::config::MAX_THREADS {
+            return Err(Error::config(
+                "workers",
+                format!(
+                    "{} is above the limit of {} threads",
+                    opts.workers,
+                    mel_core::config::MAX_THREADS
+                ),
+            ));
+        }
         positive("prefetch", opts.prefetch)?;
         positive("world", opts.world)?;
         if let Shuffle::Buffered { buffer } = opts.shuffle {
@@ -609,15 +619,40 @@ impl Epoch {
             ready: Condvar::new(),
             stop: AtomicBool::new(false),
         });
-        let handles = (0..workers)
-            .map(|w| {
-                let shared = Arc::clone(&shared);
-                std::thread::Builder::new()
-                    .name(format!("melread-{w}"))
-                    .spawn(move || worker(&shared))
-                    .expect("spawning a loader worker")
-            })
-            .collect();
+        // Workers the system refuses to start are counted out; with none at all the epoch
+        // says why at its first batch (never a panic, never a wait for ever).
+        let mut handles = Vec::with_capacity(workers);
+        let mut refused = None;
+        for w in 0..workers {
+            let shared = Arc::clone(&shared);
+            match std::thread::Builder::new()
+                .name(format!("melread-{w}"))
+                .spawn(move || worker(&shared))
+            {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    refused = Some(e);
+                    break;
+                }
+            }
+        }
+        if let Some(e) = refused {
+            let mut done = shared.done.lock().expect("loader lock");
+            done.workers_left -= workers - handles.len();
+            if handles.is_empty() {
+                done.batches.insert(
+                    from,
+                    Err(Error::limit(
+                        "workers",
+                        format!(
+                            "no loader worker thread could be started ({e}): ask for fewer threads"
+                        ),
+                    )),
+                );
+            }
+            drop(done);
+            shared.ready.notify_all();
+        }
         Epoch {
             shared,
             next: from,

@@ -37,6 +37,11 @@ pub const NPY_MEL: &str = "mel.npy";
 /// The npy folder's labels.
 pub const NPY_LABEL: &str = "label.npy";
 
+/// Whether `name` is a file melctl writes in an npy split folder.
+pub fn is_npy_file(name: &str) -> bool {
+    [NPY_META, NPY_MEL, NPY_LABEL].contains(&name)
+}
+
 /// HDF5 datasets and attributes (npy `meta.json` keys of the same meaning share the name,
 /// but for the paths, which are `paths` there).
 pub mod h5 {
@@ -129,6 +134,11 @@ pub fn check_name(name: &str) -> std::result::Result<(), String> {
     }
     if name.contains(['/', '\\']) {
         return Err(format!("{name:?} contains a path separator"));
+    }
+    if name.starts_with('#') {
+        return Err(format!(
+            "{name:?} starts with '#', which a label map file reads as a comment (the class could not be named there)"
+        ));
     }
     if name.starts_with('.') {
         return Err(format!(

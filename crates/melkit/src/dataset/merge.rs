@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use mel_core::atomic::DirLock;
-use mel_core::config::{MAX_THREADS, SinkKind};
+use mel_core::config::MAX_THREADS;
 use mel_core::outputs::{Guard, Output, Written};
 use mel_core::{ClipMeta, Config, Finished, MelPlan, OutputBuf, SinkSpec, SourceInfo};
 
@@ -234,21 +234,11 @@ fn check_outputs(
     for f in found {
         protect_folder(&mut guard, &f.dir, 2)?;
     }
-    let written = match config.output.sink {
-        SinkKind::Hdf5 => Written::File,
-        SinkKind::Npy => Written::Folder,
-    };
     let mut planned: Vec<Output> = found[0]
         .record
         .splits
         .keys()
-        .map(|name| {
-            Output::new(
-                outputs::final_path(config, out, name),
-                format!("the merged split {name}"),
-                written,
-            )
-        })
+        .map(|name| outputs::split_output(config, out, name, format!("the merged split {name}")))
         .collect();
     planned.push(Output::new(
         mel_core::record::path(out),

@@ -55,25 +55,20 @@ pub(super) fn planned_outputs(
     settings: &BuildSettings,
     out: &Path,
 ) -> Vec<Output> {
-    let written = match settings.config.output.sink {
-        SinkKind::Hdf5 => Written::File,
-        SinkKind::Npy => Written::Folder,
-    };
     let mut outputs = Vec::new();
     for split in dataset.splits.iter().filter(|s| settings.builds(&s.name)) {
         let what = format!("the output of split {}", split.name);
-        outputs.push(Output::new(
-            final_path(&settings.config, out, &split.name),
-            what,
-            written,
-        ));
-        if settings.resume {
-            outputs.push(Output::new(
+        outputs.push(split_output(&settings.config, out, &split.name, what));
+        // A resumed build writes the journal; a plain one deletes what is there: either
+        // way it is replaced whole.
+        outputs.push(
+            Output::new(
                 mel_sinks::journal::journal_dir(out, &split.name),
                 format!("the resume journal of split {}", split.name),
                 Written::Folder,
-            ));
-        }
+            )
+            .holding(mel_sinks::journal::is_journal_file),
+        );
     }
     outputs.push(Output::new(
         mel_core::record::path(out),
@@ -81,6 +76,18 @@ pub(super) fn planned_outputs(
         Written::File,
     ));
     outputs
+}
+
+/// Split `split`'s output under `out`, described as `what`, as the guard checks it: a
+/// file replaced whole, or an npy folder holding only melctl's files.
+pub(super) fn split_output(config: &Config, out: &Path, split: &str, what: String) -> Output {
+    let path = final_path(config, out, split);
+    match config.output.sink {
+        SinkKind::Hdf5 => Output::new(path, what, Written::File),
+        SinkKind::Npy => {
+            Output::new(path, what, Written::Folder).holding(mel_core::format::is_npy_file)
+        }
+    }
 }
 
 /// Protects every audio file of `dataset` (all splits: building some splits still must

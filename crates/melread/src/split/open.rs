@@ -19,6 +19,10 @@ impl Split {
     /// [`open_in`](Self::open_in) with options.
     pub fn open_in_with(dir: impl AsRef<Path>, name: &str, opts: &OpenOptions) -> Result<Split> {
         let dir = dir.as_ref();
+        // A split's name, not a path: `../other/training` opened another folder's split.
+        if let Err(why) = mel_core::format::check_name(name) {
+            return Err(bad(dir, format!("no split named that: the name {why}")));
+        }
         let h5 = dir.join(mel_core::format::output_name(
             name,
             mel_core::format::HDF5_SUFFIX,

@@ -120,22 +120,40 @@ impl<'a> Reader<'a> {
         self.halves = halves;
         let finite = r?;
         self.check_unchanged()?;
+        let item = format!(
+            "clip {clip}{}",
+            segment.map(|s| format!(" segment {s}")).unwrap_or_default()
+        );
         match finite {
             true => Ok(()),
+            // Finite as stored, not once normalised: the statistics given, not the file.
+            false if norm.is_some() && self.stored_finite(clip, segment)? => Err(Error::config(
+                "normalize",
+                format!(
+                    "{item} of {}: normalising it by the statistics given gives a value that is not finite in float32 (a standard deviation too small for its values?)",
+                    self.split.path.display()
+                ),
+            )),
             false => Err(bad(
                 &self.split.path,
                 format!(
-                    "clip {clip}{} holds a value that is not finite (NaN or infinity){}, which \
-                     melctl never stores",
-                    segment.map(|s| format!(" segment {s}")).unwrap_or_default(),
-                    if norm.is_some() {
-                        ", stored or once normalised"
-                    } else {
-                        ""
-                    }
+                    "{item} holds a value that is not finite (NaN or infinity), which melctl never stores"
                 ),
             )),
         }
+    }
+
+    /// Whether the item's stored values are all finite.
+    fn stored_finite(&mut self, clip: usize, segment: Option<usize>) -> Result<bool> {
+        let dtype = self.split.dtype;
+        let mut halves = std::mem::take(&mut self.halves);
+        let mut values = Vec::new();
+        let r = self.item_bytes(clip, segment).map(|bytes| {
+            values.resize(bytes.len() / dtype.size(), 0.0f32);
+            convert::convert(bytes, dtype, OutSlice::F32(&mut values), None, &mut halves)
+        });
+        self.halves = halves;
+        r
     }
 
     /// The stored bytes of an item, wherever they come from.
