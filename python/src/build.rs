@@ -9,10 +9,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use mel_audio::{Dataset, ManifestOptions};
-use mel_core::config::LoaderKind;
+use mel_audio::ManifestOptions;
 use melkit::dataset::merge::MergeSettings;
-use melkit::dataset::{Build, BuildReport, BuildSettings, Observer, OnError, Shard};
+use melkit::dataset::{
+    BuildReport, BuildRequest, Host, Labels, Observer, OnError, PreparedBuild, Shard, ShardOutcome,
+    Source,
+};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -169,38 +171,23 @@ impl Progress {
     }
 }
 
-/// The dataset: a folder `ROOT/{split}/{class}/*` scanned, or a manifest (CSV or JSONL)
-/// file, split by `ratios` and `seed` where it names no split (as `--split-ratio` and
-/// `--seed`); `labels` (a list of class names or a label-map file) fixes the label ids.
-fn dataset(
-    input: &Path,
-    labels: Option<Vec<String>>,
-    ratios: Option<Vec<(String, f64)>>,
-    seed: Option<u64>,
-) -> PyResult<Dataset> {
+/// What to build: a folder `ROOT/{split}/{class}/*`, or a manifest (CSV or JSONL) file,
+/// split by `ratios` and `seed` where it names no split (as `--split-ratio` and `--seed`).
+fn source(input: &Path, ratios: Option<Vec<(String, f64)>>, seed: Option<u64>) -> PyResult<Source> {
     let meta = std::fs::metadata(input).map_err(|e| to_py(mel_core::Error::io(input, e)))?;
-    if meta.is_dir() {
-        if ratios.is_some() || seed.is_some() {
-            return Err(PyValueError::new_err(
-                "split_ratio and seed split a manifest without a split column; a folder's splits are its first-level folders",
-            ));
-        }
-        let mut d = mel_audio::scan(input).map_err(to_py)?;
-        if let Some(names) = labels {
-            d.relabel(names).map_err(to_py)?;
-        }
-        Ok(d)
-    } else {
-        let given = ratios.is_some() || seed.is_some();
-        let defaults = ManifestOptions::default();
-        let opts = ManifestOptions {
-            label_map: labels,
-            ratios: ratios.unwrap_or(defaults.ratios),
-            seed: seed.unwrap_or(0),
-            ratios_given: given,
-        };
-        mel_audio::from_manifest(input, &opts).map_err(to_py)
+    if !meta.is_dir() {
+        return Ok(Source::Manifest {
+            path: input.to_path_buf(),
+            ratios,
+            seed,
+        });
     }
+    if ratios.is_some() || seed.is_some() {
+        return Err(PyValueError::new_err(
+            "split_ratio and seed split a manifest without a split column; a folder's splits are its first-level folders",
+        ));
+    }
+    Ok(Source::Folder(input.to_path_buf()))
 }
 
 /// `split_ratio=`: `{"training": 0.8, "testing": 0.2}` (in that order) or
@@ -224,17 +211,17 @@ fn split_ratios(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<(String
 }
 
 /// `labels=`: a list of class names, or a path to a label-map file.
-fn label_names(labels: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<String>>> {
+fn labels_of(labels: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Labels>> {
     let Some(l) = labels else { return Ok(None) };
     if let Ok(names) = l.extract::<Vec<String>>()
         && !l.is_instance_of::<pyo3::types::PyString>()
     {
-        return Ok(Some(names));
+        return Ok(Some(Labels::Names(names)));
     }
     let path: PathBuf = l.extract().map_err(|_| {
         PyTypeError::new_err("labels must be a list of class names or a label-map file")
     })?;
-    mel_audio::read_label_map(&path).map(Some).map_err(to_py)
+    Ok(Some(Labels::File(path)))
 }
 
 /// Builds `input` (a `ROOT/{split}/{class}/` folder or a manifest) into `output`, one
@@ -246,7 +233,6 @@ fn label_names(labels: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<String>
     split_ratio=None, seed=None, **overrides
 ))]
 #[allow(clippy::too_many_arguments)]
-#[allow(clippy::too_many_lines)] // on tests/tidy.rs's shrinking list: cut it into named phases
 pub fn build<'py>(
     py: Python<'py>,
     input: PathBuf,
@@ -265,144 +251,103 @@ pub fn build<'py>(
     seed: Option<u64>,
     overrides: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let shard = shard.map(parse_shard).transpose()?;
-    let config = crate::config::resolve(preset, config, backend, overrides)?;
-    config.check_options().map_err(to_py)?;
-    let on_error = match on_error {
-        "skip" => OnError::Skip,
-        "fail" => OnError::Fail,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "on_error {other:?} is not one of \"skip\", \"fail\""
-            )));
-        }
-    };
     check_callable(progress)?;
-    let cache_dir = match (config.run.loader, cache_dir) {
-        (_, Some(d)) => Some(d),
-        (LoaderKind::Auto | LoaderKind::Memmap, None) if !config.run.cache_dir.is_empty() => {
-            Some(PathBuf::from(&config.run.cache_dir))
-        }
-        (LoaderKind::Auto | LoaderKind::Memmap, None) => {
-            let xdg = std::env::var_os("XDG_CACHE_HOME");
-            let home = std::env::var_os("HOME");
-            Some(
-                melkit::dataset::default_cache_dir(xdg.as_deref(), home.as_deref())
-                    .map_err(to_py)?,
-            )
-        }
-        _ => None,
-    };
-    let labels = label_names(labels)?;
-    let splits: Vec<String> = match splits {
-        None => Vec::new(),
-        Some(s) if s.is_instance_of::<pyo3::types::PyString>() => {
-            return Err(PyTypeError::new_err(
-                "splits must be a list of split names, e.g. [\"training\"]",
-            ));
-        }
-        Some(s) => s
-            .extract()
-            .map_err(|_| PyTypeError::new_err("splits must be a list of split names"))?,
-    };
-    let threads = match config.run.threads {
+    let resolved = crate::config::resolve(preset, config, backend, overrides)?;
+    let mut request = BuildRequest::new(
+        source(&input, split_ratios(split_ratio)?, seed)?,
+        output,
+        resolved,
+    );
+    request.config_file = config.and_then(|c| c.extract::<PathBuf>().ok());
+    request.labels = labels_of(labels)?;
+    request.on_error = on_error_of(on_error)?;
+    request.only = split_names(splits)?;
+    request.resume = resume;
+    request.shard = shard.map(parse_shard).transpose()?;
+    request.cache_dir = cache_dir;
+    request.host = Host::with_env(|name| std::env::var_os(name));
+    let threads = match request.config.run.threads {
         0 => crate::default_threads(),
         n => n,
     };
-    let config_json = config.resolved_json();
-    let settings = BuildSettings {
-        config,
-        on_error,
-        only: splits,
-        resume,
-        cache_dir,
-    };
-    let ratios = split_ratios(split_ratio)?;
     // The scan lists every file: no GIL needed.
-    let prepared = py.detach(|| dataset(&input, labels, ratios, seed))?;
-    // A shard builds its part of every split into OUTPUT/shards/K-of-N.
-    let part = shard.map(|s| s.part(&prepared));
-    let tree = part.as_ref().unwrap_or(&prepared);
-    let out_dir = shard.map_or(output.clone(), |s| s.dir(&output));
-    let builder = Build::new(tree, settings.clone()).map_err(build_to_py)?;
-    if let Some(available) = melkit::loaders::select::available_memory() {
-        mel_core::pipeline::check_memory(&builder.settings().config, builder.plan(), available)
-            .map_err(to_py)?;
-    }
-    let mut guard = mel_core::outputs::Guard::new();
-    builder.protect_inputs(&mut guard);
-    if !input.is_dir() {
-        guard.input(&input, "the manifest");
-    }
-    guard
-        .check(&builder.planned_outputs(&out_dir))
-        .map_err(to_py)?;
+    let prepared = py.detach(|| request.prepare()).map_err(build_to_py)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .thread_name(|i| format!("melctl-worker-{i}"))
         .build()
         .map_err(|e| to_py(mel_core::Error::config("run.threads", e.to_string())))?;
-    let _prewarm = melkit::backend::prewarm(builder.settings().config.run.backend);
     let mut report = BuildReport::default();
     let (built, notices) = polled(py, progress, "build", Result::is_ok, |queue, cancel| {
-        pool.install(|| match shard {
-            Some(s) => melkit::dataset::build_shard(
-                &prepared,
-                settings,
-                s,
-                &output,
-                queue,
-                cancel,
-                &mut report,
-            )
-            .map(Some),
-            None => builder
-                .run(&output, queue, cancel, &mut report)
-                .map(|()| None),
-        })
+        pool.install(|| prepared.run(queue, cancel, &mut report))
     })?;
-    match built {
-        Err(e) => Err(build_to_py(e)),
-        Ok(outcome) => {
-            let mut json = report.to_json(&config_json, None);
-            json["notices"] = notices.into();
-            if let (Some(s), Some(outcome)) = (shard, &outcome) {
-                json["shard"] = melkit::dataset::shard::report_json(s, &out_dir, outcome);
-            }
-            let earlier = match outcome {
-                Some(melkit::dataset::ShardOutcome::AlreadyComplete { skipped }) => Some(skipped),
-                _ => None,
-            };
-            if let Some(skipped) = earlier.filter(|s| !s.is_empty()) {
-                let message = format!(
-                    "melctl.build: shard {} was complete; its build left {} file(s) out, listed in the report's shard.skipped (first: {})",
-                    shard.map(|s| s.to_string()).unwrap_or_default(),
-                    skipped.len(),
-                    skipped[0]
-                );
-                crate::errors::warn(py, &message)?;
-            }
-            let text = serde_json::to_string(&json)
-                .map_err(|e| PyValueError::new_err(format!("the report: {e}")))?;
-            let dict = py.import("json")?.call_method1("loads", (text,))?;
-            let left_out = report.left_out();
-            if left_out > 0 {
-                let first: Vec<String> = report
-                    .splits
-                    .iter()
-                    .flat_map(|x| x.left_out_lines())
-                    .take(3)
-                    .collect();
-                let message = format!(
-                    "melctl.build: {left_out} file(s) left out, listed in the report's \
-                     \"skipped\" and \"unreadable\" entries (first: {})",
-                    first.join("; ")
-                );
-                crate::errors::warn(py, &message)?;
-            }
-            Ok(dict)
-        }
+    let outcome = built.map_err(build_to_py)?;
+    let mut json = prepared.report_json(&report, Some(&outcome), None);
+    json["notices"] = notices.into();
+    warn_left_out(py, &prepared, &report, &outcome)?;
+    let text = serde_json::to_string(&json)
+        .map_err(|e| PyValueError::new_err(format!("the report: {e}")))?;
+    py.import("json")?.call_method1("loads", (text,))
+}
+
+/// `on_error=`: `"skip"` or `"fail"`.
+fn on_error_of(on_error: &str) -> PyResult<OnError> {
+    match on_error {
+        "skip" => Ok(OnError::Skip),
+        "fail" => Ok(OnError::Fail),
+        other => Err(PyValueError::new_err(format!(
+            "on_error {other:?} is not one of \"skip\", \"fail\""
+        ))),
     }
+}
+
+/// `splits=`: a list of split names (a string alone is refused: it is not a list).
+fn split_names(splits: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
+    match splits {
+        None => Ok(Vec::new()),
+        Some(s) if s.is_instance_of::<pyo3::types::PyString>() => Err(PyTypeError::new_err(
+            "splits must be a list of split names, e.g. [\"training\"]",
+        )),
+        Some(s) => s
+            .extract()
+            .map_err(|_| PyTypeError::new_err("splits must be a list of split names")),
+    }
+}
+
+/// Warns of the files the build left out (nothing is dropped without being named): those
+/// of this build, or those a complete shard's earlier build left out.
+fn warn_left_out(
+    py: Python<'_>,
+    prepared: &PreparedBuild,
+    report: &BuildReport,
+    outcome: &ShardOutcome,
+) -> PyResult<()> {
+    if let ShardOutcome::AlreadyComplete { skipped } = outcome
+        && let Some(first) = skipped.first()
+    {
+        let shard = prepared.request().shard.map(|s| s.to_string());
+        let message = format!(
+            "melctl.build: shard {} was complete; its build left {} file(s) out, listed in the report's shard.skipped (first: {first})",
+            shard.unwrap_or_default(),
+            skipped.len(),
+        );
+        return crate::errors::warn(py, &message);
+    }
+    let left_out = report.left_out();
+    if left_out == 0 {
+        return Ok(());
+    }
+    let first: Vec<String> = report
+        .splits
+        .iter()
+        .flat_map(|x| x.left_out_lines())
+        .take(3)
+        .collect();
+    let message = format!(
+        "melctl.build: {left_out} file(s) left out, listed in the report's \"skipped\" and \"unreadable\" entries (first: {})",
+        first.join("; ")
+    );
+    crate::errors::warn(py, &message)
 }
 
 /// A shard as `(k, n)` or `"k/n"` (numbered from 0).

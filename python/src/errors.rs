@@ -134,7 +134,7 @@ pub fn build_to_py(e: melkit::dataset::Error) -> PyErr {
         E::KeptIncomplete { .. } | E::KeptMismatch { .. } | E::NothingLeft { .. } => {
             raise("DatasetError", message)
         }
-        E::Split { .. } => raise("ConfigError", message),
+        E::Split { .. } | E::ShardOfSomeSplits { .. } => raise("ConfigError", message),
     }
 }
 

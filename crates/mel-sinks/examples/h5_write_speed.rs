@@ -42,8 +42,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             provenance: config.resolved_json(),
         };
         let t0 = Instant::now();
+        let path = std::path::Path::new(&dir).join(format!("{}.h5", spec.split));
         let mut sink = Box::new(Hdf5Sink::create(
-            std::path::Path::new(&dir),
+            &path,
             spec,
             Hdf5Options {
                 chunk_clips: chunk,

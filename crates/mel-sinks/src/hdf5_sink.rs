@@ -115,12 +115,10 @@ fn create_mel(
 }
 
 impl Hdf5Sink {
-    /// Creates the temporary file and the `mel` dataset for `spec` in `out_dir`.
-    pub fn create(out_dir: &Path, spec: SinkSpec, opts: Hdf5Options) -> Result<Self> {
-        let final_path = out_dir.join(mel_core::format::output_name(
-            &spec.split,
-            mel_core::format::HDF5_SUFFIX,
-        ));
+    /// Creates, beside `final_path` (where the build decided the split goes: melkit's
+    /// `final_path`), the temporary file and the `mel` dataset for `spec`.
+    pub fn create(final_path: &Path, spec: SinkSpec, opts: Hdf5Options) -> Result<Self> {
+        let final_path = final_path.to_path_buf();
         atomic::remove_stale_partials(&final_path);
         let (staged, handle) = Staged::file(&final_path)?;
         // Reserve the disk space the file will take before HDF5 writes anything: a full
@@ -688,7 +686,8 @@ mod tests {
                 fsync: false,
                 writers: 1,
             };
-            let mut sink = Hdf5Sink::create(t.path(), s, opts).unwrap();
+            let path = t.path().join(format!("{}.h5", s.split));
+            let mut sink = Hdf5Sink::create(&path, s, opts).unwrap();
             let mut child = std::process::Command::new("sleep")
                 .arg("60")
                 .spawn()

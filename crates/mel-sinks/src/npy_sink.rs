@@ -47,12 +47,10 @@ pub struct NpySink {
 }
 
 impl NpySink {
-    /// Creates the temporary folder and a `mel.npy` sized for `spec.rows` rows.
-    pub fn create(out_dir: &Path, spec: SinkSpec, opts: NpyOptions) -> Result<Self> {
-        let final_dir = out_dir.join(mel_core::format::output_name(
-            &spec.split,
-            mel_core::format::NPY_SUFFIX,
-        ));
+    /// Creates, beside `final_dir` (where the build decided the split goes: melkit's
+    /// `final_path`), the temporary folder and a `mel.npy` sized for `spec.rows` rows.
+    pub fn create(final_dir: &Path, spec: SinkSpec, opts: NpyOptions) -> Result<Self> {
+        let final_dir = final_dir.to_path_buf();
         atomic::remove_stale_partials(&final_dir);
         let staged = Staged::dir(&final_dir)?;
         let path = staged.path().join(mel_core::format::NPY_MEL);
@@ -199,6 +197,14 @@ mod tests {
     use super::*;
     use mel_core::{Config, MelPlan};
 
+    /// Where split `split` goes under `out`.
+    fn npy_dir(out: &Path, split: &str) -> std::path::PathBuf {
+        out.join(mel_core::format::output_name(
+            split,
+            mel_core::format::NPY_SUFFIX,
+        ))
+    }
+
     fn spec(rows: usize, dtype: Dtype) -> SinkSpec {
         let mut c = Config::default();
         c.output.dtype = dtype;
@@ -236,8 +242,14 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let s = spec(5, Dtype::F32);
         let plan = s.plan.clone();
-        let mut sink =
-            Box::new(NpySink::create(t.path(), s.clone(), NpyOptions::default()).unwrap());
+        let mut sink = Box::new(
+            NpySink::create(
+                &npy_dir(t.path(), &s.split),
+                s.clone(),
+                NpyOptions::default(),
+            )
+            .unwrap(),
+        );
         let (m, d) = batch(&plan, 2, 2);
         sink.write(2, &m, &d).unwrap();
         let (m, d) = batch(&plan, 0, 2);
@@ -270,7 +282,12 @@ mod tests {
 
         // A second build replaces the first whole; an uncommitted one leaves it untouched.
         let mut again = Box::new(
-            NpySink::create(t.path(), spec(1, Dtype::F32), NpyOptions::default()).unwrap(),
+            NpySink::create(
+                &npy_dir(t.path(), "train"),
+                spec(1, Dtype::F32),
+                NpyOptions::default(),
+            )
+            .unwrap(),
         );
         let (m, d) = batch(&plan, 0, 1);
         again.write(0, &m, &d).unwrap();
@@ -280,7 +297,12 @@ mod tests {
                 .unwrap();
         assert_eq!(meta["rows"], 1);
         drop(Box::new(
-            NpySink::create(t.path(), spec(3, Dtype::F32), NpyOptions::default()).unwrap(),
+            NpySink::create(
+                &npy_dir(t.path(), "train"),
+                spec(3, Dtype::F32),
+                NpyOptions::default(),
+            )
+            .unwrap(),
         ));
         let names: Vec<_> = std::fs::read_dir(t.path())
             .unwrap()

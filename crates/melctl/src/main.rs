@@ -24,7 +24,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::{Context, Result};
 use clap::Parser;
 use mel_core::MelPlan;
-use mel_core::config::BackendKind;
 
 use cli::{BuildArgs, Cli, Command, OnError};
 
@@ -153,7 +152,7 @@ fn run(cli: Cli, interrupted: &Arc<AtomicBool>) -> Result<u8> {
         }
         Command::Config(args) => {
             let config = settings::resolve(&args.flags)?;
-            MelPlan::from_config(&config)?;
+            MelPlan::from_config(&config).map_err(settings::in_flag_words)?;
             out!("{}", settings::annotated_toml(&config));
             Ok(0)
         }
@@ -205,100 +204,20 @@ fn run(cli: Cli, interrupted: &Arc<AtomicBool>) -> Result<u8> {
 /// Exit status of `--strict` when files were skipped.
 pub(crate) const EXIT_SKIPPED: u8 = 3;
 
-#[allow(clippy::too_many_lines)] // on tests/tidy.rs's shrinking list: cut it into named phases
+/// `melctl build`: the request from the flags, prepared and run by melkit; what it did
+/// and the report in the CLI's words; exit 3 under `--strict` when files were left out.
 fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     let config = settings::resolve(&args.flags)?;
-    let plan = MelPlan::from_config(&config)?;
-    if config.run.backend == BackendKind::Cpu && config.run.device.is_some() {
-        anyhow::bail!("--device picks a GPU; --backend cpu uses none (drop one of them)");
-    }
-    if let Some(available) = melkit::loaders::select::available_memory() {
-        mel_core::pipeline::check_memory(&config, &plan, available)?;
-    }
-    let report_to_stdout = args.report.as_deref() == Some(std::path::Path::new("-"));
-    let (quiet, verbose) = (args.verbosity.quiet, args.verbosity.verbose);
-    // Device discovery for `auto` runs while the dataset is scanned.
-    let _discovery = melkit::backend::prewarm(config.run.backend);
     start_workers(config.run.threads)?;
-    let (dataset, source) = load_dataset(args)?;
     let sharded = shard::choose(args, &|name| std::env::var(name).ok())?;
-    if let Some(c) = &sharded
-        && !args.splits.is_empty()
-    {
-        anyhow::bail!(
-            "--split with shard {} (from {}): a shard holds its part of every split, or the shards cannot be merged; drop --split, or pass --no-shard",
-            c.shard,
-            c.source
-        );
-    }
-    let settings = build::settings(config.clone(), args)?;
-    // A shard builds its part of every split (the whole tree's label map) into
-    // OUT/shards/K-of-N.
-    let part = sharded.as_ref().map(|c| c.shard.part(&dataset));
-    let tree = part.as_ref().unwrap_or(&dataset);
-    let out_dir = match &sharded {
-        Some(c) => c.shard.dir(&args.output),
-        None => args.output.clone(),
-    };
-    let builder = melkit::dataset::Build::new(tree, settings.clone()).map_err(build::in_words)?;
-    check_outputs(
-        args,
-        &builder,
-        &out_dir,
-        sharded.is_some(),
-        report_to_stdout,
-    )?;
-    if let Some(note) = split_names_note(args, &dataset) {
-        errln!("{note}");
-    }
-    if let Some(c) = &sharded
-        && !quiet
-    {
-        let files = |d: &mel_audio::Dataset| d.splits.iter().map(|s| s.files.len()).sum::<usize>();
-        errln!(
-            "shard {} (from {}): {} of the {} files, into {}",
-            c.shard,
-            c.source,
-            files(tree),
-            files(&dataset),
-            out_dir.display()
-        );
-    }
-    if !quiet {
-        errln!(
-            "{}: {}, {}, {}; clip {:?} {} per clip",
-            source.display(),
-            dryrun::count(dataset.splits.len(), "split", "splits"),
-            dryrun::count(dataset.label_names.len(), "class", "classes"),
-            dryrun::count(
-                dataset.splits.iter().map(|s| s.files.len()).sum::<usize>(),
-                "file",
-                "files"
-            ),
-            plan.clip_shape(),
-            config.output.dtype.name(),
-        );
-    }
+    let request = build::request(args, config, sharded.as_ref().map(|c| c.shard))?;
+    let prepared = request.prepare().map_err(build::in_words)?;
+    let shard_from = sharded.as_ref().map_or("", |c| c.source.as_str());
+    build::announce(args, &prepared, shard_from);
     if args.dry_run {
-        let mut chosen_splits = tree.clone();
-        chosen_splits
-            .splits
-            .retain(|s| builder.settings().builds(&s.name));
-        let dataset = chosen_splits;
-        // The backend is started to be sure it works (a CUDA device, a wgpu adapter), as
-        // the build would; the dry run says so.
-        let chosen = melkit::backend::choose_described(&plan, &config)?;
-        for line in &chosen.warnings {
-            errln!("{line}");
-        }
-        let loaders = builder.loader_choices().map_err(build::in_words)?;
-        out!(
-            "{}",
-            dryrun::text(&dataset, &config, &plan, &out_dir, &chosen.line, &loaders)?
-        );
-        return Ok(0);
+        return build::dry_run(&prepared);
     }
-    let progress = if quiet {
+    let progress = if args.verbosity.quiet {
         progress::Progress::hidden()
     } else {
         progress::Progress::for_stderr(
@@ -308,146 +227,11 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     };
     build::stop_on_ctrl_c(cancel);
     let mut report = build::BuildReport::default();
-    let observer = build::Terminal::new(&progress);
-    let built = match &sharded {
-        Some(c) => melkit::dataset::build_shard(
-            &dataset,
-            settings,
-            c.shard,
-            &args.output,
-            &observer,
-            cancel,
-            &mut report,
-        )
-        .map(Some),
-        None => builder
-            .run(&args.output, &observer, cancel, &mut report)
-            .map(|()| None),
-    }
-    .map_err(build::in_words);
+    let built = prepared
+        .run(&build::Terminal::new(&progress), cancel, &mut report)
+        .map_err(build::in_words);
     build::say_if_interrupted(cancel);
-    // A complete shard, verified: an array task's retry has nothing to do, but what its
-    // build left out is named again, and --strict fails on it as it did then.
-    let earlier = match &built {
-        Ok(Some(melkit::dataset::ShardOutcome::AlreadyComplete { skipped })) => {
-            Some(skipped.clone())
-        }
-        _ => None,
-    };
-    if let Some(skipped) = &earlier {
-        for line in skipped {
-            errln!("skipped {line} (left out by the shard's earlier build)");
-        }
-    } else if built.is_ok() && !quiet {
-        let summary = report::text(&report, verbose);
-        if report_to_stdout {
-            err!("{summary}");
-        } else {
-            out!("{summary}");
-        }
-    }
-    // Every run writes the report it was asked for, a retry of a complete shard too (a
-    // stale report would otherwise stay at the path).
-    if let Some(path) = &args.report {
-        let error = built.as_ref().err().map(error_line);
-        let mut json = report::json(&report, &config.resolved_json(), error.as_deref());
-        if let (Some(c), Ok(Some(outcome))) = (&sharded, &built) {
-            json["shard"] = melkit::dataset::shard::report_json(c.shard, &out_dir, outcome);
-        }
-        let text = serde_json::to_string_pretty(&json)? + "\n";
-        if report_to_stdout {
-            out!("{text}");
-        } else {
-            let written = mel_core::atomic::write_file(path, text.as_bytes(), false)
-                .with_context(|| format!("cannot write the report to {}", path.display()));
-            // The build's own failure is the one to report; a report that could not be
-            // written is said beside it, never instead of it.
-            match (&built, written) {
-                (Err(_), Err(e)) => errln!("error: {}", error_line(&e)),
-                (Ok(_), Err(e)) => return Err(e),
-                (_, Ok(())) => {}
-            }
-        }
-    }
-    built?;
-    if let Some(skipped) = earlier {
-        if args.strict && !skipped.is_empty() {
-            errln!(
-                "error: --strict: {} skipped (listed above); the shard's outputs were written",
-                dryrun::count(skipped.len(), "file was", "files were")
-            );
-            return Ok(EXIT_SKIPPED);
-        }
-        return Ok(0);
-    }
-    // The build checks for an interrupt just before its publish, so one seen now came
-    // while the outputs were being committed, which completes whole rather than stopping.
-    if cancel.load(Ordering::SeqCst) {
-        errln!(
-            "note: the interrupt came while the outputs were being committed: the build completed and its outputs are whole"
-        );
-    }
-    if quiet {
-        // Quiet prints nothing on success, but nothing is dropped without being named.
-        let kept = report.kept.iter().flat_map(|k| k.left_out_lines());
-        let kept = kept.chain(report.ignored_audio_lines());
-        for line in kept.chain(report.splits.iter().flat_map(|x| x.left_out_lines())) {
-            errln!("skipped {line}");
-        }
-    }
-    let skipped = report.left_out();
-    if args.strict && skipped > 0 {
-        errln!(
-            "error: --strict: {} skipped (listed above); the outputs were written",
-            dryrun::count(skipped, "file was", "files were")
-        );
-        return Ok(EXIT_SKIPPED);
-    }
-    Ok(0)
-}
-
-/// Checks every path the build will write before any work: no output may replace an
-/// input (audio, manifest, configuration, label map), another output, or an existing
-/// file of another kind; the report's folder must take a new file.
-fn check_outputs(
-    args: &BuildArgs,
-    builder: &melkit::dataset::Build<'_>,
-    out_dir: &std::path::Path,
-    sharded: bool,
-    report_to_stdout: bool,
-) -> Result<()> {
-    use mel_core::outputs::{Guard, Output, Written};
-    let mut guard = Guard::new();
-    builder.protect_inputs(&mut guard);
-    let named = [
-        (&args.manifest, "the manifest"),
-        (&args.flags.config, "the configuration file"),
-        (&args.labels, "the label map"),
-    ];
-    for (path, what) in named {
-        if let Some(p) = path {
-            guard.input(p, what);
-        }
-    }
-    let mut outputs = builder.planned_outputs(out_dir);
-    if sharded {
-        use melkit::dataset::shard::{SHARD_RECORD, SHARD_REPORT};
-        outputs.push(Output::new(
-            out_dir.join(SHARD_RECORD),
-            "the shard record",
-            Written::File,
-        ));
-        outputs.push(Output::new(
-            out_dir.join(SHARD_REPORT),
-            "the shard's report",
-            Written::File,
-        ));
-    }
-    if let Some(path) = args.report.as_ref().filter(|_| !report_to_stdout) {
-        outputs.push(Output::new(path, "the report", Written::Stream));
-    }
-    guard.check(&outputs)?;
-    Ok(())
+    build::finish(args, &prepared, &report, built, cancel)
 }
 
 /// Starts the process's worker pool (decoding, the CPU backend) with `threads` threads,
@@ -528,55 +312,4 @@ fn devices_json() -> serde_json::Value {
         })
         .collect();
     serde_json::json!({"cuda": cuda, "wgpu": {"adapters": adapters}})
-}
-
-/// A note when folder splits have no name a split usually has: `ROOT/dog/day1/*.wav`
-/// builds splits `dog` and `cat` of classes `day1`, `day2`, which is valid but rarely
-/// meant (a class-per-folder tree one level too deep).
-fn split_names_note(args: &BuildArgs, dataset: &mel_audio::Dataset) -> Option<String> {
-    const SPLIT_WORDS: [&str; 7] = ["train", "val", "test", "dev", "eval", "hold", "all"];
-    let names: Vec<&str> = dataset.splits.iter().map(|s| s.name.as_str()).collect();
-    let split_like = |n: &&str| {
-        let n = n.to_lowercase();
-        SPLIT_WORDS.iter().any(|w| n.contains(w))
-    };
-    if args.input.is_none() || names.iter().any(split_like) {
-        return None;
-    }
-    Some(format!(
-        "note: the folders {} are read as splits (ROOT/{{split}}/{{class}}/), with classes {}; if they are classes, put them in one folder: ROOT/{{class}}/ builds one split `all`",
-        names.join(", "),
-        dataset.label_names.join(", ")
-    ))
-}
-
-/// How a manifest without a split column is split unless `--split-ratio` says otherwise.
-const DEFAULT_SPLIT_RATIOS: &str = "training=0.7,validation=0.2,testing=0.1";
-
-/// The dataset the build reads: a folder scan, or a manifest.
-fn load_dataset(args: &BuildArgs) -> Result<(mel_audio::Dataset, std::path::PathBuf)> {
-    let mut dataset = match (&args.input, &args.manifest) {
-        (Some(root), _) => (mel_audio::scan(root)?, root.clone()),
-        (None, Some(m)) => {
-            let text = args.split_ratio.as_deref().unwrap_or(DEFAULT_SPLIT_RATIOS);
-            let ratios = mel_audio::ManifestOptions::parse_ratios(text)
-                .map_err(|why| anyhow::anyhow!("--split-ratio: {why}"))?;
-            let opts = mel_audio::ManifestOptions {
-                ratios,
-                seed: args.seed.unwrap_or(0),
-                ratios_given: args.split_ratio.is_some() || args.seed.is_some(),
-                label_map: None,
-            };
-            (mel_audio::from_manifest(m, &opts)?, m.clone())
-        }
-        (None, None) => anyhow::bail!("give --input ROOT or --manifest FILE"),
-    };
-    if let Some(map) = &args.labels {
-        let names = mel_audio::read_label_map(map)?;
-        dataset
-            .0
-            .relabel(names)
-            .with_context(|| format!("label map {}", map.display()))?;
-    }
-    Ok(dataset)
 }

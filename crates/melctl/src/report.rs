@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::advice;
-use crate::build::{BuildReport, SplitReport};
+use melkit::dataset::{BuildReport, SplitReport};
 
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
@@ -150,10 +150,9 @@ pub fn text(r: &BuildReport, verbose: bool) -> String {
     s
 }
 
-/// The JSON report (`--report FILE.json`): melkit's report of the build, each split's
-/// bottleneck with the advice in melctl's flags; `error` is why the build failed, if it did.
-pub fn json(r: &BuildReport, config_json: &str, error: Option<&str>) -> serde_json::Value {
-    let mut json = r.to_json(config_json, error);
+/// The JSON report (`--report FILE.json`): melkit's report `json` of the build `r`, each
+/// split's bottleneck with the advice in melctl's flags.
+pub fn json(mut json: serde_json::Value, r: &BuildReport) -> serde_json::Value {
     if let Some(splits) = json["splits"].as_array_mut() {
         for (x, j) in r.splits.iter().zip(splits) {
             j["bottleneck"]["advice"] = advice::advice(&x.verdict).into();

@@ -74,6 +74,40 @@ pub fn resolve(flags: &ConfigFlags) -> Result<Config> {
     Ok(config)
 }
 
+/// The configuration fields the flags set, and each flag.
+const FLAGS: [(&str, &str); 11] = [
+    ("output.dtype", "--dtype"),
+    ("mel.precision", "--precision"),
+    ("run.backend", "--backend"),
+    ("run.loader", "--loader"),
+    ("run.threads", "--threads"),
+    ("run.batch_clips", "--batch"),
+    ("output.sink", "--sink"),
+    ("run.queue_depth", "--queue-depth"),
+    ("run.stream.readers", "--readers"),
+    ("run.device", "--device"),
+    ("run.cache_dir", "--cache-dir"),
+];
+
+/// The flag that sets configuration field `field`, if one does.
+pub fn flag_for(field: &str) -> Option<&'static str> {
+    FLAGS
+        .iter()
+        .find(|(f, _)| *f == field)
+        .map(|(_, flag)| *flag)
+}
+
+/// `e` in the CLI's words: a configuration error names the flag that sets its field.
+pub fn in_flag_words(e: mel_core::Error) -> anyhow::Error {
+    match e {
+        mel_core::Error::Config { field, message } => match flag_for(&field) {
+            Some(flag) => mel_core::Error::config(format!("{field} ({flag})"), message).into(),
+            None => mel_core::Error::Config { field, message }.into(),
+        },
+        e => e.into(),
+    }
+}
+
 /// The configuration as TOML, each value torchaudio's defaults derive (`win_length` =
 /// `n_fft`, `hop_length` = `win_length / 2`, `f_max` = `sample_rate / 2`) written as
 /// `"default"` with what it resolves to.

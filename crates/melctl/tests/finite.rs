@@ -325,7 +325,13 @@ fn settings_that_vanish_in_f32_or_overflow_the_dtype_are_refused_before_reading_
         (
             "none.toml",
             "[log]\nkind = \"none\"\n",
-            &["output.dtype = f16", "65504", "n_fft 512", "window sum 256"][..],
+            &[
+                "output.dtype",
+                "= f16",
+                "65504",
+                "n_fft 512",
+                "window sum 256",
+            ][..],
         ),
     ] {
         dir.create(name, toml);

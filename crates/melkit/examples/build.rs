@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 
 use clap::Parser;
 use melkit::Preset;
-use melkit::dataset::{Build, BuildReport, BuildSettings, Observer};
+use melkit::dataset::{BuildReport, BuildRequest, Host, Observer, Source};
 
 /// Builds ROOT/{split}/{class}/*.wav into OUT/{split}.h5 as `melctl build` does.
 #[derive(Parser)]
@@ -52,18 +52,13 @@ fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     .ok_or_else(|| format!("--backend {}: auto, cpu, cuda or wgpu", args.backend))?;
     // The streaming loader: no decoded-audio cache, so no cache folder to name.
     config.run.loader = melkit::config::LoaderKind::Stream;
-    let dataset = melkit::audio::scan(&args.input)?;
-    let build = Build::new(&dataset, BuildSettings::new(config))?;
-    let mut guard = mel_core::outputs::Guard::new();
-    build.protect_inputs(&mut guard);
-    guard.check(&build.planned_outputs(&args.output))?;
+    let mut request = BuildRequest::new(Source::Folder(args.input.clone()), &args.output, config);
+    // The memory check and the default cache folder of `melctl build`: this process's.
+    request.host = Host::with_env(|name| std::env::var_os(name));
+    // Every check `melctl build` makes (plan, memory, split names, output guard), once.
+    let prepared = request.prepare()?;
     let mut report = BuildReport::default();
-    build.run(
-        &args.output,
-        &Stderr,
-        &Arc::new(AtomicBool::new(false)),
-        &mut report,
-    )?;
+    prepared.run(&Stderr, &Arc::new(AtomicBool::new(false)), &mut report)?;
     for s in &report.splits {
         eprintln!(
             "{}: {} clips of {} files -> {}",

@@ -183,6 +183,12 @@ pub fn prewarm(kind: BackendKind) -> Prewarm {
 #[must_use = "dropping the guard waits for the discovery to finish"]
 pub struct Prewarm(Option<std::thread::JoinHandle<bool>>);
 
+impl std::fmt::Debug for Prewarm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Prewarm").field(&self.0.is_some()).finish()
+    }
+}
+
 impl Drop for Prewarm {
     fn drop(&mut self) {
         if let Some(thread) = self.0.take() {

@@ -67,6 +67,15 @@ pub enum Error {
         /// What differs, or why it does not open.
         reason: String,
     },
+    /// A shard asked to build only some splits: a shard holds its part of every split, or
+    /// the shards cannot be merged.
+    #[error(
+        "shard {shard} of only some splits: a shard holds its part of every split, or the shards cannot be merged"
+    )]
+    ShardOfSomeSplits {
+        /// The shard.
+        shard: super::Shard,
+    },
     /// A split-level refusal before any work: `split: reason`.
     #[error("split {split}: {reason}")]
     Split {

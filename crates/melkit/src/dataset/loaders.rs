@@ -13,15 +13,16 @@ use mel_loaders::{CacheKey, CacheLoader, Lazy, PreloadLoader, StreamLoader};
 
 use super::error::{Error, Result};
 
-/// Refuses a preload when the arena of any of `splits` would not fit in memory.
+/// Refuses a preload when the arena of any of `splits` would not fit in `available`
+/// bytes of memory (`None`: unknown, not refused).
 pub(super) fn check_preloads<'a>(
     config: &Config,
     splits: impl IntoIterator<Item = &'a Split>,
+    available: Option<u64>,
 ) -> Result<()> {
     if config.run.loader != LoaderKind::Preload {
         return Ok(());
     }
-    let available = mel_loaders::select::available_memory();
     for split in splits {
         let decoded = (split.files.len() * config.audio.clip_samples() * 4) as u64;
         mel_loaders::select::check_preload(decoded, available).map_err(|reason| Error::Split {

@@ -6,21 +6,23 @@
 //!
 //! ```no_run
 //! use std::sync::{Arc, atomic::AtomicBool};
-//! use melkit::dataset::{Build, BuildReport, BuildSettings, NoObserver};
+//! use melkit::dataset::{BuildReport, BuildRequest, Host, NoObserver, Source};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let dataset = melkit::audio::scan(std::path::Path::new("clips"))?;
-//! let settings = BuildSettings::new(melkit::Preset::Leak4k.config());
-//! let build = Build::new(&dataset, settings)?;
+//! let config = melkit::Preset::Leak4k.config();
+//! let mut request = BuildRequest::new(Source::Folder("clips".into()), "out", config);
+//! request.host = Host::with_env(|name| std::env::var_os(name));
+//! let prepared = request.prepare()?; // every check melctl build makes, before any work
 //! let mut report = BuildReport::default();
-//! build.run("out".as_ref(), &NoObserver, &Arc::new(AtomicBool::new(false)), &mut report)?;
+//! prepared.run(&NoObserver, &Arc::new(AtomicBool::new(false)), &mut report)?;
 //! # Ok(())
 //! # }
 //! ```
 //!
-//! Settings are resolved and validated once ([`Build::new`]); progress and notices reach
-//! the caller through an [`Observer`]; the library reads no environment variable and prints
-//! nothing.
+//! A request is checked and its dataset listed once ([`BuildRequest::prepare`]); progress
+//! and notices reach the caller through an [`Observer`]; the library reads no environment
+//! variable (the host's facts are handed in, [`Host`]) and prints nothing. [`Build`] is the
+//! layer below: a listed dataset's splits, built with settings the caller resolved.
 
 mod cache;
 mod error;
@@ -28,6 +30,7 @@ mod loaders;
 pub mod merge;
 mod outputs;
 mod report;
+mod request;
 mod resume;
 pub mod shard;
 
@@ -49,6 +52,7 @@ pub use error::{Error, Result};
 pub use merge::{MergeReport, MergedSplit, merge};
 pub use outputs::{check_split_names, final_path};
 pub use report::{BuildReport, KeptSplit, SplitReport, peak_rss_bytes};
+pub use request::{BuildRequest, Host, Labels, PreparedBuild, Source};
 pub use shard::{Shard, ShardOutcome, build_shard};
 
 /// What a build does with a file it cannot decode.
@@ -152,6 +156,15 @@ impl<'a> Build<'a> {
         })
     }
 
+    /// A build whose settings [`BuildRequest::prepare`] checked, with their plan.
+    fn prepared(dataset: &'a Dataset, settings: BuildSettings, plan: MelPlan) -> Self {
+        Build {
+            dataset,
+            settings,
+            plan,
+        }
+    }
+
     /// The settings.
     pub fn settings(&self) -> &BuildSettings {
         &self.settings
@@ -183,7 +196,11 @@ impl<'a> Build<'a> {
     /// The loader each split would get and why, without building any; a preload too
     /// large for memory is refused as the build would refuse it.
     pub fn loader_choices(&self) -> Result<Vec<(String, String)>> {
-        loaders::check_preloads(&self.settings.config, self.splits())?;
+        loaders::check_preloads(
+            &self.settings.config,
+            self.splits(),
+            mel_loaders::select::available_memory(),
+        )?;
         self.splits()
             .map(|s| {
                 let (choice, _) = loaders::loader_choice(
@@ -268,7 +285,11 @@ impl<'a> Build<'a> {
         // are published.
         let build_id = mel_core::record::new_build_id();
         // A preload too large for memory is refused before any split is computed.
-        loaders::check_preloads(config, chosen_splits.iter().copied())?;
+        loaders::check_preloads(
+            config,
+            chosen_splits.iter().copied(),
+            mel_loaders::select::available_memory(),
+        )?;
         // Output buffers shared by the splits' runs (their pages are faulted in once).
         let buffers = pipeline::OutputPool::default();
         // Sample buffers shared by the splits' streaming loaders (faulted in once).

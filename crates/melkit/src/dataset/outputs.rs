@@ -21,10 +21,12 @@ pub(super) fn make_sink(
     threads: usize,
     build_id: &str,
 ) -> Result<Box<dyn Sink>> {
+    // The one place a split's path is decided; the sink is handed it.
+    let path = final_path(config, out, &spec.split);
     Ok(match config.output.sink {
         SinkKind::Hdf5 => Box::new(
             Hdf5Sink::create(
-                out,
+                &path,
                 spec,
                 Hdf5Options {
                     chunk_clips: config.hdf5.chunk_clips,
@@ -37,7 +39,7 @@ pub(super) fn make_sink(
         ),
         SinkKind::Npy => Box::new(
             NpySink::create(
-                out,
+                &path,
                 spec,
                 NpyOptions {
                     fsync: config.output.fsync,

@@ -467,17 +467,28 @@ pub fn build_shard(
     report: &mut BuildReport,
 ) -> Result<ShardOutcome> {
     if !settings.only.is_empty() {
-        return Err(shard_error(
-            "a shard holds its part of every split; building only some splits cannot be merged"
-                .into(),
-        ));
+        return Err(Error::ShardOfSomeSplits { shard });
     }
+    let part = shard.part(dataset);
+    let build = Build::new(&part, settings)?;
+    run_shard(dataset, &build, shard, out, observer, cancel, report)
+}
+
+/// [`build_shard`] with `build`, the build of `shard`'s part of `dataset`, checked.
+pub(super) fn run_shard(
+    dataset: &Dataset,
+    build: &Build<'_>,
+    shard: Shard,
+    out: &Path,
+    observer: &dyn Observer,
+    cancel: &Arc<AtomicBool>,
+    report: &mut BuildReport,
+) -> Result<ShardOutcome> {
+    let settings = build.settings();
     let durable = settings.config.output.fsync;
     let config_json = settings.config.resolved_json();
     let mut record = ShardRecord::planned(shard, dataset, &settings.config);
     let dir = shard.dir(out);
-    let part = shard.part(dataset);
-    let build = Build::new(&part, settings)?;
     timed(report, |report| {
         let _lock = lock_folder(&dir)?;
         match ShardRecord::read(&dir) {

@@ -76,7 +76,10 @@ pub fn build_with_ids(
         let mut sink: Box<dyn Sink> = match out {
             Out::Hdf5 { chunk_clips, gzip } => Box::new(
                 Hdf5Sink::create(
-                    out_dir,
+                    &out_dir.join(mel_core::format::output_name(
+                        &spec.split,
+                        mel_core::format::HDF5_SUFFIX,
+                    )),
                     spec,
                     Hdf5Options {
                         chunk_clips,
@@ -88,7 +91,11 @@ pub fn build_with_ids(
                 .unwrap(),
             ),
             Out::Npy => {
-                Box::new(NpySink::create(out_dir, spec, NpyOptions { fsync: false }).unwrap())
+                let dir = out_dir.join(mel_core::format::output_name(
+                    &spec.split,
+                    mel_core::format::NPY_SUFFIX,
+                ));
+                Box::new(NpySink::create(&dir, spec, NpyOptions { fsync: false }).unwrap())
             }
         };
         let batch = 8;
