@@ -3,6 +3,7 @@ one clip or a batch of rows, at any rate; bad input refused with a clear error."
 
 import pickle
 import wave
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -207,3 +208,21 @@ def test_fast_precision_builds_and_extracts_the_same_values(demo_data, tmp_path)
     assert np.abs(exact.file(path) - stored)[near].max() < 0.06
     with pytest.raises(melctl.Error, match="precision"):
         melctl.Extractor(config=SHORT, precision="fastest")
+
+
+def test_a_decoder_panic_is_a_decode_error_with_nothing_on_stderr(tmp_path, capfd, monkeypatch):
+    """A CAF whose `desc` says 2**32 - 1 bytes per packet makes the decoding library panic:
+    the interpreter's stderr got the panic's text (and a backtrace under RUST_BACKTRACE)
+    before the DecodeError."""
+    monkeypatch.setenv("RUST_BACKTRACE", "1")
+    corpus = Path(__file__).resolve().parents[2] / "fixtures" / "corpus"
+    caf = bytearray((corpus / "clip.caf").read_bytes())
+    assert caf[8:12] == b"desc"
+    caf[36:40] = b"\xff\xff\xff\xff"
+    bad = tmp_path / "bpp.caf"
+    bad.write_bytes(bytes(caf))
+    ex = melctl.Extractor(config=SHORT)
+    with pytest.raises(melctl.DecodeError, match="the decoder failed on this file"):
+        ex.file(bad)
+    err = capfd.readouterr().err
+    assert "panicked" not in err and "backtrace" not in err, err

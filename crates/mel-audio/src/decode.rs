@@ -159,12 +159,37 @@ pub fn probe(path: &Path, audio: &AudioConfig) -> Result<()> {
 /// panic's own message is a library's internals (an index, a line of its source), not a
 /// reason: the error says what happened in melctl's words.
 fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| {
+    let outer = DECODING.with(|d| d.replace(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    DECODING.with(|d| d.set(outer));
+    result.unwrap_or_else(|_| {
         Err(Error::decode(
             path,
             "the decoder failed on this file (an internal error on its data: a bug in melctl or its decoding library)",
         ))
     })
+}
+
+thread_local! {
+    /// Whether this thread is inside [`guarded`]: a panic now is a file's decode error.
+    static DECODING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Keeps a panic inside a decoder off stderr: it becomes that file's decode error, named
+/// in melctl's words, and its text (a decoding library's internals, and with
+/// `RUST_BACKTRACE` set a whole backtrace) is not a message for the user. Every other
+/// panic goes to the hook that was there before. For front ends (the CLI, the Python
+/// module): it replaces the process's panic hook, once, however often it is called.
+pub fn quiet_decoder_panics() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !DECODING.with(std::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
 }
 
 /// Where a file goes: melctl's WAV reader with its parsed header, or a symphonia reader

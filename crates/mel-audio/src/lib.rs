@@ -16,7 +16,9 @@ mod symphonia_read;
 mod trim;
 mod wav;
 
-pub use decode::{DecodeInfo, decode_bytes_into, decode_into, fit_clip, probe};
+pub use decode::{
+    DecodeInfo, decode_bytes_into, decode_into, fit_clip, probe, quiet_decoder_panics,
+};
 pub use fingerprint::files_fingerprint;
 pub use manifest::{ManifestOptions, check_label_names, from_manifest, read_label_map};
 pub use open::open_input;

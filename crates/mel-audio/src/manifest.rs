@@ -374,6 +374,7 @@ pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
     }
     check_distinct("class", label_names.iter().map(String::as_str))
         .and_then(|()| check_distinct("split", by_split.keys().map(String::as_str)))
+        .and_then(|()| crate::scan::check_split_files(by_split.keys().map(String::as_str)))
         .map_err(err)?;
     let splits = by_split
         .into_iter()

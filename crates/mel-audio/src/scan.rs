@@ -191,6 +191,30 @@ pub fn check_distinct<'a>(
     Ok(())
 }
 
+/// Refuses two split names that one disk may take for one file name: equal once
+/// case-folded in compatibility form (`Training` and `training`, `ﬁ` and `fi`), so their
+/// outputs (`{split}.h5`) would be one file on a case-insensitive disk (macOS, Windows)
+/// or after a copy to one.
+pub fn check_split_files<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+) -> std::result::Result<(), String> {
+    use unicode_normalization::UnicodeNormalization;
+    let mut seen: HashMap<String, &str> = HashMap::new();
+    for name in names {
+        let folded = name.nfkc().collect::<String>().to_lowercase();
+        if let Some(first) = seen.insert(folded, name)
+            && first != name
+        {
+            return Err(format!(
+                "the split names \"{}\" and \"{}\" differ only in case or in form: their output files would be one file on a case-insensitive disk; rename one",
+                escape_non_ascii(first),
+                escape_non_ascii(name)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `name` with every non-ASCII character written `\u{…}`.
 fn escape_non_ascii(name: &str) -> String {
     name.chars()
@@ -656,6 +680,7 @@ pub fn scan(root: &Path) -> Result<Dataset> {
     label_names.dedup();
     check_distinct("class", label_names.iter().map(String::as_str))
         .and_then(|()| check_distinct("split", layout_splits.iter().map(|(n, _, _)| n.as_str())))
+        .and_then(|()| check_split_files(layout_splits.iter().map(|(n, _, _)| n.as_str())))
         .map_err(dataset_err)?;
     // One file is one clip: a second path to a file (a link, a linked folder) is refused.
     let mut first_path: HashMap<Identity, PathBuf> = HashMap::new();
@@ -770,6 +795,20 @@ mod tests {
             );
         }
         assert!(check_name("no leak").is_ok(), "white space inside is fine");
+    }
+
+    /// `Training` and `training` (or `ﬁ` and `fi`) were two splits whose outputs are one
+    /// file on a case-insensitive disk.
+    #[test]
+    fn split_names_one_disk_takes_for_one_are_refused() {
+        for (a, b) in [("Training", "training"), ("\u{fb01}x", "fix")] {
+            let t = tempfile::tempdir().unwrap();
+            touch(t.path(), &format!("{a}/leak/a.wav"));
+            touch(t.path(), &format!("{b}/leak/b.wav"));
+            let e = scan(t.path()).unwrap_err().to_string();
+            assert!(e.contains("differ only in case or in form"), "{e}");
+        }
+        assert!(check_split_files(["training", "testing", "all"]).is_ok());
     }
 
     #[test]

@@ -98,6 +98,10 @@ pub fn dry_run(prepared: &PreparedBuild) -> Result<u8> {
         "{}",
         dryrun::text(
             &prepared.chosen_tree(),
+            match &prepared.request().source {
+                Source::Manifest { path, .. } => Some(path),
+                Source::Folder(_) => None,
+            },
             config,
             plan,
             prepared.out_dir(),
@@ -241,14 +245,17 @@ fn split_names_note(args: &BuildArgs, dataset: &mel_audio::Dataset) -> Option<St
 pub struct Terminal<'a> {
     progress: &'a Progress,
     bar: Mutex<Option<crate::progress::Meter>>,
+    /// `--quiet`: warnings only, no notices.
+    quiet: bool,
 }
 
 impl<'a> Terminal<'a> {
-    /// Notices on stderr, bars from `progress`.
-    pub fn new(progress: &'a Progress) -> Self {
+    /// Notices (unless `quiet`) and warnings on stderr, bars from `progress`.
+    pub fn new(progress: &'a Progress, quiet: bool) -> Self {
         Terminal {
             progress,
             bar: Mutex::new(None),
+            quiet,
         }
     }
 
@@ -259,6 +266,12 @@ impl<'a> Terminal<'a> {
 
 impl Observer for Terminal<'_> {
     fn notice(&self, line: &str) {
+        if !self.quiet {
+            errln!("{line}");
+        }
+    }
+
+    fn warning(&self, line: &str) {
         errln!("{line}");
     }
 
@@ -279,6 +292,14 @@ impl Observer for Terminal<'_> {
         self.with_bar(|b| {
             if let Some(bar) = b.take() {
                 bar.finish()
+            }
+        });
+    }
+
+    fn split_stopped(&self, _split: &str) {
+        self.with_bar(|b| {
+            if let Some(bar) = b.take() {
+                bar.stop()
             }
         });
     }

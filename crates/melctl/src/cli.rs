@@ -126,7 +126,7 @@ pub struct BuildArgs {
     pub report: Option<PathBuf>,
     /// Scan and validate, print what the build would do (layout, splits × classes, files
     /// that would be skipped, output size, backend and loader), and write nothing.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "report")]
     pub dry_run: bool,
     /// Exit with status 3 when any file was skipped (outputs are still written), for
     /// pipelines that must not lose data quietly.

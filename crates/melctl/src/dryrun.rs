@@ -25,6 +25,7 @@ fn precheck(path: &Path, config: &Config) -> Option<String> {
 /// The dry run's text; `backend` and `loaders` are the choices the build would make.
 pub fn text(
     dataset: &Dataset,
+    manifest: Option<&Path>,
     config: &Config,
     plan: &MelPlan,
     out: &Path,
@@ -32,17 +33,26 @@ pub fn text(
     loaders: &[(String, String)],
 ) -> Result<String> {
     let mut s = String::from("dry run: headers are read; nothing is decoded or written\n");
-    let layout = if dataset.splits.len() == 1 && dataset.splits[0].name == "all" {
+    let layout = if manifest.is_some() {
+        "the manifest's rows"
+    } else if dataset.splits.len() == 1 && dataset.splits[0].name == "all" {
         "ROOT/{class}/*.wav: one split, `all`"
     } else {
         "ROOT/{split}/{class}/*.wav"
     };
+    let place = match manifest {
+        Some(m) => format!(
+            "{} (its paths relative to {})",
+            m.display(),
+            dataset.root.display()
+        ),
+        None => dataset.root.display().to_string(),
+    };
     writeln!(
         s,
-        "layout   {layout} ({}, {}) in {}",
+        "layout   {layout} ({}, {}) in {place}",
         count(dataset.splits.len(), "split", "splits"),
         count(dataset.label_names.len(), "class", "classes"),
-        dataset.root.display()
     )?;
     let width = dataset
         .label_names

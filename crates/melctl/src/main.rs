@@ -38,6 +38,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     quiet_vulkan_loader();
     on_sigbus_explain_and_exit();
+    // A decoder's panic is that file's one-line error, not a message and backtrace.
+    mel_audio::quiet_decoder_panics();
     // Where NVRTC may be, beyond the usual places: the environment is the CLI's to read.
     mel_cuda::add_nvrtc_dirs(
         ["MELCTL_NVRTC_DIR", "CUDA_PATH", "CUDA_HOME", "CUDA_ROOT"]
@@ -207,6 +209,8 @@ pub(crate) const EXIT_SKIPPED: u8 = 3;
 /// `melctl build`: the request from the flags, prepared and run by melkit; what it did
 /// and the report in the CLI's words; exit 3 under `--strict` when files were left out.
 fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
+    // From the start: a Ctrl-C while a large tree is scanned stops the build too.
+    build::stop_on_ctrl_c(cancel);
     let config = settings::resolve(&args.flags)?;
     start_workers(config.run.threads)?;
     let sharded = shard::choose(args, &|name| std::env::var(name).ok())?;
@@ -214,6 +218,10 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     let prepared = request.prepare().map_err(build::in_words)?;
     let shard_from = sharded.as_ref().map_or("", |c| c.source.as_str());
     build::announce(args, &prepared, shard_from);
+    if cancel.load(Ordering::SeqCst) {
+        build::say_if_interrupted(cancel);
+        anyhow::bail!("interrupted before any work: no output was changed");
+    }
     if args.dry_run {
         return build::dry_run(&prepared);
     }
@@ -225,10 +233,13 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
             std::time::Duration::from_secs_f64(args.verbosity.progress_every),
         )
     };
-    build::stop_on_ctrl_c(cancel);
     let mut report = build::BuildReport::default();
     let built = prepared
-        .run(&build::Terminal::new(&progress), cancel, &mut report)
+        .run(
+            &build::Terminal::new(&progress, args.verbosity.quiet),
+            cancel,
+            &mut report,
+        )
         .map_err(build::in_words);
     build::say_if_interrupted(cancel);
     build::finish(args, &prepared, &report, built, cancel)

@@ -96,11 +96,19 @@ impl Meter {
         }
     }
 
-    /// Done: the bar cleared, or a last line written.
+    /// Done, every item read (those left out included): the bar cleared, or a last line
+    /// written.
     pub fn finish(&self) {
         match self {
             Meter::Bar(b) => b.finish_and_clear(),
             Meter::Lines(l) => l.finish(),
+        }
+    }
+
+    /// Stopped before the end (the error follows): the bar cleared, no last line.
+    pub fn stop(&self) {
+        if let Meter::Bar(b) = self {
+            b.finish_and_clear();
         }
     }
 }
@@ -126,34 +134,63 @@ impl Lines {
         }
     }
 
-    /// A last line, where lines were written and the last did not say it all (a run
-    /// shorter than one interval says nothing: its summary follows at once).
+    /// A last line saying it is done, where lines were written and the last did not say
+    /// so (a run shorter than one interval says nothing: its summary follows at once).
+    /// Clips short of the total were left out (named in the summary).
     fn finish(&self) {
         let (done, _, said) = *self.at.lock().unwrap_or_else(|p| p.into_inner());
-        if said.is_some_and(|last| last != done) {
-            errln!("{}", self.line(done, Instant::now()));
+        if said.is_some_and(|last| last != done || done < self.len) {
+            errln!("{}", self.line_done(done, Instant::now()));
         }
+    }
+
+    /// `build training: 1050/1250 clips (84%), 247 clips/s, done in 5.1 s (200 left out)`.
+    fn line_done(&self, done: u64, now: Instant) -> String {
+        let (secs, rate) = self.pace(done, now);
+        let kept = format!("{done}/{}", self.len);
+        let line = format!(
+            "{}: {kept} clips ({:.0}%), {rate:.0} clips/s, done in {secs:.1} s",
+            self.label,
+            percent(done, self.len)
+        );
+        if done < self.len {
+            format!("{line} ({} left out)", self.len - done)
+        } else {
+            line
+        }
+    }
+
+    /// Seconds since the start, and clips per second.
+    fn pace(&self, done: u64, now: Instant) -> (f64, f64) {
+        let secs = now.duration_since(self.started).as_secs_f64();
+        (secs, if secs > 0.0 { done as f64 / secs } else { 0.0 })
     }
 
     /// `build training: 1200/3000 clips (40%), 850 clips/s, 2 s left`.
     fn line(&self, done: u64, now: Instant) -> String {
-        let secs = now.duration_since(self.started).as_secs_f64();
-        let rate = if secs > 0.0 { done as f64 / secs } else { 0.0 };
-        let percent = if self.len == 0 {
-            100.0
-        } else {
-            100.0 * done as f64 / self.len as f64
-        };
-        let left = if done >= self.len {
-            format!("done in {secs:.1} s")
-        } else if rate > 0.0 {
+        if done >= self.len {
+            return self.line_done(done, now);
+        }
+        let (_, rate) = self.pace(done, now);
+        let left = if rate > 0.0 {
             format!("{:.0} s left", (self.len - done) as f64 / rate)
         } else {
             "starting".to_string()
         };
         format!(
-            "{}: {done}/{} clips ({percent:.0}%), {rate:.0} clips/s, {left}",
-            self.label, self.len
+            "{}: {done}/{} clips ({:.0}%), {rate:.0} clips/s, {left}",
+            self.label,
+            self.len,
+            percent(done, self.len)
         )
+    }
+}
+
+/// `done` of `len` in percent (100 of nothing).
+fn percent(done: u64, len: u64) -> f64 {
+    if len == 0 {
+        100.0
+    } else {
+        100.0 * done as f64 / len as f64
     }
 }

@@ -139,7 +139,7 @@ pub fn run_merge(args: &MergeArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     let merged = melkit::dataset::merge(
         &args.output,
         &settings,
-        &crate::build::Terminal::new(&progress),
+        &crate::build::Terminal::new(&progress, args.verbosity.quiet),
         cancel,
     );
     crate::build::say_if_interrupted(cancel);

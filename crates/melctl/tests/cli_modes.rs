@@ -389,3 +389,85 @@ fn progress_without_a_terminal_is_a_line_every_few_seconds() {
         .stderr_of_failure();
     assert!(e.contains("not a number of seconds"), "{e}");
 }
+
+/// A split with files left out never reached its total, so its last progress line read
+/// "84%, 1 s left" after the split had ended: the last line says it is done, and how
+/// many were left out.
+#[test]
+fn the_last_progress_line_says_done_when_files_were_left_out() {
+    let dir = Dir::new();
+    demo_with_a_broken_file(&dir, "12");
+    let o = dir
+        .melctl()
+        .args(["build", "-i", "data", "-o", "out", "--split", "training"])
+        .args(["--progress", "lines", "--progress-every", "0"])
+        .expect_code(0);
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    let last = stderr
+        .lines()
+        .rfind(|l| l.starts_with("build training: "))
+        .unwrap_or_default();
+    assert!(
+        last.contains("done in") && last.ends_with("(1 left out)"),
+        "{stderr}"
+    );
+}
+
+/// `--dry-run --report FILE` wrote no report and said nothing; `-q --resume` printed the
+/// journal's state on success; a manifest's dry run described a folder layout it never
+/// read.
+#[test]
+fn quiet_means_quiet_and_a_dry_run_says_what_it_reads() {
+    let dir = Dir::new();
+    demo_with_a_broken_file(&dir, "12");
+    let e = dir
+        .melctl()
+        .args([
+            "build",
+            "-i",
+            "data",
+            "-o",
+            "out",
+            "--dry-run",
+            "--report",
+            "r.json",
+        ])
+        .stderr_of_failure();
+    assert!(e.contains("--report") && e.contains("--dry-run"), "{e}");
+    assert!(!dir.join("r.json").exists());
+    let o = dir
+        .melctl()
+        .args(["build", "-i", "data", "-o", "out", "-q", "--resume"])
+        .expect_code(0);
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(!stderr.contains("resume"), "{stderr}");
+    assert!(
+        stderr.contains("skipped") && stderr.contains("zz-broken.wav"),
+        "{stderr}"
+    );
+    let wavs: Vec<String> = ["training", "testing"]
+        .iter()
+        .flat_map(|s| {
+            let class = dir.names(format!("data/{s}"))[0].clone();
+            dir.names(format!("data/{s}/{class}"))
+                .into_iter()
+                .filter(|n| n.ends_with(".wav") && !n.starts_with("zz"))
+                .map(move |n| format!("data/{s}/{class}/{n},{class},{s}\n"))
+        })
+        .collect();
+    dir.create("clips.csv", format!("path,label,split\n{}", wavs.concat()));
+    let out = dir
+        .melctl()
+        .args(["build", "--manifest", "clips.csv", "-o", "m", "--dry-run"])
+        .stdout();
+    let layout = out
+        .lines()
+        .find(|l| l.starts_with("layout"))
+        .unwrap_or_default();
+    assert!(
+        layout.contains("the manifest's rows")
+            && layout.contains("clips.csv")
+            && !layout.contains("ROOT/"),
+        "{out}"
+    );
+}

@@ -4,6 +4,7 @@
 
 mod util;
 
+use std::path::Path;
 use std::process::Stdio;
 
 use util::Dir;
@@ -229,4 +230,56 @@ fn splits_named_like_classes_are_pointed_out() {
         .args(["build", "-i", "data", "-o", "o2", "-q"])
         .expect_code(0);
     assert!(!text(&o.stderr).contains("note:"), "{}", text(&o.stderr));
+}
+
+/// Files that make the decoding library panic: a CAF whose `desc` chunk says 2^32 - 1
+/// bytes per packet, and an AIFF of 32767 channels (symphonia multiplies past u32 on
+/// both). From the corpus's own clips, patched.
+fn panicking_files(dir: &Dir) {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/corpus");
+    let mut caf = std::fs::read(corpus.join("clip.caf")).unwrap();
+    assert_eq!(&caf[8..12], b"desc");
+    caf[36..40].copy_from_slice(&[0xff; 4]);
+    dir.create("data/a/bpp.caf", &caf);
+    let mut aiff = b"FORM\0\0\x3e\xd0AIFFCOMM\0\0\0\x12\x7f\xff\0\0\x0f\xa0\0\x20".to_vec();
+    aiff.extend_from_slice(&[0x40, 0x0b, 0xfa, 0, 0, 0, 0, 0, 0, 0]);
+    aiff.extend_from_slice(b"SSND\0\0\x3e\x88\0\0\0\0\0\0\0\0");
+    aiff.resize(16088, 0);
+    dir.create("data/a/channels.aiff", &aiff);
+}
+
+/// A panic inside a decoder printed its text (a library's source line) and, with
+/// RUST_BACKTRACE set, a whole backtrace before the file's own one-line error: the file is
+/// named once, in melctl's words, in a build and in a dry run.
+#[test]
+fn a_decoder_panic_is_the_files_one_line_error_with_no_panic_text() {
+    let dir = Dir::new();
+    panicking_files(&dir);
+    dir.wav("data/a/ok.wav", &[1000; 4096], 4096);
+    for dry in [false, true] {
+        let mut build = dir.melctl();
+        build.args(["build", "-i", "data", "-o", "out"]);
+        build.env("RUST_BACKTRACE", "1");
+        if dry {
+            build.arg("--dry-run");
+        }
+        let o = build.output();
+        let stderr = text(&o.stderr);
+        let all = text(&o.stdout) + &stderr;
+        build.check(&o, o.status.success(), "the good file is built");
+        for (name, what) in [
+            ("bpp.caf", "the decoder failed on this file"),
+            ("channels.aiff", "the decoder failed on this file"),
+        ] {
+            let lines: Vec<&str> = all.lines().filter(|l| l.contains(name)).collect();
+            build.check(
+                &o,
+                lines.len() == 1 && lines[0].contains(what),
+                &format!("{name} named once, {what:?}"),
+            );
+        }
+        for word in ["panicked", "stack backtrace", "symphonia", "overflow"] {
+            build.check(&o, !all.contains(word), &format!("no {word:?}"));
+        }
+    }
 }

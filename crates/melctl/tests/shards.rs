@@ -531,3 +531,69 @@ fn the_merge_reports_and_counts_what_the_scan_left_out_as_a_build_does() {
         "{report}"
     );
 }
+
+/// A shard folder copied over another, its record edited to the other's range, merged
+/// with exit 0: the merged split held the first shard's clips twice and lost the other's.
+/// The merged rows must strictly increase by path, as the split's sorted ranges do.
+#[test]
+fn a_shard_copied_over_another_is_refused_not_merged_twice() {
+    let dir = Dir::demo(30);
+    for k in 0..3 {
+        build_shard(&dir, "out", k, 3, &["-q"]);
+    }
+    let (zero, one) = (dir.join("out/shards/0-of-3"), dir.join("out/shards/1-of-3"));
+    std::fs::remove_dir_all(&one).unwrap();
+    std::fs::create_dir(&one).unwrap();
+    for entry in std::fs::read_dir(&zero).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), one.join(entry.file_name())).unwrap();
+    }
+    let path = one.join("shard.json");
+    let mut record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    record["shard"] = 1.into();
+    for part in record["splits"].as_object_mut().unwrap().values_mut() {
+        let (first, end) = (
+            part["first"].as_u64().unwrap(),
+            part["end"].as_u64().unwrap(),
+        );
+        part["first"] = end.into();
+        part["end"] = (2 * end - first).into();
+    }
+    std::fs::write(&path, record.to_string()).unwrap();
+    let e = dir.melctl().args(["merge", "out"]).stderr_of_failure();
+    assert!(e.contains("the shards overlap or are out of order"), "{e}");
+    assert!(!dir.join("out/training.h5").exists(), "nothing merged");
+}
+
+/// `melctl merge --report` onto a clip of the dataset the shards were built from replaced
+/// the clip with JSON (exit 0); a build refuses the same path.
+#[test]
+fn the_merge_report_may_not_replace_an_input_of_the_sharded_build() {
+    let dir = Dir::demo(12);
+    for k in 0..2 {
+        build_shard(&dir, "out", k, 2, &["-q"]);
+    }
+    let class = dir.names("data/training")[0].clone();
+    let clip = format!(
+        "data/training/{class}/{}",
+        dir.names(format!("data/training/{class}"))[0]
+    );
+    let before = std::fs::read(dir.join(&clip)).unwrap();
+    let e = dir
+        .melctl()
+        .args(["merge", "out", "--report", &clip])
+        .stderr_of_failure();
+    assert!(e.contains("an input of the sharded build"), "{e}");
+    assert_eq!(std::fs::read(dir.join(&clip)).unwrap(), before);
+    // From another folder, by an absolute path: the record's root is absolute.
+    let mut merge = dir.melctl();
+    merge.command().current_dir(dir.join("out"));
+    let e = merge
+        .args(["merge", "."])
+        .arg("--report")
+        .arg(dir.join(&clip))
+        .stderr_of_failure();
+    assert!(e.contains("an input of the sharded build"), "{e}");
+    assert_eq!(std::fs::read(dir.join(&clip)).unwrap(), before);
+}

@@ -3,20 +3,16 @@
 //! A validation split built with its label map reversed would otherwise score a perfect
 //! model at 0, and one built at another sample rate would feed it other features.
 
+use mel_core::config::Sameness;
 use mel_core::{Error, Result};
 use serde_json::Value;
 
 use crate::Split;
 
-/// The parts of the stored configuration that decide what a spectrogram's values mean.
-/// The output's element type (f32, f16, bf16) is not among them: it changes rounding,
-/// not meaning.
-const MEANING: [&str; 4] = ["audio", "segment", "mel", "log"];
-
-/// Keys inside [`MEANING`] that change rounding, not meaning, and are not compared: the
-/// transform's precision (`fast` is within torchaudio's own float32 error of `exact`,
-/// as f16 storage is within its rounding of f32).
-const ROUNDING_ONLY: [&str; 1] = ["mel.precision"];
+/// What two splits read together must share: mel-core's one definition
+/// ([`Sameness::Meaning`]: the audio, segmentation, mel and log settings; not the
+/// element type nor the transform's precision, which change rounding, not meaning).
+const SAME: Sameness = Sameness::Meaning;
 
 impl Split {
     /// Refuses `other` for use with this split unless both have the same label names in
@@ -102,8 +98,10 @@ fn meaning_differs(
                 ));
             }
             (Some(ca), Some(cb)) => {
-                for key in MEANING {
-                    if let Some((at, va, vb)) = first_difference(key, &ca[key], &cb[key]) {
+                let (va, vb) = (SAME.view(ca), SAME.view(cb));
+                let sections = va.as_object().into_iter().flat_map(|m| m.keys());
+                for key in sections {
+                    if let Some((at, va, vb)) = first_difference(key, &va[key], &vb[key]) {
                         return refuse(format!(
                             "their mel configurations differ: {at} is {va} in {a} and {vb} in {b}"
                         ));
@@ -126,7 +124,6 @@ fn first_difference(at: &str, a: &Value, b: &Value) -> Option<(String, String, S
             let mut keys: Vec<&String> = ma.keys().chain(mb.keys()).collect();
             keys.sort();
             keys.dedup();
-            keys.retain(|k| !ROUNDING_ONLY.contains(&format!("{at}.{k}").as_str()));
             keys.into_iter().find_map(|k| {
                 first_difference(
                     &format!("{at}.{k}"),

@@ -8,9 +8,11 @@
 //! A configuration is the [spec](crate::spec) (what determines output values) plus the
 //! [run options](options) (how the build runs), with TOML layering and the [presets](preset).
 
+mod identity;
 mod options;
 mod preset;
 
+pub use identity::Sameness;
 pub use options::*;
 pub use preset::Preset;
 

@@ -162,7 +162,7 @@ pub fn merge(
             provenance: config.resolved_json(),
         };
         let sink = outputs::make_sink(&config, out, spec, threads, &build_id)?;
-        splits.push((name.clone(), part.files, clips, sink, 0usize));
+        splits.push((name.clone(), part.files, clips, sink, 0usize, None));
     }
     let total: usize = splits.iter().map(|s| s.2).sum();
     observer.split_started("merge", total as u64);
@@ -179,14 +179,15 @@ pub fn merge(
             }
         }
         f.record.verify(&f.dir)?;
-        for (name, _, _, sink, row) in &mut splits {
+        for (name, _, _, sink, row, last) in &mut splits {
             let path = f.dir.join(&f.record.splits[name.as_str()].output);
-            *row += copy_rows(&path, name, &plan, *row, sink.as_mut(), observer, cancel)?;
+            let sink = sink.as_mut();
+            *row += copy_rows(&path, name, &plan, *row, last, sink, observer, cancel)?;
         }
     }
     observer.split_finished("merge");
     let mut finished: Vec<(String, Finished)> = Vec::new();
-    for (name, files, clips, sink, row) in splits {
+    for (name, files, clips, sink, row, _) in splits {
         if row != clips {
             return Err(bad(
                 &out.join(SHARDS_DIR),
@@ -233,6 +234,7 @@ fn check_outputs(
     let mut guard = Guard::new();
     for f in found {
         protect_folder(&mut guard, &f.dir, 2)?;
+        protect_sources(&mut guard, f);
     }
     let mut planned: Vec<Output> = found[0]
         .record
@@ -248,6 +250,24 @@ fn check_outputs(
     planned.extend(also_writes.iter().cloned());
     guard.check(&planned)?;
     Ok(())
+}
+
+/// Protects what shard `f` was built from, as its build protected it: the manifest, and
+/// each clip its outputs' rows name under the tree's root (a merge report written over a
+/// clip of the dataset replaced it). A record from before roots were kept, or an output
+/// that does not open (refused later, by name), protects nothing here.
+fn protect_sources(guard: &mut Guard, f: &Found) {
+    if let Some(m) = &f.record.manifest {
+        guard.input(m, "the manifest the shards were built from");
+    }
+    let Some(root) = &f.record.root else { return };
+    for part in f.record.splits.values() {
+        if let Ok(split) = melread::Split::open(f.dir.join(&part.output)) {
+            for p in split.paths() {
+                guard.input(&root.join(p), "an input of the sharded build");
+            }
+        }
+    }
 }
 
 /// Protects every file in `dir` and, `depth` levels down, in its folders (a shard's npy
@@ -268,11 +288,13 @@ fn protect_folder(guard: &mut Guard, dir: &Path, depth: usize) -> Result<()> {
 
 /// Copies every clip of the shard output at `path` (split `name`) into `sink` from row
 /// `first_row` on, with its label, path and source facts; returns the clips copied.
+#[allow(clippy::too_many_arguments)]
 fn copy_rows(
     path: &Path,
     name: &str,
     plan: &MelPlan,
     first_row: usize,
+    last: &mut Option<String>,
     sink: &mut dyn mel_core::Sink,
     observer: &dyn Observer,
     cancel: &AtomicBool,
@@ -318,6 +340,7 @@ fn copy_rows(
         bytes.clear();
         let mut metas = Vec::with_capacity(end - start);
         for i in start..end {
+            follows(path, last, &split.paths()[i])?;
             bytes.extend_from_slice(reader.raw(i, None)?);
             metas.push(ClipMeta {
                 index: first_row + i,
@@ -332,6 +355,26 @@ fn copy_rows(
         observer.progress((end - start) as u64);
     }
     Ok(clips)
+}
+
+/// Refuses a row of `output` whose path `next` does not come after the `last` merged
+/// row's: each split's files are sorted by path and cut into consecutive ranges, so the
+/// merged rows of a true set of shards strictly increase. A shard folder copied over
+/// another with its record edited (its own rows again, under another range) merged its
+/// clips twice and lost the other's.
+fn follows(output: &Path, last: &mut Option<String>, next: &str) -> Result<()> {
+    if let Some(before) = last.as_deref()
+        && Path::new(next) <= Path::new(before)
+    {
+        return Err(bad(
+            output,
+            format!(
+                "its row of {next:?} does not come after {before:?}, merged before it: the shards overlap or are out of order (a shard folder copied or renamed?); build the shards again"
+            ),
+        ));
+    }
+    *last = Some(next.to_string());
+    Ok(())
 }
 
 /// The shards of one count under `out/shards`, every one of `0..N` present, in order.

@@ -105,12 +105,21 @@ pub trait Observer: Sync {
     /// A line worth telling the user: a resume's state, a backend that did not start, a
     /// file left from an earlier build.
     fn notice(&self, _line: &str) {}
+    /// A line the user may need to act on even when asking for quiet: a backend that did
+    /// not start and was replaced, a file left from an earlier build. By default a notice.
+    fn warning(&self, line: &str) {
+        self.notice(line)
+    }
     /// Split `split` starts computing `clips` clips.
     fn split_started(&self, _split: &str, _clips: u64) {}
     /// `n` more clips of the split being computed are done.
     fn progress(&self, _n: u64) {}
-    /// The split being computed is done computing (it is published with the others).
+    /// The split being computed is done computing, every file of it read (those left out
+    /// included): it is published with the others.
     fn split_finished(&self, _split: &str) {}
+    /// The split being computed stopped before its end (an error, a cancel): the build's
+    /// error follows.
+    fn split_stopped(&self, _split: &str) {}
     /// The outputs are about to be published: the last moment at which the cancel flag
     /// stops the run (nothing published). Called once, on the run's thread, right before
     /// that check; a front end that raises the flag from elsewhere (a callback's error,
@@ -275,7 +284,7 @@ impl<'a> Build<'a> {
         // One backend for every split: device setup and kernel compilation happen once.
         let chosen = crate::backend::choose_described(plan, config)?;
         for line in &chosen.warnings {
-            observer.notice(line);
+            observer.warning(line);
         }
         report.backend = chosen.line;
         let mut backend = chosen.backend;
@@ -393,7 +402,10 @@ impl<'a> Build<'a> {
             let result = pipeline::run(loader, backend.as_mut(), sink, &meta, &opts, &|n| {
                 observer.progress(n as u64)
             });
-            observer.split_finished(&split.name);
+            match &result {
+                Ok(_) => observer.split_finished(&split.name),
+                Err(_) => observer.split_stopped(&split.name),
+            }
             let r = result.map_err(|e| match e {
                 e @ (mel_core::Error::Decode { .. }
                 | mel_core::Error::Unsupported { .. }
@@ -499,7 +511,7 @@ impl<'a> Build<'a> {
         }
         publish_build(out, &build_id, published, &keep, config.output.fsync)?;
         for name in dropped {
-            observer.notice(&format!(
+            observer.warning(&format!(
                 "note: {} is left from an earlier build and is not part of this one (readers refuse it); remove it",
                 out.join(name).display()
             ));

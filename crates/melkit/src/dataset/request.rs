@@ -306,6 +306,14 @@ impl PreparedBuild {
         tree
     }
 
+    /// The manifest the dataset was listed from, if one.
+    fn manifest(&self) -> Option<&Path> {
+        match &self.request.source {
+            Source::Manifest { path, .. } => Some(path),
+            Source::Folder(_) => None,
+        }
+    }
+
     /// The build of [`tree`](Self::tree).
     fn builder(&self) -> Build<'_> {
         Build::prepared(
@@ -369,7 +377,7 @@ impl PreparedBuild {
         let out = &self.request.output;
         match self.request.shard {
             Some(shard) => super::shard::run_shard(
-                &self.build.whole,
+                (&self.build.whole, self.manifest()),
                 &self.builder(),
                 shard,
                 out,

@@ -9,8 +9,8 @@ use mel_sinks::JournalState;
 
 use super::error::{Error, Result};
 
-/// What a resume journal is for: every setting that changes output values (the resolved
-/// spec), the backend that actually runs, the class names, and the split's files (the
+/// What a resume journal is for: every setting that changes output values
+/// ([`Sameness::Values`](mel_core::config::Sameness::Values)), the backend that actually runs, the class names, and the split's files (the
 /// fingerprint the memmap cache uses too).
 pub(super) fn journal_fingerprint(
     config: &Config,
@@ -19,8 +19,11 @@ pub(super) fn journal_fingerprint(
     split: &Split,
 ) -> u128 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
-    let spec = serde_json::to_string(&config.spec().resolved()).expect("a spec serialises");
-    h.update(spec.as_bytes());
+    // The values, bit for bit: mel-core's one definition (Sameness::Values).
+    let resolved: serde_json::Value =
+        serde_json::from_str(&config.resolved_json()).expect("a configuration is JSON");
+    let values = mel_core::config::Sameness::Values.view(&resolved);
+    h.update(values.to_string().as_bytes());
     h.update(&[0]);
     h.update(backend.as_bytes());
     h.update(&[0]);

@@ -235,6 +235,14 @@ pub struct ShardRecord {
     /// records written before it was kept.
     #[serde(default)]
     pub ignored: Vec<IgnoredEntry>,
+    /// The tree's root folder (a manifest's folder), absolute, as the shard's build saw
+    /// it: the merge protects the files under it that the rows name from its outputs.
+    /// Absent from records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<PathBuf>,
+    /// The manifest the shard was built from, absolute, if it was (protected likewise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<PathBuf>,
 }
 
 /// An entry the scan left out of the dataset, and why (a [`mel_audio::scan::Skipped`]).
@@ -260,9 +268,15 @@ impl IgnoredEntry {
 }
 
 impl ShardRecord {
-    /// The record `shard` would write for `dataset` (the whole tree) and `config`, before
-    /// its build: every field but the build id, the clips and the skipped files.
-    pub fn planned(shard: Shard, dataset: &Dataset, config: &Config) -> ShardRecord {
+    /// The record `shard` would write for `dataset` (the whole tree, from `manifest` if
+    /// one) and `config`, before its build: every field but the build id, the clips and
+    /// the skipped files.
+    pub fn planned(
+        shard: Shard,
+        dataset: &Dataset,
+        manifest: Option<&Path>,
+        config: &Config,
+    ) -> ShardRecord {
         let splits = dataset
             .splits
             .iter()
@@ -296,20 +310,16 @@ impl ShardRecord {
             label_names: dataset.label_names.clone(),
             splits,
             ignored: dataset.ignored.iter().map(IgnoredEntry::of).collect(),
+            root: std::path::absolute(&dataset.root).ok(),
+            manifest: manifest.and_then(|m| std::path::absolute(m).ok()),
         }
     }
 
-    /// The configuration without its run options and `output.fsync` (how it was
-    /// computed and flushed, not what it is): what must be equal in every shard.
+    /// What must be equal in every shard: the configuration seen as
+    /// [`Sameness::Output`](mel_core::config::Sameness::Output) (all but how it was run
+    /// and flushed).
     pub fn values_config(&self) -> serde_json::Value {
-        let mut c = self.config.clone();
-        if let Some(map) = c.as_object_mut() {
-            map.remove("run");
-            if let Some(output) = map.get_mut("output").and_then(|o| o.as_object_mut()) {
-                output.remove("fsync");
-            }
-        }
-        c
+        mel_core::config::Sameness::Output.view(&self.config)
     }
 
     /// Whether `self` (read from disk) is the record `planned` describes, built: the same
@@ -471,12 +481,14 @@ pub fn build_shard(
     }
     let part = shard.part(dataset);
     let build = Build::new(&part, settings)?;
-    run_shard(dataset, &build, shard, out, observer, cancel, report)
+    let tree = (dataset, None);
+    run_shard(tree, &build, shard, out, observer, cancel, report)
 }
 
-/// [`build_shard`] with `build`, the build of `shard`'s part of `dataset`, checked.
+/// [`build_shard`] with `build`, the build of `shard`'s part of `dataset` (listed from
+/// `manifest`, if one), checked.
 pub(super) fn run_shard(
-    dataset: &Dataset,
+    (dataset, manifest): (&Dataset, Option<&Path>),
     build: &Build<'_>,
     shard: Shard,
     out: &Path,
@@ -487,7 +499,7 @@ pub(super) fn run_shard(
     let settings = build.settings();
     let durable = settings.config.output.fsync;
     let config_json = settings.config.resolved_json();
-    let mut record = ShardRecord::planned(shard, dataset, &settings.config);
+    let mut record = ShardRecord::planned(shard, dataset, manifest, &settings.config);
     let dir = shard.dir(out);
     timed(report, |report| {
         let _lock = lock_folder(&dir)?;
