@@ -53,25 +53,11 @@ fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
                 "melread",
             ],
         ),
-        // The CLI goes through melkit for building; it reads datasets with melread and
-        // lists devices with the GPU crates.
-        (
-            "melctl",
-            vec![
-                "mel-core",
-                "mel-audio",
-                "melkit",
-                "melread",
-                "mel-cuda",
-                "mel-wgpu",
-            ],
-        ),
-        // The Python package is a front end like the CLI: it builds and extracts through
-        // melkit (with mel-core's configuration and mel-audio's scan), reads with melread.
-        (
-            "melctl-python",
-            vec!["melread", "melkit", "mel-core", "mel-audio"],
-        ),
+        // The front ends use one facade: the CLI and the Python package build, extract,
+        // read and list devices through melkit (its re-exports `core`, `audio`, `read`,
+        // `backends::{cuda, wgpu}`), never a crate below it.
+        ("melctl", vec!["melkit"]),
+        ("melctl-python", vec!["melkit"]),
     ])
 }
 

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use mel_audio::ManifestOptions;
+use melkit::audio::ManifestOptions;
 use melkit::dataset::merge::MergeSettings;
 use melkit::dataset::{
     BuildReport, BuildRequest, Host, Labels, Observer, OnError, PreparedBuild, Shard, ShardOutcome,
@@ -174,7 +174,7 @@ impl Progress {
 /// What to build: a folder `ROOT/{split}/{class}/*`, or a manifest (CSV or JSONL) file,
 /// split by `ratios` and `seed` where it names no split (as `--split-ratio` and `--seed`).
 fn source(input: &Path, ratios: Option<Vec<(String, f64)>>, seed: Option<u64>) -> PyResult<Source> {
-    let meta = std::fs::metadata(input).map_err(|e| to_py(mel_core::Error::io(input, e)))?;
+    let meta = std::fs::metadata(input).map_err(|e| to_py(melkit::core::Error::io(input, e)))?;
     if !meta.is_dir() {
         return Ok(Source::Manifest {
             path: input.to_path_buf(),
@@ -276,7 +276,7 @@ pub fn build<'py>(
         .num_threads(threads)
         .thread_name(|i| format!("melctl-worker-{i}"))
         .build()
-        .map_err(|e| to_py(mel_core::Error::config("run.threads", e.to_string())))?;
+        .map_err(|e| to_py(melkit::core::Error::config("run.threads", e.to_string())))?;
     let mut report = BuildReport::default();
     let (built, notices) = polled(py, progress, "build", Result::is_ok, |queue, cancel| {
         pool.install(|| prepared.run(queue, cancel, &mut report))
@@ -493,7 +493,7 @@ fn polled<T: Send>(
             "InternalError",
             format!(
                 "the {what} panicked: {}",
-                mel_core::error::panic_message(p.as_ref())
+                melkit::core::error::panic_message(p.as_ref())
             ),
         )
     })?;

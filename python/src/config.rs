@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use mel_core::{Config, Preset};
+use melkit::core::{Config, Preset};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};

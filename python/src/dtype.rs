@@ -3,7 +3,7 @@
 //! float16 as stored (f16 data only: nothing is rounded).
 
 use half::f16;
-use melread::{Dtype, Split};
+use melkit::read::{Dtype, Split};
 use ndarray::ArrayD;
 use numpy::PyArray;
 use pyo3::prelude::*;
@@ -47,9 +47,9 @@ impl ItemDtype {
     }
 
     /// Refuses float16 for a split that does not store f16 (it would round values).
-    pub fn check(self, split: &Split) -> melread::Result<()> {
+    pub fn check(self, split: &Split) -> melkit::read::Result<()> {
         if self == ItemDtype::F16 && split.dtype() != Dtype::F16 {
-            return Err(melread::Error::config(
+            return Err(melkit::read::Error::config(
                 "dtype",
                 format!(
                     "float16 is offered for splits stored as f16; this one stores {:?}: ask \
@@ -91,7 +91,7 @@ pub fn read_item(
     clip: usize,
     segment: Option<usize>,
     dtype: ItemDtype,
-) -> melread::Result<Item> {
+) -> melkit::read::Result<Item> {
     dtype.check(split)?;
     let f32_item = || match segment {
         None => split.clip(clip),
@@ -105,7 +105,11 @@ pub fn read_item(
 }
 
 /// The stored f16 values of an item, checked finite as every read of melread is.
-fn read_f16(split: &Split, clip: usize, segment: Option<usize>) -> melread::Result<ArrayD<f16>> {
+fn read_f16(
+    split: &Split,
+    clip: usize,
+    segment: Option<usize>,
+) -> melkit::read::Result<ArrayD<f16>> {
     let mut reader = split.reader();
     let bytes = reader.raw(clip, segment)?;
     let values: Vec<f16> = bytes
@@ -113,7 +117,7 @@ fn read_f16(split: &Split, clip: usize, segment: Option<usize>) -> melread::Resu
         .map(|b| f16::from_le_bytes([b[0], b[1]]))
         .collect();
     if values.iter().any(|v| !v.is_finite()) {
-        return Err(melread::Error::Dataset {
+        return Err(melkit::read::Error::Dataset {
             root: split.path().to_path_buf(),
             reason: format!(
                 "clip {clip}{} holds a value that is not finite (NaN or infinity), which melctl \
@@ -127,5 +131,5 @@ fn read_f16(split: &Split, clip: usize, segment: Option<usize>) -> melread::Resu
         Some(_) => split.segment_shape().to_vec(),
     };
     ArrayD::from_shape_vec(shape, values)
-        .map_err(|e| melread::Error::Shape(format!("an f16 item: {e}")))
+        .map_err(|e| melkit::read::Error::Shape(format!("an f16 item: {e}")))
 }

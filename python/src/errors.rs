@@ -1,5 +1,5 @@
 //! Python exceptions for melread's errors: a base `melctl.Error` and one subclass per
-//! kind of `mel_core::Error`, each carrying the error's one-line message.
+//! kind of `melkit::core::Error`, each carrying the error's one-line message.
 
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -89,7 +89,7 @@ static CLASSES: std::sync::OnceLock<Vec<Py<PyType>>> = std::sync::OnceLock::new(
 pub fn raise(name: &str, message: impl Into<String>) -> PyErr {
     // One line, and nothing in it that steers a terminal: a file's name is shown, never
     // obeyed (as the CLI shows it).
-    let message = mel_core::error::visible(&message.into(), false).into_owned();
+    let message = melkit::core::error::visible(&message.into(), false).into_owned();
     let at = KINDS.iter().position(|(n, _, _)| *n == name);
     match (at, CLASSES.get()) {
         (Some(i), Some(classes)) => {
@@ -101,8 +101,8 @@ pub fn raise(name: &str, message: impl Into<String>) -> PyErr {
 }
 
 /// The Python exception for a melread error: its kind's class, its one-line message.
-pub fn to_py(e: melread::Error) -> PyErr {
-    use melread::Error as E;
+pub fn to_py(e: melkit::read::Error) -> PyErr {
+    use melkit::read::Error as E;
     let message = e.to_string();
     match e {
         E::Config { .. } => raise("ConfigError", message),
@@ -169,7 +169,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 /// Issues a `UserWarning` of `message`, escaped as exceptions are ([`raise`]).
 pub fn warn(py: Python<'_>, message: &str) -> PyResult<()> {
-    let message = mel_core::error::visible(message, false);
+    let message = melkit::core::error::visible(message, false);
     PyErr::warn(
         py,
         &py.get_type::<pyo3::exceptions::PyUserWarning>(),

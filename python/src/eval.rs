@@ -4,7 +4,7 @@
 
 use std::sync::Mutex;
 
-use melread::eval::{Decision, FileEvaluator, FileReport};
+use melkit::read::eval::{Decision, FileEvaluator, FileReport};
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;

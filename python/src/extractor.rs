@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use mel_core::{Config, Dtype, MelPlan, OutputBuf};
+use melkit::core::{Config, Dtype, MelPlan, OutputBuf};
 use melkit::{BackendRequest, Features};
 use ndarray::ArrayD;
 use numpy::{PyArray, PyArrayDyn, PyArrayMethods};
@@ -110,11 +110,11 @@ impl PyExtractor {
     fn with<T: Send>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&mut melkit::Extractor) -> mel_core::Result<T> + Send,
+        f: impl FnOnce(&mut melkit::Extractor) -> melkit::core::Result<T> + Send,
     ) -> PyResult<T> {
         py.detach(|| {
             let mut ex = self.extractor.lock().map_err(|_| {
-                mel_core::Error::Internal("a thread panicked in the extractor".into())
+                melkit::core::Error::Internal("a thread panicked in the extractor".into())
             })?;
             f(&mut ex)
         })

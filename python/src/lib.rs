@@ -44,9 +44,9 @@ fn _melctl(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // A split truncated while it is mapped (another process rewriting it in place) raises
     // an error naming it, instead of killing the interpreter with "Bus error"; SIGBUS
     // outside melctl's own maps goes to the handler that was there before.
-    melread::sigbus::recover_mapped_faults();
+    melkit::read::sigbus::recover_mapped_faults();
     // A decoder's panic is that file's DecodeError, not text on the interpreter's stderr.
-    mel_audio::quiet_decoder_panics();
+    melkit::audio::quiet_decoder_panics();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(open, m)?)?;
     m.add_function(wrap_pyfunction!(build::build, m)?)?;

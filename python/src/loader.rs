@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use melread::{Batch, Loader, LoaderOptions, Unit, Values, Waited};
+use melkit::read::{Batch, Loader, LoaderOptions, Unit, Values, Waited};
 use ndarray::ArrayD;
 use numpy::{PyArray, PyArray1, PyArray2, PyArrayMethods};
 use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyValueError};
@@ -96,11 +96,11 @@ impl PyLoader {
         let (rank, world) = options::shard(shard);
         let shuffle = match shuffle {
             Some(s) => options::shuffle(s)?,
-            None => melread::Shuffle::Uniform,
+            None => melkit::read::Shuffle::Uniform,
         };
         let output = match dtype {
             Some(d) => options::output(d, &split)?,
-            None => melread::Output::F32,
+            None => melkit::read::Output::F32,
         };
         let normalize = match normalize {
             Some(n) => options::normalize(py, n, &split, threads)?,
@@ -334,7 +334,7 @@ impl Setting {
 
 /// An iterator's epoch: waiting to be read, being read by a thread, or over.
 enum State {
-    Ready(melread::Epoch),
+    Ready(melkit::read::Epoch),
     Busy,
     Done,
 }

@@ -1,6 +1,6 @@
 //! `melctl.Loader`'s keyword arguments, read into melread's `LoaderOptions`.
 
-use melread::{Dtype, LoaderOptions, MelStats, Output, Shuffle, Split, Unit};
+use melkit::read::{Dtype, LoaderOptions, MelStats, Output, Shuffle, Split, Unit};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
@@ -60,7 +60,7 @@ pub fn output(dtype: &Bound<'_, PyAny>, split: &Split) -> PyResult<Output> {
     match ItemDtype::parse(dtype)? {
         ItemDtype::F32 => Ok(Output::F32),
         ItemDtype::F16 if split.dtype() == Dtype::F16 => Ok(Output::Stored),
-        ItemDtype::F16 => Err(to_py(melread::Error::config(
+        ItemDtype::F16 => Err(to_py(melkit::read::Error::config(
             "dtype",
             format!(
                 "float16 batches are offered for splits stored as f16; this one stores {:?}",

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use melread::Split;
+use melkit::read::Split;
 use numpy::PyArray1;
 use pyo3::exceptions::{PyIndexError, PyRuntimeError};
 use pyo3::prelude::*;
@@ -28,7 +28,7 @@ struct Identity {
     name: Option<String>,
     /// `mel`'s shape when first opened (empty until known).
     shape: Vec<usize>,
-    /// What the split held when first opened ([`melread::Split::identity`]: its build id),
+    /// What the split held when first opened ([`melkit::read::Split::identity`]: its build id),
     /// so a copy unpickled after the split was built again is refused.
     build: Option<String>,
 }
@@ -75,7 +75,8 @@ impl PySplit {
         name: Option<&str>,
         dtype: ItemDtype,
     ) -> PyResult<Self> {
-        let path = std::path::absolute(path).map_err(|e| to_py(melread::Error::read(path, e)))?;
+        let path =
+            std::path::absolute(path).map_err(|e| to_py(melkit::read::Error::read(path, e)))?;
         let split = open_split(py, &path, name)?;
         dtype.check(&split).map_err(to_py)?;
         Ok(PySplit {
@@ -220,9 +221,9 @@ impl PySplit {
     #[getter]
     fn stored_dtype(&self, py: Python<'_>) -> PyResult<&'static str> {
         Ok(match self.split(py)?.dtype() {
-            melread::Dtype::F32 => "f32",
-            melread::Dtype::F16 => "f16",
-            melread::Dtype::Bf16 => "bf16",
+            melkit::read::Dtype::F32 => "f32",
+            melkit::read::Dtype::F16 => "f16",
+            melkit::read::Dtype::Bf16 => "bf16",
         })
     }
 

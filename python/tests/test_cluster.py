@@ -111,6 +111,21 @@ def test_the_kubernetes_manifests_are_valid_and_agree_on_the_shard_count():
         kubernetes_validate.validate(bad, "1.33", strict=True)
 
 
+def test_the_slurm_recipe_submits_nothing_without_a_melctl_it_can_run(tmp_path):
+    """Without melctl on PATH every task failed with `melctl: not found` and the merge never
+    ran, while submit.sh exited 0: it now refuses before submitting anything (no sbatch is
+    reachable here, so a submission would fail differently)."""
+    env = {"PATH": "/usr/bin:/bin", "MELCTL": str(tmp_path / "no-such-melctl")}
+    done = subprocess.run([RECIPES / "submit.sh", tmp_path, tmp_path / "out", "2"], env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr
+    assert "not found" in done.stderr and "MELCTL=" in done.stderr, done.stderr
+    assert not (tmp_path / "out").exists()
+    bad = subprocess.run([RECIPES / "submit.sh", "--cpus", "0", tmp_path, tmp_path / "o", "2"],
+                         env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and "--cpus 0" in bad.stderr, bad.stderr
+
+
 def slurm_job_state(job, env):
     out = subprocess.run(
         ["scontrol", "show", "job", "-o", str(job)], env=env, capture_output=True, text=True
@@ -138,7 +153,7 @@ def test_the_slurm_recipe_runs_on_a_real_slurm_and_merges_to_the_unsharded_build
     out = tmp_path / "out"
     try:
         submitted = subprocess.run(
-            [RECIPES / "submit.sh", demo_data, out, "3", "--cpus-per-task=1", "--mem=500M"],
+            [RECIPES / "submit.sh", "--cpus", "1", "--mem", "500M", demo_data, out, "3"],
             env=env, capture_output=True, text=True, check=True,
         )
         array, merge = submitted.stdout.split()

@@ -1,7 +1,7 @@
 //! What to do about a bottleneck, in melctl's own words and flags: the library reports
-//! typed facts (`mel_core::pipeline::Verdict`), the CLI phrases them.
+//! typed facts (`melkit::core::pipeline::Verdict`), the CLI phrases them.
 
-use mel_core::pipeline::{Stage, Verdict};
+use melkit::core::pipeline::{Stage, Verdict};
 
 /// The limiting stage's name, or `none`.
 pub fn stage_name(v: &Verdict) -> &'static str {
@@ -41,8 +41,8 @@ pub fn advice(v: &Verdict) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mel_core::LoaderStats;
-    use mel_core::pipeline::{StageMetrics, verdict};
+    use melkit::core::LoaderStats;
+    use melkit::core::pipeline::{StageMetrics, verdict};
 
     fn stage(name: &str, imp: &str, busy: f64) -> StageMetrics {
         StageMetrics {

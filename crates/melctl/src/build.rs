@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
-use mel_core::Config;
+use melkit::core::Config;
 pub use melkit::dataset::BuildReport;
 use melkit::dataset::{
     BuildRequest, Error, Host, Labels, Observer, PreparedBuild, Shard, ShardOutcome, Source,
@@ -27,7 +27,7 @@ pub fn request(args: &BuildArgs, config: Config, shard: Option<Shard>) -> Result
             ratios: args
                 .split_ratio
                 .as_deref()
-                .map(mel_audio::ManifestOptions::parse_ratios)
+                .map(melkit::audio::ManifestOptions::parse_ratios)
                 .transpose()
                 .map_err(|why| anyhow::anyhow!("--split-ratio: {why}"))?,
             seed: args.seed,
@@ -64,7 +64,7 @@ pub fn announce(args: &BuildArgs, prepared: &PreparedBuild, shard_from: &str) {
     if args.verbosity.quiet {
         return;
     }
-    let files = |d: &mel_audio::Dataset| d.splits.iter().map(|s| s.files.len()).sum::<usize>();
+    let files = |d: &melkit::audio::Dataset| d.splits.iter().map(|s| s.files.len()).sum::<usize>();
     if let Some(shard) = prepared.request().shard {
         errln!(
             "shard {shard} (from {shard_from}): {} of the {} files, into {}",
@@ -190,7 +190,7 @@ fn write_report(
         out!("{text}");
         return Ok(());
     }
-    let written = mel_core::atomic::write_file(path, text.as_bytes(), false)
+    let written = melkit::core::atomic::write_file(path, text.as_bytes(), false)
         .with_context(|| format!("cannot write the report to {}", path.display()));
     match (built, written) {
         (Err(_), Err(e)) => {
@@ -224,7 +224,7 @@ fn name_left_out(report: &BuildReport) {
 /// A note when folder splits have no name a split usually has: `ROOT/dog/day1/*.wav`
 /// builds splits `dog` and `cat` of classes `day1`, `day2`, which is valid but rarely
 /// meant (a class-per-folder tree one level too deep).
-fn split_names_note(args: &BuildArgs, dataset: &mel_audio::Dataset) -> Option<String> {
+fn split_names_note(args: &BuildArgs, dataset: &melkit::audio::Dataset) -> Option<String> {
     const SPLIT_WORDS: [&str; 7] = ["train", "val", "test", "dev", "eval", "hold", "all"];
     let names: Vec<&str> = dataset.splits.iter().map(|s| s.name.as_str()).collect();
     let split_like = |n: &&str| {

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use mel_core::config::DeviceSelector;
+use melkit::core::config::DeviceSelector;
 
 /// melctl turns folders of labelled audio clips (ROOT/{split}/{class}/*.wav) into
 /// log-mel-spectrogram datasets, one HDF5 file per split, within 0.01 dB of torchaudio's

@@ -204,7 +204,7 @@ mod tests {
     fn generate_lays_out_splits_and_classes() {
         let t = tempfile::tempdir().unwrap();
         assert_eq!(generate(t.path(), 20, 4096, 4096).unwrap(), 20);
-        let d = mel_audio::scan(t.path()).unwrap();
+        let d = melkit::audio::scan(t.path()).unwrap();
         assert_eq!(d.label_names, CLASSES.to_vec());
         let counts: Vec<usize> = d.splits.iter().map(|s| s.files.len()).collect();
         // sorted split names: testing, training, validation

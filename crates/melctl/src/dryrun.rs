@@ -5,19 +5,19 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Result;
-use mel_audio::Dataset;
-use mel_core::{Config, MelPlan};
+use melkit::audio::Dataset;
+use melkit::core::{Config, MelPlan};
 use rayon::prelude::*;
 
 use crate::report::bytes;
 
 /// Why a listed file would be skipped, if it would: a name the output could not store,
-/// or a header that does not decode ([`mel_audio::probe`]: no audio is decoded).
+/// or a header that does not decode ([`melkit::audio::probe`]: no audio is decoded).
 fn precheck(path: &Path, config: &Config) -> Option<String> {
     if path.file_name().and_then(|n| n.to_str()).is_none() {
         return Some("the file name is not valid UTF-8".into());
     }
-    mel_audio::probe(path, &config.audio)
+    melkit::audio::probe(path, &config.audio)
         .err()
         .map(|e| e.reason())
 }
@@ -113,7 +113,7 @@ pub fn text(
     let estimate = clips as u64 * per_clip + dataset.splits.len() as u64 * (64 << 10);
     let sink = config.output.sink.name();
     let compressed =
-        if config.hdf5.gzip > 0 && config.output.sink == mel_core::config::SinkKind::Hdf5 {
+        if config.hdf5.gzip > 0 && config.output.sink == melkit::core::config::SinkKind::Hdf5 {
             " before compression (deflate roughly halves leak-4k)"
         } else {
             ""

@@ -118,11 +118,11 @@ fn class_counts(names: &[String], labels: &[i64]) -> Vec<(String, usize)> {
 /// The output is opened through melread, which checks every size it reads against the
 /// file before allocating, so a damaged or hostile file is an error, never an abort.
 pub fn summarize(path: &Path, sample: usize) -> Result<Summary> {
-    let split = melread::Split::open(path).map_err(|e| {
+    let split = melkit::read::Split::open(path).map_err(|e| {
         anyhow::anyhow!(
             "cannot read {} as a melctl output: {}",
             path.display(),
-            mel_core::error::one_line(&e.to_string())
+            melkit::core::error::one_line(&e.to_string())
         )
     })?;
     // One clip in memory at a time (melread bounds a clip's size).
@@ -134,7 +134,7 @@ pub fn summarize(path: &Path, sample: usize) -> Result<Summary> {
         sampled.add(&clip);
     }
     let chunks = match split.access() {
-        melread::Access::Chunks {
+        melkit::read::Access::Chunks {
             clips_per_chunk, ..
         } => Some(
             std::iter::once(*clips_per_chunk)
@@ -147,8 +147,8 @@ pub fn summarize(path: &Path, sample: usize) -> Result<Summary> {
     Ok(Summary {
         path: path.display().to_string(),
         format: match split.format() {
-            melread::Format::Hdf5 => "hdf5",
-            melread::Format::Npy => "npy",
+            melkit::read::Format::Hdf5 => "hdf5",
+            melkit::read::Format::Npy => "npy",
         },
         split: split.name().to_string(),
         shape: split.shape().to_vec(),

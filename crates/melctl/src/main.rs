@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use mel_core::MelPlan;
+use melkit::core::MelPlan;
 
 use cli::{BuildArgs, Cli, Command, OnError};
 
@@ -39,9 +39,9 @@ fn main() -> ExitCode {
     quiet_vulkan_loader();
     on_sigbus_explain_and_exit();
     // A decoder's panic is that file's one-line error, not a message and backtrace.
-    mel_audio::quiet_decoder_panics();
+    melkit::audio::quiet_decoder_panics();
     // Where NVRTC may be, beyond the usual places: the environment is the CLI's to read.
-    mel_cuda::add_nvrtc_dirs(
+    melkit::backends::cuda::add_nvrtc_dirs(
         ["MELCTL_NVRTC_DIR", "CUDA_PATH", "CUDA_HOME", "CUDA_ROOT"]
             .iter()
             .filter_map(|v| std::env::var_os(v).filter(|x| !x.is_empty()))
@@ -75,7 +75,7 @@ fn main() -> ExitCode {
 fn error_line(e: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in e.chain() {
-        let text = mel_core::error::one_line(&cause.to_string());
+        let text = melkit::core::error::one_line(&cause.to_string());
         if line.contains(&text) {
             continue;
         }
@@ -114,7 +114,7 @@ fn quiet_vulkan_loader() {
 /// makes the next read of it raise SIGBUS. Say what happened instead of dying silently;
 /// nothing was published (outputs are renamed into place only at the end).
 fn on_sigbus_explain_and_exit() {
-    melread::sigbus::exit_on_sigbus(
+    melkit::read::sigbus::exit_on_sigbus(
         "error: a memory-mapped file changed under melctl (the decoded-audio cache or a dataset being read was truncated or replaced by another process, or its disk failed); nothing was published; run again once it is complete (the cache is checked and rebuilt)",
         EXIT_MAPPED_INPUT_CHANGED,
     );
@@ -262,7 +262,7 @@ fn start_workers(threads: usize) -> Result<()> {
 
 /// `melctl devices`: the CUDA devices and the wgpu adapters, or why there are none.
 fn devices_text() -> String {
-    let mut s: String = match mel_cuda::devices() {
+    let mut s: String = match melkit::backends::cuda::devices() {
         Ok(d) if d.is_empty() => "cuda: no device\n".into(),
         Ok(d) => d
             .iter()
@@ -279,7 +279,7 @@ fn devices_text() -> String {
             .collect(),
         Err(e) => format!("cuda: unavailable: {e}\n"),
     };
-    let adapters = mel_wgpu::adapters();
+    let adapters = melkit::backends::wgpu::adapters();
     if adapters.is_empty() {
         s += "wgpu: no adapter (no Vulkan, Metal or DX12 driver found)\n";
     }
@@ -292,7 +292,7 @@ fn devices_text() -> String {
 /// `melctl devices --json`: the CUDA devices and the wgpu adapters as data, with
 /// whether automatic choice would try each adapter.
 fn devices_json() -> serde_json::Value {
-    let cuda = match mel_cuda::devices() {
+    let cuda = match melkit::backends::cuda::devices() {
         Ok(d) => serde_json::json!({
             "available": true,
             "error": null,
@@ -305,7 +305,7 @@ fn devices_json() -> serde_json::Value {
         }),
         Err(e) => serde_json::json!({"available": false, "error": e.to_string(), "devices": []}),
     };
-    let adapters: Vec<serde_json::Value> = mel_wgpu::adapters()
+    let adapters: Vec<serde_json::Value> = melkit::backends::wgpu::adapters()
         .iter()
         .map(|a| {
             serde_json::json!({

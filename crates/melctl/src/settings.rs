@@ -1,9 +1,9 @@
 //! Resolving the configuration: preset, then the TOML file, then flags.
 
 use anyhow::Result;
-use mel_core::config::{BackendKind, LoaderKind, SinkKind};
-use mel_core::spec::Precision;
-use mel_core::{Config, Dtype, Preset};
+use melkit::core::config::{BackendKind, LoaderKind, SinkKind};
+use melkit::core::spec::Precision;
+use melkit::core::{Config, Dtype, Preset};
 
 use crate::cli::{BackendArg, ConfigFlags, DtypeArg, LoaderArg, PrecisionArg, PresetArg, SinkArg};
 
@@ -98,11 +98,11 @@ pub fn flag_for(field: &str) -> Option<&'static str> {
 }
 
 /// `e` in the CLI's words: a configuration error names the flag that sets its field.
-pub fn in_flag_words(e: mel_core::Error) -> anyhow::Error {
+pub fn in_flag_words(e: melkit::core::Error) -> anyhow::Error {
     match e {
-        mel_core::Error::Config { field, message } => match flag_for(&field) {
-            Some(flag) => mel_core::Error::config(format!("{field} ({flag})"), message).into(),
-            None => mel_core::Error::Config { field, message }.into(),
+        melkit::core::Error::Config { field, message } => match flag_for(&field) {
+            Some(flag) => melkit::core::Error::config(format!("{field} ({flag})"), message).into(),
+            None => melkit::core::Error::Config { field, message }.into(),
         },
         e => e.into(),
     }

@@ -119,7 +119,11 @@ pub fn run_merge(args: &MergeArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         .iter()
         .filter(|_| !to_stdout)
         .map(|path| {
-            mel_core::outputs::Output::new(path, "the report", mel_core::outputs::Written::Stream)
+            melkit::core::outputs::Output::new(
+                path,
+                "the report",
+                melkit::core::outputs::Written::Stream,
+            )
         })
         .collect();
     let settings = MergeSettings {
@@ -166,7 +170,7 @@ pub fn run_merge(args: &MergeArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         if to_stdout {
             out!("{text}");
         } else {
-            mel_core::atomic::write_file(path, text.as_bytes(), false)
+            melkit::core::atomic::write_file(path, text.as_bytes(), false)
                 .with_context(|| format!("cannot write the report to {}", path.display()))?;
         }
     }

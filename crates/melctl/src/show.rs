@@ -6,8 +6,8 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use mel_core::Config;
-use mel_core::dsp::{hz_to_mel, mel_to_hz};
+use melkit::core::Config;
+use melkit::core::dsp::{hz_to_mel, mel_to_hz};
 use plotters::prelude::*;
 
 /// Most classes `--class-means` draws side by side.
@@ -19,17 +19,17 @@ const MAX_COLUMNS: usize = 2400;
 /// An output opened through melread, which checks every size against the file before it
 /// allocates (shapes, labels, paths, element type from the data itself).
 struct Output {
-    split: melread::Split,
+    split: melkit::read::Split,
     /// The stored configuration, if this melctl can read it (only the axis labels use it).
     config: Option<Config>,
 }
 
 fn open(path: &Path) -> Result<Output> {
-    let split = melread::Split::open(path).map_err(|e| {
+    let split = melkit::read::Split::open(path).map_err(|e| {
         anyhow::anyhow!(
             "cannot read {} as a melctl output: {}",
             path.display(),
-            mel_core::error::one_line(&e.to_string())
+            melkit::core::error::one_line(&e.to_string())
         )
     })?;
     if split.clip_shape().len() < 2 || split.clips() == 0 {
@@ -160,9 +160,9 @@ fn band_centres(config: &Config, n_mels: usize) -> Vec<f64> {
 /// The unit of the stored values, for the colour bar.
 fn unit(config: Option<&Config>) -> &'static str {
     match config.map(|c| &c.log) {
-        Some(mel_core::LogScale::Db { .. }) => "dB",
-        Some(mel_core::LogScale::Ln { .. }) => "ln(energy)",
-        Some(mel_core::LogScale::None) => "energy",
+        Some(melkit::core::LogScale::Db { .. }) => "dB",
+        Some(melkit::core::LogScale::Ln { .. }) => "ln(energy)",
+        Some(melkit::core::LogScale::None) => "energy",
         None => "value",
     }
 }
@@ -231,13 +231,13 @@ fn write_png(png: &Path, pixels: &[u8], width: u32, height: u32) -> Result<()> {
         crate::term::write_bytes(&bytes);
         return Ok(());
     }
-    mel_core::atomic::write_file(png, &bytes, false).with_context(fail)
+    melkit::core::atomic::write_file(png, &bytes, false).with_context(fail)
 }
 
 /// Refuses a picture path that is the output being read (or a file in it), or a file
 /// of a kind a picture cannot replace, before anything is drawn.
 fn check_picture_path(file: &Path, png: &Path) -> Result<()> {
-    use mel_core::outputs::{Guard, Output, Written};
+    use melkit::core::outputs::{Guard, Output, Written};
     if png == Path::new("-") {
         return Ok(());
     }
@@ -266,9 +266,9 @@ fn check_picture_path(file: &Path, png: &Path) -> Result<()> {
     // The folder's build record and the splits it names are the dataset too: a picture
     // written over `melctl-build.json` or a sibling split broke every split with exit 0.
     if let Some(folder) = file.parent() {
-        let record = mel_core::record::path(folder);
+        let record = melkit::core::record::path(folder);
         guard.input(&record, "the output folder's build record");
-        if let Ok(Some(r)) = mel_core::record::read(folder) {
+        if let Ok(Some(r)) = melkit::core::record::read(folder) {
             for e in r.splits.values() {
                 guard.input(&folder.join(&e.output), "a split of the output folder");
             }

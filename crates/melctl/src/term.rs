@@ -53,10 +53,10 @@ pub fn write_bytes(bytes: &[u8]) {
 }
 
 /// `text` with every character that could steer a terminal written as an escape, lines
-/// and tabs kept ([`mel_core::error::visible`]): a file named `.\x1b[2J.wav` is shown,
+/// and tabs kept ([`melkit::core::error::visible`]): a file named `.\x1b[2J.wav` is shown,
 /// never obeyed.
 pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
-    mel_core::error::visible(text, true)
+    melkit::core::error::visible(text, true)
 }
 
 fn record(stream: Stream, e: &std::io::Error) {

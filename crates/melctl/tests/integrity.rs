@@ -818,11 +818,11 @@ fn copy_tree(from: &Path, to: &Path) {
 }
 
 /// Each split of `out` as melread opens it: its dtype, or why it was refused.
-fn open_splits(out: &Path) -> Vec<(&'static str, Result<mel_core::Dtype, String>)> {
+fn open_splits(out: &Path) -> Vec<(&'static str, Result<melkit::core::Dtype, String>)> {
     SPLITS
         .iter()
         .map(|&s| {
-            let r = melread::Split::open_in(out, s);
+            let r = melkit::read::Split::open_in(out, s);
             (s, r.map(|x| x.dtype()).map_err(|e| e.to_string()))
         })
         .collect()
@@ -854,10 +854,10 @@ fn an_interrupt_says_truly_whether_the_outputs_were_committed() {
             err.contains("the build completed and its outputs are whole"),
             "{call}: {err}"
         );
-        let s = melread::Split::open_in(dir.join("out"), "training").unwrap();
+        let s = melkit::read::Split::open_in(dir.join("out"), "training").unwrap();
         assert_eq!(
             s.dtype(),
-            mel_core::Dtype::F16,
+            melkit::core::Dtype::F16,
             "{call}: the new build's split"
         );
     }
@@ -928,7 +928,7 @@ fn a_kill_at_every_rename_of_a_publish_never_leaves_two_builds_readable_as_one()
         }
         build(&dir, "out", &["--sink", sink, "--dtype", "f32"]).stdout();
         for (s, r) in open_splits(&dir.join("out")) {
-            assert_eq!(r, Ok(mel_core::Dtype::F32), "{sink}: {s}");
+            assert_eq!(r, Ok(melkit::core::Dtype::F32), "{sink}: {s}");
         }
     }
 }
@@ -979,7 +979,10 @@ fn a_journal_is_trusted_only_for_the_output_at_the_final_path() {
             .map(|(s, r)| (s, r.unwrap()))
             .collect()
     };
-    let all_f16: Vec<_> = SPLITS.iter().map(|&s| (s, mel_core::Dtype::F16)).collect();
+    let all_f16: Vec<_> = SPLITS
+        .iter()
+        .map(|&s| (s, melkit::core::Dtype::F16))
+        .collect();
     // A plain build replaces the outputs (and makes the journals stale).
     build(&dir, "out", &["--dtype", "f32"]).stdout();
     let mut c = resume();

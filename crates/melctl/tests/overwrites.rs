@@ -337,7 +337,7 @@ fn a_split_none_of_whose_files_decode_is_not_published_over_a_good_one() {
     );
     assert_eq!(std::fs::read(dir.join("out/training.h5")).unwrap(), before);
     // The other splits, still readable, are not published alone either (one build).
-    assert!(melread::Split::open(dir.join("out/testing.h5")).is_ok());
+    assert!(melkit::read::Split::open(dir.join("out/testing.h5")).is_ok());
 }
 
 /// An npy split folder or a resume journal holding someone's file was deleted whole by

@@ -27,15 +27,15 @@ fn fast_precision_runs_the_f32_transform_is_recorded_and_stays_near_exact() {
         "{fast}"
     );
     let precision = |out: &str| {
-        let s = melread::Split::open(dir.join(format!("{out}/training.h5"))).unwrap();
+        let s = melkit::read::Split::open(dir.join(format!("{out}/training.h5"))).unwrap();
         s.config().unwrap()["mel"]["precision"].clone()
     };
     // `exact`, the default, is not written (configurations stored before the key
     // existed read the same); `fast` is.
     assert_eq!(precision("exact"), serde_json::Value::Null);
     assert_eq!(precision("fast"), "fast");
-    let a = melread::Split::open(dir.join("exact/training.h5")).unwrap();
-    let b = melread::Split::open(dir.join("fast/training.h5")).unwrap();
+    let a = melkit::read::Split::open(dir.join("exact/training.h5")).unwrap();
+    let b = melkit::read::Split::open(dir.join("fast/training.h5")).unwrap();
     let (mut worst, mut differing) = (0f32, 0usize);
     for clip in 0..a.clips() {
         let (x, y) = (a.clip(clip).unwrap(), b.clip(clip).unwrap());

@@ -174,7 +174,7 @@ fn statistics_do_not_depend_on_the_batch_size() {
             .args(["build", "-i", "data", "-o", out, "--config", "short.toml"])
             .args(["--backend", "cpu", "-q", "--batch", batch])
             .expect_code(0);
-        let s = melread::Split::open_in(dir.join(out), "training").unwrap();
+        let s = melkit::read::Split::open_in(dir.join(out), "training").unwrap();
         let st = s.stored_stats().expect("stored statistics").clone();
         (
             st.mean.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),

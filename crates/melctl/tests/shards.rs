@@ -181,7 +181,7 @@ fn a_complete_shard_is_not_built_again_and_a_damaged_one_is() {
     std::fs::write(&output, b"not HDF5").unwrap();
     let said = build_shard(&dir, "out", 0, 2, &["--dtype", "f32"]);
     assert!(said.contains("does not verify"), "{said}");
-    assert!(melread::Split::open(&output).is_ok());
+    assert!(melkit::read::Split::open(&output).is_ok());
 }
 
 #[test]
@@ -238,7 +238,7 @@ fn the_merge_refuses_a_set_that_is_incomplete_or_mixed_and_names_the_fault() {
     let e = merge("out", &["--shards", "2"]);
     assert!(e.contains("is not a shard record"), "{e}");
     // The refused merges changed nothing: the 3-shard merge's outputs are still there.
-    assert!(melread::Split::open(dir.join("out/training.h5")).is_ok());
+    assert!(melkit::read::Split::open(dir.join("out/training.h5")).is_ok());
 }
 
 #[test]
@@ -399,7 +399,7 @@ fn the_merge_guards_every_output_it_plans_as_a_build_does() {
     dir.melctl()
         .args(["merge", "out", "-q", "--report", "out/report.json"])
         .expect_code(0);
-    assert!(melread::Split::open(dir.join("out/training.h5")).is_ok());
+    assert!(melkit::read::Split::open(dir.join("out/training.h5")).is_ok());
 
     // An npy merge whose split folder holds someone's folder.
     for k in 0..2 {

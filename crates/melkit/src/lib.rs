@@ -48,20 +48,32 @@ pub use mel_core::{
     OutputBuf, Preset, Result,
 };
 
+/// The shared vocabulary (`mel-core`): configuration, plan, errors, on-disk formats,
+/// file safety, the build record. Front ends use it through melkit, never directly.
+pub use mel_core as core;
+
 /// Decoding and dataset scanning (`mel-audio`).
 pub mod audio {
-    pub use mel_audio::{
-        Dataset, FileEntry, ManifestOptions, Split, decode_into, fit_clip, from_manifest,
-        read_label_map, scan,
-    };
+    pub use mel_audio::*;
 }
+
+/// Reading datasets back (`melread`): splits, shuffled and prefetched batches, file-level
+/// evaluation.
+#[cfg(feature = "datasets")]
+pub use melread as read;
 
 /// The mel backends compiled into this build.
 pub mod backends {
     #[cfg(feature = "cpu")]
     pub use mel_cpu::CpuBackend;
+    /// The CUDA backend's crate (device listing, NVRTC folders).
+    #[cfg(feature = "cuda")]
+    pub use mel_cuda as cuda;
     #[cfg(feature = "cuda")]
     pub use mel_cuda::{CudaBackend, add_nvrtc_dirs};
+    /// The wgpu backend's crate (adapter listing).
+    #[cfg(feature = "wgpu")]
+    pub use mel_wgpu as wgpu;
     #[cfg(feature = "wgpu")]
     pub use mel_wgpu::WgpuBackend;
 }
