@@ -290,15 +290,10 @@ pub fn build<'py>(
     py.import("json")?.call_method1("loads", (text,))
 }
 
-/// `on_error=`: `"skip"` or `"fail"`.
+/// `on_error=`: `"skip"` or `"fail"` (melkit's one list of the names).
 fn on_error_of(on_error: &str) -> PyResult<OnError> {
-    match on_error {
-        "skip" => Ok(OnError::Skip),
-        "fail" => Ok(OnError::Fail),
-        other => Err(PyValueError::new_err(format!(
-            "on_error {other:?} is not one of \"skip\", \"fail\""
-        ))),
-    }
+    use melkit::core::config::Named;
+    OnError::parse_name(on_error).map_err(|why| PyValueError::new_err(format!("on_error: {why}")))
 }
 
 /// `splits=`: a list of split names (a string alone is refused: it is not a list).

@@ -103,3 +103,24 @@ def test_cli_and_python_refuse_the_same_request_with_the_same_words(messy, tmp_p
             melctl.build(messy, tmp_path / "py", **keywords)
     assert victim.read_bytes() == before
     assert not (tmp_path / "out").exists() and not (tmp_path / "py").exists()
+
+
+def test_empty_paths_are_named_not_shown_as_nothing(demo_data, tmp_path):
+    """`melctl.build("", ...)` raised "IoError: : No such file or directory", naming
+    nothing; an empty cache_dir reached the file system."""
+    with pytest.raises(melctl.IoError, match="an empty path"):
+        melctl.build("", tmp_path / "o")
+    with pytest.raises(melctl.ConfigError, match="cache_dir.*empty path"):
+        melctl.build(demo_data, tmp_path / "o2", cache_dir="", loader="memmap")
+    assert not (tmp_path / "o2").exists()
+
+
+def test_a_refused_build_leaves_no_output_folder_it_made(tmp_path):
+    """A split all of whose files were left out is refused; the output folder the build
+    made for it stayed behind, empty."""
+    root = tmp_path / "broken" / "training" / "leak"
+    root.mkdir(parents=True)
+    (root / "a.wav").write_bytes(b"RIFF\x10\x00\x00\x00WAVEjunk")
+    with pytest.raises(melctl.DatasetError, match="left out"):
+        melctl.build(tmp_path / "broken", tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -36,7 +36,7 @@ pub enum Error {
         known: String,
     },
     /// The operating system refused an I/O operation on a path.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {source}", shown(path))]
     Io {
         /// The path involved.
         path: PathBuf,
@@ -257,6 +257,15 @@ pub enum FailureKind {
     Cancelled,
     /// Anything else.
     Other,
+}
+
+/// A path as errors name it: an empty one (an empty string given for a file) says so.
+fn shown(path: &std::path::Path) -> String {
+    if path.as_os_str().is_empty() {
+        "an empty path (\"\")".to_string()
+    } else {
+        path.display().to_string()
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ pub mod dsp;
 pub mod error;
 pub mod format;
 pub mod input;
+pub mod named;
 pub mod outputs;
 pub mod pipeline;
 pub mod plan;

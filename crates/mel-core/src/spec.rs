@@ -286,14 +286,6 @@ impl Precision {
     pub fn is_exact(&self) -> bool {
         *self == Precision::Exact
     }
-
-    /// The name used in TOML and on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Precision::Exact => "exact",
-            Precision::Fast => "fast",
-        }
-    }
 }
 
 /// A value or the word `"default"` (torchaudio's derived default) in TOML and JSON.
@@ -440,16 +432,38 @@ impl Dtype {
             Dtype::Bf16 => half::bf16::MAX.to_f64(),
         }
     }
-
-    /// The lowercase name used in configs and files.
-    pub fn name(self) -> &'static str {
-        match self {
-            Dtype::F32 => "f32",
-            Dtype::F16 => "f16",
-            Dtype::Bf16 => "bf16",
-        }
-    }
 }
+
+crate::named::named!(
+    Precision,
+    "precision",
+    [
+        (
+            Precision::Exact,
+            "exact",
+            "within 0.01 dB of the float64 definition (f64 lanes; compensated f32 on GPUs)"
+        ),
+        (
+            Precision::Fast,
+            "fast",
+            "plain float32 where the backend has it, bounded by torchaudio's float32 path"
+        ),
+    ]
+);
+
+crate::named::named!(
+    Dtype,
+    "dtype",
+    [
+        (Dtype::F32, "f32", "32-bit float"),
+        (Dtype::F16, "f16", "16-bit float (IEEE half)"),
+        (
+            Dtype::Bf16,
+            "bf16",
+            "bfloat16 (stored as uint16 bit patterns)"
+        ),
+    ]
+);
 
 #[cfg(test)]
 mod tests {

@@ -14,7 +14,7 @@ use melkit::dataset::{
     BuildRequest, Error, Host, Labels, Observer, PreparedBuild, Shard, ShardOutcome, Source,
 };
 
-use crate::cli::{BuildArgs, OnError};
+use crate::cli::BuildArgs;
 use crate::progress::Progress;
 use crate::{EXIT_SKIPPED, dryrun, report};
 
@@ -37,10 +37,7 @@ pub fn request(args: &BuildArgs, config: Config, shard: Option<Shard>) -> Result
     let mut request = BuildRequest::new(source, &args.output, config);
     request.labels = args.labels.clone().map(Labels::File);
     request.config_file = args.flags.config.clone();
-    request.on_error = match args.on_error {
-        OnError::Skip => melkit::dataset::OnError::Skip,
-        OnError::Fail => melkit::dataset::OnError::Fail,
-    };
+    request.on_error = args.on_error;
     request.only = args.splits.clone();
     request.resume = args.resume;
     request.shard = shard;

@@ -2,8 +2,20 @@
 
 use std::path::PathBuf;
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use melkit::core::config::DeviceSelector;
+use melkit::core::config::{BackendKind, DeviceSelector, LoaderKind, Named, Preset, SinkKind};
+use melkit::core::spec::{Dtype, Precision};
+use melkit::dataset::OnError;
+
+/// A flag's parser for a configuration enum: its names (mel-core's one list), each with
+/// its line of help.
+fn named<T: Named + Clone>() -> impl TypedValueParser<Value = T> {
+    let values = T::ALL
+        .iter()
+        .map(|v| PossibleValue::new(v.name()).help(v.about()));
+    PossibleValuesParser::new(values).map(|name| T::parse_name(&name).expect("a listed name"))
+}
 
 /// melctl turns folders of labelled audio clips (ROOT/{split}/{class}/*.wav) into
 /// log-mel-spectrogram datasets, one HDF5 file per split, within 0.01 dB of torchaudio's
@@ -40,25 +52,25 @@ pub enum Command {
 #[derive(Debug, Args, Clone)]
 pub struct ConfigFlags {
     /// Built-in preset to start from.
-    #[arg(long, value_enum, default_value = "leak-4k")]
-    pub preset: PresetArg,
+    #[arg(long, default_value = "leak-4k", value_parser = named::<Preset>())]
+    pub preset: Preset,
     /// TOML file whose keys override the preset (see `melctl config` for every key).
     #[arg(long, value_name = "FILE.toml")]
     pub config: Option<PathBuf>,
     /// Stored element type of the spectrograms (overrides the file).
-    #[arg(long, value_enum)]
-    pub dtype: Option<DtypeArg>,
+    #[arg(long, value_parser = named::<Dtype>())]
+    pub dtype: Option<Dtype>,
     /// Transform precision: `exact` (within 0.01 dB of the float64 definition, the
     /// default) or `fast` (plain float32 where the backend has it, no worse than
     /// torchaudio's own float32).
-    #[arg(long, value_enum)]
-    pub precision: Option<PrecisionArg>,
+    #[arg(long, value_parser = named::<Precision>())]
+    pub precision: Option<Precision>,
     /// Mel backend.
-    #[arg(long, value_enum)]
-    pub backend: Option<BackendArg>,
+    #[arg(long, value_parser = named::<BackendKind>())]
+    pub backend: Option<BackendKind>,
     /// How audio reaches memory.
-    #[arg(long, value_enum)]
-    pub loader: Option<LoaderArg>,
+    #[arg(long, value_parser = named::<LoaderKind>())]
+    pub loader: Option<LoaderKind>,
     /// Worker threads for decoding, the CPU backend and the output checks (0 = all cores).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -66,8 +78,8 @@ pub struct ConfigFlags {
     #[arg(long, value_name = "N")]
     pub batch: Option<usize>,
     /// Output format.
-    #[arg(long, value_enum)]
-    pub sink: Option<SinkArg>,
+    #[arg(long, value_parser = named::<SinkKind>())]
+    pub sink: Option<SinkKind>,
     /// Batches each queue between stages holds at most.
     #[arg(long, value_name = "N")]
     pub queue_depth: Option<usize>,
@@ -115,7 +127,7 @@ pub struct BuildArgs {
     #[command(flatten)]
     pub flags: ConfigFlags,
     /// What to do with a file that cannot be decoded: leave it out and list it, or stop.
-    #[arg(long, value_enum, default_value = "skip")]
+    #[arg(long, default_value = "skip", value_parser = named::<OnError>())]
     pub on_error: OnError,
     /// Build only these splits (repeatable); default: all.
     #[arg(long = "split", value_name = "NAME")]
@@ -292,79 +304,4 @@ pub struct ConfigArgs {
     /// Configuration choices.
     #[command(flatten)]
     pub flags: ConfigFlags,
-}
-
-/// Presets on the command line.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum PresetArg {
-    /// 4096 Hz, 10 s clips, two-stage segmentation, 32 mels, f16.
-    #[value(name = "leak-4k")]
-    Leak4k,
-    /// 16 kHz, 1 s clips, n_fft 400, hop 160, 80 mels, one spectrogram per clip.
-    #[value(name = "speech-16k")]
-    Speech16k,
-}
-
-/// Output dtypes on the command line.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum DtypeArg {
-    /// 32-bit float.
-    F32,
-    /// 16-bit float (IEEE half).
-    F16,
-    /// bfloat16 (stored as uint16 bit patterns).
-    Bf16,
-}
-
-/// Transform precisions on the command line.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum PrecisionArg {
-    /// Within 0.01 dB of the float64 definition (f64 lanes; compensated f32 on GPUs).
-    Exact,
-    /// Plain float32 where the backend has it, bounded by torchaudio's float32 path.
-    Fast,
-}
-
-/// Backends on the command line.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum BackendArg {
-    /// CUDA if a device works, else a hardware wgpu adapter, else the CPU (says which and why).
-    Auto,
-    /// rayon + realfft on all cores.
-    Cpu,
-    /// One fused kernel on an NVIDIA GPU.
-    Cuda,
-    /// One fused compute shader on any GPU with Vulkan, Metal or DX12.
-    Wgpu,
-}
-
-/// Loaders on the command line.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum LoaderArg {
-    /// A valid cache if there is one, else stream.
-    Auto,
-    /// Decode a whole split into RAM first.
-    Preload,
-    /// Decode once into a cache file; later runs map it and skip decoding.
-    Memmap,
-    /// Reader threads with bounded memory, overlapped with the mel computation.
-    Stream,
-}
-
-/// Sinks on the command line.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum SinkArg {
-    /// OUT/{split}.h5 (h5py, candle via hdf5).
-    Hdf5,
-    /// OUT/{split}.npy.d/{mel.npy, label.npy, meta.json}: plain arrays numpy can memory-map.
-    Npy,
-}
-
-/// What to do with undecodable files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OnError {
-    /// Leave the file out, list it in the summary and the report.
-    Skip,
-    /// Stop with a non-zero exit and the file's path; nothing is written.
-    Fail,
 }

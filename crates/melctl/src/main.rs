@@ -25,7 +25,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use melkit::core::MelPlan;
 
-use cli::{BuildArgs, Cli, Command, OnError};
+use cli::{BuildArgs, Cli, Command};
 
 /// Exit status after an interrupt (128 + SIGINT), as shells report it.
 const EXIT_INTERRUPTED: u8 = 130;
@@ -185,7 +185,7 @@ fn run(cli: Cli, interrupted: &Arc<AtomicBool>) -> Result<u8> {
                     labels: None,
                     output: args.dir.join("out"),
                     flags: args.flags,
-                    on_error: OnError::Skip,
+                    on_error: melkit::dataset::OnError::Skip,
                     splits: vec![],
                     report: Some(args.dir.join("report.json")),
                     resume: false,

@@ -1,77 +1,41 @@
 //! Resolving the configuration: preset, then the TOML file, then flags.
 
 use anyhow::Result;
-use melkit::core::config::{BackendKind, LoaderKind, SinkKind};
-use melkit::core::spec::Precision;
-use melkit::core::{Config, Dtype, Preset};
+use melkit::core::Config;
 
-use crate::cli::{BackendArg, ConfigFlags, DtypeArg, LoaderArg, PrecisionArg, PresetArg, SinkArg};
+use crate::cli::ConfigFlags;
 
 /// The configuration the flags describe (not yet validated: see `MelPlan::new`).
 pub fn resolve(flags: &ConfigFlags) -> Result<Config> {
-    let preset = match flags.preset {
-        PresetArg::Leak4k => Preset::Leak4k,
-        PresetArg::Speech16k => Preset::Speech16k,
-    };
-    let mut config = preset.config();
+    let mut config = flags.preset.config();
     if let Some(path) = &flags.config {
         // Bounded by the bytes read and never blocking: a FIFO or /dev/zero is refused.
         config = Config::merge_file(&config, path)?;
     }
-    if let Some(d) = flags.dtype {
-        config.output.dtype = match d {
-            DtypeArg::F32 => Dtype::F32,
-            DtypeArg::F16 => Dtype::F16,
-            DtypeArg::Bf16 => Dtype::Bf16,
-        };
-    }
-    if let Some(p) = flags.precision {
-        config.mel.precision = match p {
-            PrecisionArg::Exact => Precision::Exact,
-            PrecisionArg::Fast => Precision::Fast,
-        };
-    }
-    if let Some(b) = flags.backend {
-        config.run.backend = match b {
-            BackendArg::Auto => BackendKind::Auto,
-            BackendArg::Cpu => BackendKind::Cpu,
-            BackendArg::Cuda => BackendKind::Cuda,
-            BackendArg::Wgpu => BackendKind::Wgpu,
-        };
-    }
-    if let Some(l) = flags.loader {
-        config.run.loader = match l {
-            LoaderArg::Auto => LoaderKind::Auto,
-            LoaderArg::Preload => LoaderKind::Preload,
-            LoaderArg::Memmap => LoaderKind::Memmap,
-            LoaderArg::Stream => LoaderKind::Stream,
-        };
-    }
-    if let Some(t) = flags.threads {
-        config.run.threads = t;
-    }
-    if let Some(b) = flags.batch {
-        config.run.batch_clips = b;
-    }
-    if let Some(k) = flags.sink {
-        config.output.sink = match k {
-            SinkArg::Hdf5 => SinkKind::Hdf5,
-            SinkArg::Npy => SinkKind::Npy,
-        };
-    }
-    if let Some(q) = flags.queue_depth {
-        config.run.queue_depth = q;
-    }
-    if let Some(r) = flags.readers {
-        config.run.stream.readers = r;
-    }
+    let (run, output) = (&mut config.run, &mut config.output);
+    set(&mut output.dtype, flags.dtype);
+    set(&mut config.mel.precision, flags.precision);
+    set(&mut run.backend, flags.backend);
+    set(&mut run.loader, flags.loader);
+    set(&mut run.threads, flags.threads);
+    set(&mut run.batch_clips, flags.batch);
+    set(&mut output.sink, flags.sink);
+    set(&mut run.queue_depth, flags.queue_depth);
+    set(&mut run.stream.readers, flags.readers);
     if let Some(d) = &flags.device {
-        config.run.device = Some(d.clone());
+        run.device = Some(d.clone());
     }
     if let Some(d) = &flags.cache_dir {
-        config.run.cache_dir = d.display().to_string();
+        run.cache_dir = d.display().to_string();
     }
     Ok(config)
+}
+
+/// A flag given overrides the file's or the preset's value.
+fn set<T>(field: &mut T, flag: Option<T>) {
+    if let Some(v) = flag {
+        *field = v;
+    }
 }
 
 /// The configuration fields the flags set, and each flag.

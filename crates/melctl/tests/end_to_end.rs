@@ -896,7 +896,8 @@ fn resume_after_sigkill_continues_and_equals_an_uninterrupted_build() {
     );
     resumed.check(&o, a == b, "a resumed build equals an uninterrupted one");
 
-    // A journal from another configuration is not used.
+    // A journal from another configuration is not used, and starting over is said even
+    // under -q (a warning: the interrupted run's work is lost).
     let mut again = build("out", &["--resume"]);
     let child = spawn_quiet(&mut again);
     let start = Instant::now();
@@ -904,12 +905,13 @@ fn resume_after_sigkill_continues_and_equals_an_uninterrupted_build() {
         std::thread::sleep(Duration::from_millis(5));
     }
     kill(child);
-    let mut other = build("out", &["--resume", "--dtype", "f32"]);
+    let mut other = build("out", &["--resume", "--dtype", "f32", "-q"]);
     let o = other.expect_code(0);
     other.check(
         &o,
-        text(&o.stderr).contains("another configuration"),
-        "a journal from another configuration is not used",
+        text(&o.stderr).contains("another configuration")
+            && text(&o.stderr).contains("starting over"),
+        "a journal from another configuration is not used, said under -q",
     );
 }
 

@@ -392,29 +392,51 @@ fn a_fifo_named_wav_is_a_failure_of_its_own_and_the_build_finishes() {
     }
 }
 
+/// An interrupt while the splits are computed stops the build within two seconds, exit
+/// 130, nothing published. The signal is sent once the build says what it reads (the scan
+/// and the checks are done): a fixed delay landed in the scan on a loaded machine, whose
+/// length depends on the disk, not on melctl.
 #[test]
 fn an_interrupt_stops_the_build_within_two_seconds_with_exit_130() {
+    use std::io::BufRead;
     let dir = Dir::demo(150);
     for loader in ["preload", "stream"] {
         let mut cmd = dir.melctl();
         cmd.args(["build", "-i", "data", "-o", "out", "--threads", "1"])
-            .args(["--backend", "cpu", "--loader", loader]);
-        let child = cmd
+            .args(["--backend", "cpu"])
+            .args([
+                "--loader",
+                if loader == "stream" {
+                    "stream"
+                } else {
+                    "preload"
+                },
+            ]);
+        let mut child = cmd
             .command()
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(400));
+        let mut said = String::new();
+        // Read here, and kept open to the end: melctl's stderr must stay writable.
+        let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        while !said.contains("per clip") {
+            if stderr.read_line(&mut said).unwrap() == 0 {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
         // SAFETY: signalling our own child.
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
         let sent = Instant::now();
         let o = child.wait_with_output().unwrap();
         let took = sent.elapsed();
+        std::io::Read::read_to_string(&mut stderr, &mut said).unwrap();
         cmd.check(
             &o,
             o.status.code() == Some(130),
-            &format!("{loader}: exit 130"),
+            &format!("{loader}: exit 130 ({said})"),
         );
         assert!(
             took < Duration::from_secs(2),

@@ -597,3 +597,55 @@ fn the_merge_report_may_not_replace_an_input_of_the_sharded_build() {
     assert!(e.contains("an input of the sharded build"), "{e}");
     assert_eq!(std::fs::read(dir.join(&clip)).unwrap(), before);
 }
+
+/// Rows are sorted by their relative path as a string, where `leak-small/` comes before
+/// `leak/`; the merge compared paths component by component and refused every correct
+/// set of shards of such a tree, built again or not.
+#[test]
+fn classes_whose_names_prefix_each_other_merge_as_the_unsharded_build() {
+    let dir = Dir::demo(24);
+    for split in dir.names("data") {
+        let from = dir.join(format!("data/{split}/no_leak"));
+        if from.is_dir() {
+            std::fs::rename(&from, dir.join(format!("data/{split}/leak-small"))).unwrap();
+        }
+    }
+    dir.build("whole").args(["-q"]).expect_code(0);
+    for k in 0..2 {
+        build_shard(&dir, "out", k, 2, &["-q"]);
+    }
+    dir.melctl().args(["merge", "out", "-q"]).expect_code(0);
+    compare(&dir, "whole", "out").unwrap();
+}
+
+/// A shard whose part of a split was all unreadable files failed ("all of its files were
+/// left out"), so the merge could never run, while the whole build exits 0: a shard's
+/// part may be empty; the merge judges the whole split.
+#[test]
+fn a_shard_whose_part_is_all_unreadable_merges_as_the_unsharded_build() {
+    let dir = Dir::demo(24);
+    let class = dir.names("data/training")[0].clone();
+    let mut files: Vec<String> = dir
+        .names("data/training")
+        .iter()
+        .flat_map(|c| {
+            dir.names(format!("data/training/{c}"))
+                .into_iter()
+                .map(move |n| format!("{c}/{n}"))
+        })
+        .collect();
+    files.sort();
+    assert!(files[0].starts_with(&class));
+    // Shard 0 of 3 holds the first third of the sorted files: every one of them broken.
+    let third = files.len() / 3;
+    assert!(third > 0);
+    for f in &files[..third] {
+        dir.create(format!("data/training/{f}"), b"RIFF\x10\0\0\0WAVEjunk");
+    }
+    dir.build("whole").args(["-q"]).expect_code(0);
+    for k in 0..3 {
+        build_shard(&dir, "out", k, 3, &["-q"]);
+    }
+    dir.melctl().args(["merge", "out", "-q"]).expect_code(0);
+    compare(&dir, "whole", "out").unwrap();
+}

@@ -12,6 +12,7 @@ mod identity;
 mod options;
 mod preset;
 
+pub use crate::named::Named;
 pub use identity::Sameness;
 pub use options::*;
 pub use preset::Preset;

@@ -51,16 +51,6 @@ pub enum SinkKind {
     Npy,
 }
 
-impl SinkKind {
-    /// The name used in flags, TOML and reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            SinkKind::Hdf5 => "hdf5",
-            SinkKind::Npy => "npy",
-        }
-    }
-}
-
 /// Which implementation runs each stage, and how wide.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -180,18 +170,6 @@ pub enum BackendKind {
     Wgpu,
 }
 
-impl BackendKind {
-    /// The name used in flags, TOML and reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendKind::Auto => "auto",
-            BackendKind::Cpu => "cpu",
-            BackendKind::Cuda => "cuda",
-            BackendKind::Wgpu => "wgpu",
-        }
-    }
-}
-
 /// A GPU device: its index, or (wgpu) part of its adapter's name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -229,18 +207,6 @@ pub enum LoaderKind {
     Stream,
 }
 
-impl LoaderKind {
-    /// The name used in flags, TOML and reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            LoaderKind::Auto => "auto",
-            LoaderKind::Preload => "preload",
-            LoaderKind::Memmap => "memmap",
-            LoaderKind::Stream => "stream",
-        }
-    }
-}
-
 /// Options of the HDF5 sink.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -274,3 +240,70 @@ impl Hdf5Config {
         Ok(())
     }
 }
+
+crate::named::named!(
+    SinkKind,
+    "sink",
+    [
+        (
+            SinkKind::Hdf5,
+            "hdf5",
+            "OUT/{split}.h5 (h5py, candle via hdf5)"
+        ),
+        (
+            SinkKind::Npy,
+            "npy",
+            "OUT/{split}.npy.d/{mel.npy, label.npy, meta.json}: plain arrays numpy can memory-map"
+        ),
+    ]
+);
+
+crate::named::named!(
+    BackendKind,
+    "backend",
+    [
+        (
+            BackendKind::Auto,
+            "auto",
+            "CUDA if a device works, else a hardware wgpu adapter, else the CPU (says which and why)"
+        ),
+        (BackendKind::Cpu, "cpu", "rayon + realfft on all cores"),
+        (
+            BackendKind::Cuda,
+            "cuda",
+            "one fused kernel on an NVIDIA GPU"
+        ),
+        (
+            BackendKind::Wgpu,
+            "wgpu",
+            "one fused compute shader on any GPU with Vulkan, Metal or DX12"
+        ),
+    ]
+);
+
+crate::named::named!(
+    LoaderKind,
+    "loader",
+    [
+        (
+            LoaderKind::Auto,
+            "auto",
+            "a valid cache if there is one, else stream"
+        ),
+        (
+            LoaderKind::Preload,
+            "preload",
+            "decode a whole split into RAM first"
+        ),
+        (
+            LoaderKind::Memmap,
+            "memmap",
+            "decode once into a cache file; later runs map it and skip decoding"
+        ),
+        (
+            LoaderKind::Stream,
+            "stream",
+            "reader threads with bounded memory, overlapped with the mel computation"
+        ),
+    ]
+);

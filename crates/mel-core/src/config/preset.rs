@@ -1,11 +1,29 @@
 //! The built-in presets: complete configurations named on the command line.
 
+use crate::named::Named;
 use serde::{Deserialize, Serialize};
 
 use super::Config;
 use super::options::{Hdf5Config, OutputConfig, RunConfig};
 use crate::error::{Error, Result};
 use crate::spec::{AudioConfig, LogScale, MelConfig, MelSpec, SegmentConfig, StageSetting};
+
+crate::named::named!(
+    Preset,
+    "preset",
+    [
+        (
+            Preset::Leak4k,
+            "leak-4k",
+            "4096 Hz, 10 s clips, two-stage segmentation, 32 mels, f16"
+        ),
+        (
+            Preset::Speech16k,
+            "speech-16k",
+            "16 kHz, 1 s clips, n_fft 400, hop 160, 80 mels, one spectrogram per clip"
+        ),
+    ]
+);
 
 /// The built-in presets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,26 +37,16 @@ pub enum Preset {
 }
 
 impl Preset {
-    /// Every preset, in documentation order.
-    pub const ALL: [Preset; 2] = [Preset::Leak4k, Preset::Speech16k];
-
-    /// The preset's name as used on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Preset::Leak4k => "leak-4k",
-            Preset::Speech16k => "speech-16k",
-        }
-    }
-
-    /// Looks a preset up by name.
+    /// Looks a preset up by name ([`Named::parse_name`] as the typed error).
     pub fn from_name(name: &str) -> Result<Preset> {
-        Preset::ALL
-            .into_iter()
-            .find(|p| p.name() == name)
-            .ok_or_else(|| Error::UnknownPreset {
-                name: name.to_string(),
-                known: Preset::ALL.map(Preset::name).join(", "),
-            })
+        Preset::parse_name(name).map_err(|_| Error::UnknownPreset {
+            name: name.to_string(),
+            known: Preset::ALL
+                .iter()
+                .map(|p| p.name())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
     }
 
     /// The preset's spec (what determines the output values).

@@ -194,15 +194,28 @@ pub fn merge(
                 format!("split {name}: the shards hold {row} clips; their records say {clips}"),
             ));
         }
+        let skipped: Vec<String> = found
+            .iter()
+            .flat_map(|f| f.record.splits[name.as_str()].skipped.iter().cloned())
+            .collect();
+        // A split none of whose files made it is not published, as a build refuses it
+        // (each shard's part may be empty: judged here, on the whole split).
+        if clips == 0 && files > 0 {
+            return Err(Error::NothingLeft {
+                split: name,
+                files,
+                first: skipped
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| "none named".into()),
+            });
+        }
         let output = sink.finish(clips)?;
         report.splits.push(MergedSplit {
             split: name.clone(),
             files,
             clips,
-            skipped: found
-                .iter()
-                .flat_map(|f| f.record.splits[name.as_str()].skipped.iter().cloned())
-                .collect(),
+            skipped,
             output: output.final_path().to_path_buf(),
             output_bytes: output.bytes(),
         });
@@ -358,13 +371,15 @@ fn copy_rows(
 }
 
 /// Refuses a row of `output` whose path `next` does not come after the `last` merged
-/// row's: each split's files are sorted by path and cut into consecutive ranges, so the
-/// merged rows of a true set of shards strictly increase. A shard folder copied over
+/// row's: each split's files are sorted by their relative path as a string (the scan's
+/// and the manifest's order, compared the same way here: `leak-small/` before `leak/`)
+/// and cut into consecutive ranges, so the merged rows of a true set of shards strictly
+/// increase. A shard folder copied over
 /// another with its record edited (its own rows again, under another range) merged its
 /// clips twice and lost the other's.
 fn follows(output: &Path, last: &mut Option<String>, next: &str) -> Result<()> {
     if let Some(before) = last.as_deref()
-        && Path::new(next) <= Path::new(before)
+        && next <= before
     {
         return Err(bad(
             output,

@@ -64,6 +64,23 @@ pub enum OnError {
     Fail,
 }
 
+impl mel_core::config::Named for OnError {
+    const WHAT: &'static str = "way to handle a bad file";
+    const ALL: &'static [Self] = &[OnError::Skip, OnError::Fail];
+    fn name(self) -> &'static str {
+        match self {
+            OnError::Skip => "skip",
+            OnError::Fail => "fail",
+        }
+    }
+    fn about(self) -> &'static str {
+        match self {
+            OnError::Skip => "leave the file out, list it in the summary and the report",
+            OnError::Fail => "stop with a non-zero exit and the file's path; nothing is written",
+        }
+    }
+}
+
 /// Everything a build needs besides the dataset, resolved once.
 #[derive(Debug, Clone)]
 pub struct BuildSettings {
@@ -139,6 +156,9 @@ pub struct Build<'a> {
     dataset: &'a Dataset,
     settings: BuildSettings,
     plan: MelPlan,
+    /// Whether it builds whole splits (`false`: a shard's part of each, which may be left
+    /// with no clip while the split has some: the merge judges the whole split).
+    whole: bool,
 }
 
 impl<'a> Build<'a> {
@@ -161,6 +181,7 @@ impl<'a> Build<'a> {
             dataset,
             settings,
             plan,
+            whole: true,
         })
     }
 
@@ -170,7 +191,14 @@ impl<'a> Build<'a> {
             dataset,
             settings,
             plan,
+            whole: true,
         }
+    }
+
+    /// The same build of a shard's part of each split.
+    fn of_a_shard(mut self) -> Self {
+        self.whole = false;
+        self
     }
 
     /// The settings.
@@ -239,10 +267,17 @@ impl<'a> Build<'a> {
         cancel: &Arc<AtomicBool>,
         report: &mut BuildReport,
     ) -> Result<()> {
-        timed(report, |report| {
+        let created = std::fs::symlink_metadata(out).is_err();
+        let result = timed(report, |report| {
             let _lock = lock_folder(out)?;
             self.run_locked(out, observer, cancel, report)
-        })
+        });
+        // A build that made the output folder and published nothing leaves no empty
+        // folder behind (`remove_dir` takes only an empty one).
+        if result.is_err() && created {
+            let _ = std::fs::remove_dir(out);
+        }
+        result
     }
 }
 

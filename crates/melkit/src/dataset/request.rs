@@ -234,6 +234,9 @@ impl BuildRequest {
             return Ok(None);
         }
         if let Some(d) = &self.cache_dir {
+            if d.as_os_str().is_empty() {
+                return Err(mel_core::Error::config("run.cache_dir", "an empty path").into());
+            }
             return Ok(Some(d.clone()));
         }
         if !self.config.run.cache_dir.is_empty() {
@@ -316,11 +319,16 @@ impl PreparedBuild {
 
     /// The build of [`tree`](Self::tree).
     fn builder(&self) -> Build<'_> {
-        Build::prepared(
+        let build = Build::prepared(
             self.tree(),
             self.build.settings.clone(),
             self.build.plan.clone(),
-        )
+        );
+        if self.request.shard.is_some() {
+            build.of_a_shard()
+        } else {
+            build
+        }
     }
 
     /// The loader each split would get and why, without building any.

@@ -166,8 +166,9 @@ impl Build<'_> {
             }
             None => (r.output, r.rows),
         };
-        // A split none of whose files made it is not published over what is there.
-        if clips == 0 && !split.files.is_empty() {
+        // A split none of whose files made it is not published over what is there (a
+        // shard's part may be left empty: the merge judges the whole split).
+        if clips == 0 && !split.files.is_empty() && self.whole {
             return Err(Error::NothingLeft {
                 split: split.name.clone(),
                 files: split.files.len(),
@@ -222,7 +223,12 @@ impl Build<'_> {
         let rows = split.files.len();
         let j = Journal::open(run.out, name, fingerprint, &self.plan, rows)?;
         let state = resume::describe_journal(j.state());
-        observer.notice(&format!("{name}: resume: {state}"));
+        let line = format!("{name}: resume: {state}");
+        // Starting over loses the interrupted run's work: a warning, said under --quiet.
+        match j.state() {
+            mel_sinks::JournalState::Restarted => observer.warning(&line),
+            _ => observer.notice(&line),
+        }
         let published = final_path(config, run.out, name);
         if let Some(build) = j.committed_build() {
             // The journal's word is checked against what is at the final path: a later

@@ -480,7 +480,7 @@ pub fn build_shard(
         return Err(Error::ShardOfSomeSplits { shard });
     }
     let part = shard.part(dataset);
-    let build = Build::new(&part, settings)?;
+    let build = Build::new(&part, settings)?.of_a_shard();
     let tree = (dataset, None);
     run_shard(tree, &build, shard, out, observer, cancel, report)
 }
