@@ -94,6 +94,8 @@ pub struct CpuBackend {
     kernel: Kernel,
     isa: Isa,
     precision: Precision,
+    /// The run's interrupt flag: clips not yet started are skipped once it is raised.
+    cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl CpuBackend {
@@ -118,6 +120,7 @@ impl CpuBackend {
             kernel,
             isa,
             precision,
+            cancel: None,
         })
     }
 
@@ -140,11 +143,19 @@ impl CpuBackend {
         let t = &self.kernel.t;
         let (n, vpc) = (t.clip_samples, t.vpc);
         let k = &self.kernel;
+        // Clips not yet started are skipped once the run is interrupted (`compute` then
+        // says so): a batch on a loaded machine would otherwise hold the stop for seconds.
+        let go = || {
+            self.cancel
+                .as_ref()
+                .is_none_or(|c| !c.load(std::sync::atomic::Ordering::Relaxed))
+        };
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => out
                 .par_chunks_mut(vpc)
                 .zip(clips.par_chunks(n))
+                .filter(|_| go())
                 .for_each_init(
                     || Scratch::new(k, 8),
                     // SAFETY: `isa` is Avx2 only when the CPU has AVX2 and FMA (resolve).
@@ -154,6 +165,7 @@ impl CpuBackend {
             _ => out
                 .par_chunks_mut(vpc)
                 .zip(clips.par_chunks(n))
+                .filter(|_| go())
                 .for_each_init(
                     || Scratch::new(k, 8),
                     |sc, (dst, clip)| clip::clip_mel(Portable, PortableF64, k, sc, clip, dst),
@@ -260,6 +272,15 @@ impl MelBackend for CpuBackend {
             OutputSlice::F16(o) => self.run(clips, o),
             OutputSlice::Bf16(o) => self.run(clips, o),
         }
+        // Clips were skipped: the batch is not whole.
+        let cancelled = self.cancel.as_ref();
+        if cancelled.is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed)) {
+            return Err(mel_core::Error::Cancelled);
+        }
         Ok(())
+    }
+
+    fn watch_cancel(&mut self, cancel: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.cancel = Some(cancel);
     }
 }

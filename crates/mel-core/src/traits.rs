@@ -161,6 +161,12 @@ pub trait MelBackend: Send {
     /// `clips × values_per_clip` values of the plan's dtype, laid out `[clip][long][short][mel][frame]`.
     fn compute(&mut self, clips: &[f32], out: OutputSlice<'_>) -> Result<()>;
 
+    /// Gives the backend the run's interrupt flag: a backend whose batch takes long (the
+    /// CPU's, on a loaded machine) stops within it and returns
+    /// [`Error::Cancelled`](crate::Error::Cancelled) once the flag is raised. By default
+    /// ignored (a batch on a GPU is short).
+    fn watch_cancel(&mut self, _cancel: std::sync::Arc<std::sync::atomic::AtomicBool>) {}
+
     /// For a device backend, the time its device spent copying in, computing and copying
     /// out so far (measured on the device, e.g. with CUDA events); `None` when the backend
     /// does not measure it (the CPU backend has nothing to split).

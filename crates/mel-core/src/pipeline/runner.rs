@@ -115,6 +115,8 @@ pub fn run(
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<RunResult> {
     let started = Instant::now();
+    // An interrupt stops the backend inside a batch, not only between batches.
+    backend.watch_cancel(opts.cancel.clone());
     let depth = opts.queue_depth.max(1);
     let (load_tx, load_rx) = bounded::<Loaded>("load->mel", depth);
     let (mel_tx, mel_rx) = bounded::<Computed>("mel->write", depth);
