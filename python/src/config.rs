@@ -1,10 +1,11 @@
-//! The configuration `melctl.build` and `melctl.Extractor` use, layered as the CLI layers
-//! it: a preset, then a configuration (a TOML file or a dict of sections), then keyword
-//! overrides (`n_mels=64`, `dtype="f32"`, `run__threads=4`). Every layer goes through
-//! mel-core's TOML merge, so an unknown or mistyped key is refused by the same checks.
+//! The configuration `melctl.build` and `melctl.Extractor` use, resolved by the CLI's
+//! [`Layers`]: a preset, then a configuration (a TOML file or a dict of sections), then
+//! keyword overrides (`n_mels=64`, `dtype="f32"`, `run__threads=4`), where CLI flags are
+//! overrides too. Here only Python values become TOML.
 
 use std::path::PathBuf;
 
+use melkit::core::config::{Base, Layers, Overrides};
 use melkit::core::{Config, Preset};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -62,71 +63,6 @@ fn table(key: &str, d: &Bound<'_, PyDict>) -> PyResult<toml::Table> {
     Ok(t)
 }
 
-/// Where an override lands: `section__key` (`__` for each dot) as written, a bare key
-/// where exactly one section holds it (`n_mels` is `mel.n_mels`; `top_db` is `log.top_db`
-/// though it is unset by default), or a whole section given as a dict
-/// (`mel={"n_mels": 64}`). `keys` is [`Config::key_paths`]: every key there is.
-fn override_path(keys: &[String], key: &str) -> PyResult<Vec<String>> {
-    if key.contains("__") {
-        return Ok(key.split("__").map(str::to_string).collect());
-    }
-    let section = format!("{key}.");
-    if keys.iter().any(|p| p.starts_with(&section)) {
-        return Ok(vec![key.to_string()]);
-    }
-    let found: Vec<&String> = keys
-        .iter()
-        .filter(|p| p.rsplit_once('.').is_some_and(|(_, last)| last == key))
-        .collect();
-    match found.len() {
-        1 => Ok(found[0].split('.').map(str::to_string).collect()),
-        0 => Err(PyValueError::new_err(format!(
-            "{key}: no configuration key of that name (`melctl config` prints them all)"
-        ))),
-        _ => Err(PyValueError::new_err(format!(
-            "{key} is ambiguous: {} (write it as {})",
-            found
-                .iter()
-                .map(|p| p.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-            found
-                .iter()
-                .map(|p| p.replace('.', "__"))
-                .collect::<Vec<_>>()
-                .join(" or ")
-        ))),
-    }
-}
-
-/// Sets `value` at `path` in `overlay`, making the tables on the way.
-fn set_path(overlay: &mut toml::Table, path: &[String], value: toml::Value) -> PyResult<()> {
-    let (last, parents) = path.split_last().expect("a path has a key");
-    let mut t = overlay;
-    for p in parents {
-        let entry = t
-            .entry(p.clone())
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        t = entry.as_table_mut().ok_or_else(|| {
-            PyValueError::new_err(format!("{}: {p} is not a section", path.join(".")))
-        })?;
-    }
-    match (t.get_mut(last), value) {
-        (Some(toml::Value::Table(a)), toml::Value::Table(b)) => a.extend(b),
-        (_, v) => {
-            t.insert(last.clone(), v);
-        }
-    }
-    Ok(())
-}
-
-/// Merges a TOML table onto `base` with mel-core's layering and checks.
-fn merge(base: &Config, overlay: toml::Table, source: &str) -> PyResult<Config> {
-    let text =
-        toml::to_string(&overlay).map_err(|e| PyValueError::new_err(format!("{source}: {e}")))?;
-    Config::merge_toml(base, &text, Some(source)).map_err(to_py)
-}
-
 /// The configuration: `preset`, then `config` (a path to a TOML file, or a dict of
 /// sections), then `backend` (unless None), then `overrides`.
 pub fn resolve(
@@ -135,44 +71,32 @@ pub fn resolve(
     backend: Option<&str>,
     overrides: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Config> {
-    let mut c = Preset::from_name(preset).map_err(to_py)?.config();
-    if let Some(cfg) = config {
-        if let Ok(d) = cfg.cast::<PyDict>() {
-            c = merge(&c, table("", d)?, "config")?;
-        } else {
-            let path: PathBuf = cfg.extract().map_err(|_| {
+    let base = match config {
+        None => None,
+        Some(cfg) => match cfg.cast::<PyDict>() {
+            Ok(d) => Some(Base::Table {
+                table: table("", d)?,
+                source: "config".into(),
+            }),
+            Err(_) => Some(Base::File(cfg.extract::<PathBuf>().map_err(|_| {
                 PyTypeError::new_err("config must be a path to a TOML file or a dict of sections")
-            })?;
-            c = Config::merge_file(&c, &path).map_err(to_py)?;
-        }
-    }
-    let all = Config::key_paths();
-    let mut overlay = toml::Table::new();
+            })?)),
+        },
+    };
+    let mut words = Overrides::default();
     if let Some(b) = backend {
-        set_path(
-            &mut overlay,
-            &["run".into(), "backend".into()],
-            toml::Value::String(b.to_string()),
-        )?;
+        words
+            .set("run.backend", "backend", toml::Value::String(b.to_string()))
+            .map_err(to_py)?;
     }
-    if let Some(o) = overrides {
-        // Two keywords that name one key (`n_mels` and `mel__n_mels`) are refused: one
-        // would silently win.
-        let mut named: std::collections::HashMap<Vec<String>, String> = Default::default();
-        for (k, v) in o.iter() {
-            let key: String = k.extract()?;
-            let path = override_path(&all, &key)?;
-            if let Some(first) = named.insert(path.clone(), key.clone()) {
-                return Err(PyValueError::new_err(format!(
-                    "{first} and {key} both set {}: give it once",
-                    path.join(".")
-                )));
-            }
-            set_path(&mut overlay, &path, to_toml(&key, &v)?)?;
-        }
+    for (k, v) in overrides.into_iter().flat_map(|o| o.iter()) {
+        let key: String = k.extract()?;
+        words.set(&key, &key, to_toml(&key, &v)?).map_err(to_py)?;
     }
-    if !overlay.is_empty() {
-        c = merge(&c, overlay, "keyword arguments")?;
-    }
-    Ok(c)
+    let layers = Layers {
+        preset: Preset::from_name(preset).map_err(to_py)?,
+        base,
+        overrides: words,
+    };
+    layers.resolve().map_err(to_py)
 }

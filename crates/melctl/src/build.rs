@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
 use melkit::core::Config;
+use melkit::core::config::Overrides;
 pub use melkit::dataset::BuildReport;
 use melkit::dataset::{
     BuildRequest, Error, Host, Labels, Observer, PreparedBuild, Shard, ShardOutcome, Source,
@@ -84,13 +85,13 @@ pub fn announce(args: &BuildArgs, prepared: &PreparedBuild, shard_from: &str) {
 
 /// `--dry-run`: what would be built, how, and where; the backend is started to be sure
 /// it works (a CUDA device, a wgpu adapter), as the build would.
-pub fn dry_run(prepared: &PreparedBuild) -> Result<u8> {
+pub fn dry_run(prepared: &PreparedBuild, flags: &Overrides) -> Result<u8> {
     let (config, plan) = (&prepared.settings().config, prepared.plan());
     let chosen = melkit::backend::choose_described(plan, config)?;
     for line in &chosen.warnings {
         errln!("{line}");
     }
-    let loaders = prepared.loader_choices().map_err(in_words)?;
+    let loaders = prepared.loader_choices().map_err(|e| in_words(e, flags))?;
     out!(
         "{}",
         dryrun::text(
@@ -347,8 +348,9 @@ fn say_interrupted() {
     }
 }
 
-/// A build error in the CLI's words: what was refused, and the flag or command to use.
-pub fn in_words(e: Error) -> anyhow::Error {
+/// A build error in the CLI's words: what was refused, and the flag (of those in `flags`)
+/// or command to use.
+pub fn in_words(e: Error, flags: &Overrides) -> anyhow::Error {
     match e {
         Error::Stopped { split, cause } => anyhow::anyhow!(
             "{cause} (split {split}; --on-error fail stops at the first bad file and writes nothing)"
@@ -388,7 +390,7 @@ pub fn in_words(e: Error) -> anyhow::Error {
             "--split {built} would leave {} beside it, {reason}; rebuild every split (no --split), or build with the same classes and settings",
             path.display()
         ),
-        Error::Core(e) => crate::settings::in_flag_words(e),
+        Error::Core(e) => flags.in_words(e).into(),
         e => e.into(),
     }
 }

@@ -153,14 +153,14 @@ fn run(cli: Cli, interrupted: &Arc<AtomicBool>) -> Result<u8> {
             Ok(0)
         }
         Command::Config(args) => {
-            let config = settings::resolve(&args.flags)?;
-            MelPlan::from_config(&config).map_err(settings::in_flag_words)?;
+            let (config, flags) = settings::resolve(&args.flags)?;
+            MelPlan::from_config(&config).map_err(|e| flags.in_words(e))?;
             out!("{}", settings::annotated_toml(&config));
             Ok(0)
         }
         Command::Demo(args) => {
             let data = args.dir.join("data");
-            let config = settings::resolve(&args.flags)?;
+            let (config, _) = settings::resolve(&args.flags)?;
             let (rate, clip) = (config.audio.sample_rate, config.audio.clip_samples());
             if !args.verbosity.quiet {
                 errln!(
@@ -211,11 +211,11 @@ pub(crate) const EXIT_SKIPPED: u8 = 3;
 fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
     // From the start: a Ctrl-C while a large tree is scanned stops the build too.
     build::stop_on_ctrl_c(cancel);
-    let config = settings::resolve(&args.flags)?;
+    let (config, flags) = settings::resolve(&args.flags)?;
     start_workers(config.run.threads)?;
     let sharded = shard::choose(args, &|name| std::env::var(name).ok())?;
     let request = build::request(args, config, sharded.as_ref().map(|c| c.shard))?;
-    let prepared = request.prepare().map_err(build::in_words)?;
+    let prepared = request.prepare().map_err(|e| build::in_words(e, &flags))?;
     let shard_from = sharded.as_ref().map_or("", |c| c.source.as_str());
     build::announce(args, &prepared, shard_from);
     if cancel.load(Ordering::SeqCst) {
@@ -223,7 +223,7 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         anyhow::bail!("interrupted before any work: no output was changed");
     }
     if args.dry_run {
-        return build::dry_run(&prepared);
+        return build::dry_run(&prepared, &flags);
     }
     let progress = if args.verbosity.quiet {
         progress::Progress::hidden()
@@ -240,7 +240,7 @@ fn run_build(args: &BuildArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
             cancel,
             &mut report,
         )
-        .map_err(build::in_words);
+        .map_err(|e| build::in_words(e, &flags));
     build::say_if_interrupted(cancel);
     build::finish(args, &prepared, &report, built, cancel)
 }

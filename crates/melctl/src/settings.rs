@@ -1,75 +1,39 @@
-//! Resolving the configuration: preset, then the TOML file, then flags.
+//! Resolving the configuration: preset, then the TOML file, then flags, as one set of
+//! [`Layers`] (the layering Python's keywords go through too).
 
 use anyhow::Result;
 use melkit::core::Config;
+use melkit::core::config::{Base, Layers, Overrides};
 
 use crate::cli::ConfigFlags;
 
-/// The configuration the flags describe (not yet validated: see `MelPlan::new`).
-pub fn resolve(flags: &ConfigFlags) -> Result<Config> {
-    let mut config = flags.preset.config();
-    if let Some(path) = &flags.config {
-        // Bounded by the bytes read and never blocking: a FIFO or /dev/zero is refused.
-        config = Config::merge_file(&config, path)?;
-    }
-    let (run, output) = (&mut config.run, &mut config.output);
-    set(&mut output.dtype, flags.dtype);
-    set(&mut config.mel.precision, flags.precision);
-    set(&mut run.backend, flags.backend);
-    set(&mut run.loader, flags.loader);
-    set(&mut run.threads, flags.threads);
-    set(&mut run.batch_clips, flags.batch);
-    set(&mut output.sink, flags.sink);
-    set(&mut run.queue_depth, flags.queue_depth);
-    set(&mut run.stream.readers, flags.readers);
-    if let Some(d) = &flags.device {
-        run.device = Some(d.clone());
-    }
-    if let Some(d) = &flags.cache_dir {
-        run.cache_dir = d.display().to_string();
-    }
-    Ok(config)
+/// The configuration the flags describe (not yet validated: see `MelPlan::new`), and the
+/// overrides the flags made (to say errors in their words: [`Overrides::in_words`]).
+pub fn resolve(flags: &ConfigFlags) -> Result<(Config, Overrides)> {
+    let layers = layers(flags)?;
+    Ok((layers.resolve()?, layers.overrides))
 }
 
-/// A flag given overrides the file's or the preset's value.
-fn set<T>(field: &mut T, flag: Option<T>) {
-    if let Some(v) = flag {
-        *field = v;
-    }
-}
-
-/// The configuration fields the flags set, and each flag.
-const FLAGS: [(&str, &str); 11] = [
-    ("output.dtype", "--dtype"),
-    ("mel.precision", "--precision"),
-    ("run.backend", "--backend"),
-    ("run.loader", "--loader"),
-    ("run.threads", "--threads"),
-    ("run.batch_clips", "--batch"),
-    ("output.sink", "--sink"),
-    ("run.queue_depth", "--queue-depth"),
-    ("run.stream.readers", "--readers"),
-    ("run.device", "--device"),
-    ("run.cache_dir", "--cache-dir"),
-];
-
-/// The flag that sets configuration field `field`, if one does.
-pub fn flag_for(field: &str) -> Option<&'static str> {
-    FLAGS
-        .iter()
-        .find(|(f, _)| *f == field)
-        .map(|(_, flag)| *flag)
-}
-
-/// `e` in the CLI's words: a configuration error names the flag that sets its field.
-pub fn in_flag_words(e: melkit::core::Error) -> anyhow::Error {
-    match e {
-        melkit::core::Error::Config { field, message } => match flag_for(&field) {
-            Some(flag) => melkit::core::Error::config(format!("{field} ({flag})"), message).into(),
-            None => melkit::core::Error::Config { field, message }.into(),
-        },
-        e => e.into(),
-    }
+/// The flags as layers: `--preset`, `--config`, then one override per flag given.
+fn layers(f: &ConfigFlags) -> melkit::core::Result<Layers> {
+    let mut o = Overrides::default();
+    o.set_some("output.dtype", "--dtype", f.dtype.as_ref())?;
+    o.set_some("mel.precision", "--precision", f.precision.as_ref())?;
+    o.set_some("run.backend", "--backend", f.backend.as_ref())?;
+    o.set_some("run.loader", "--loader", f.loader.as_ref())?;
+    o.set_some("run.threads", "--threads", f.threads.as_ref())?;
+    o.set_some("run.batch_clips", "--batch", f.batch.as_ref())?;
+    o.set_some("output.sink", "--sink", f.sink.as_ref())?;
+    o.set_some("run.queue_depth", "--queue-depth", f.queue_depth.as_ref())?;
+    o.set_some("run.stream.readers", "--readers", f.readers.as_ref())?;
+    o.set_some("run.device", "--device", f.device.as_ref())?;
+    let cache_dir = f.cache_dir.as_ref().map(|d| d.display().to_string());
+    o.set_some("run.cache_dir", "--cache-dir", cache_dir.as_ref())?;
+    Ok(Layers {
+        preset: f.preset,
+        base: f.config.clone().map(Base::File),
+        overrides: o,
+    })
 }
 
 /// The configuration as TOML, each value torchaudio's defaults derive (`win_length` =

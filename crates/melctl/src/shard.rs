@@ -147,7 +147,7 @@ pub fn run_merge(args: &MergeArgs, cancel: &Arc<AtomicBool>) -> Result<u8> {
         cancel,
     );
     crate::build::say_if_interrupted(cancel);
-    let merged = merged.map_err(crate::build::in_words)?;
+    let merged = merged.map_err(|e| crate::build::in_words(e, &Default::default()))?;
     let skipped = merged.left_out();
     for i in merged.ignored.iter().filter(|i| i.audio > 0) {
         errln!("skipped {}: {}", i.path.display(), i.reason);

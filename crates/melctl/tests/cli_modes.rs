@@ -153,6 +153,29 @@ fn device_with_the_cpu_backend_is_refused_before_any_work() {
 }
 
 #[test]
+fn a_value_refused_names_the_flag_that_gave_it_and_a_files_value_the_key() {
+    let dir = Dir::new();
+    let stderr = dir
+        .melctl()
+        .args(["config", "--threads", "100000"])
+        .stderr_of_failure();
+    assert!(stderr.contains("run.threads (--threads)"), "{stderr}");
+    dir.create("c.toml", "[run]\nthreads = 100000\n");
+    let stderr = dir
+        .melctl()
+        .args(["config", "--config", "c.toml"])
+        .stderr_of_failure();
+    assert!(stderr.contains("run.threads"), "{stderr}");
+    assert!(!stderr.contains("--threads"), "{stderr}");
+    // The flag overrides the file, so the file's value never counts.
+    let config = dir
+        .melctl()
+        .args(["config", "--config", "c.toml", "--threads", "3"])
+        .stdout();
+    assert!(config.contains("threads = 3"), "{config}");
+}
+
+#[test]
 fn inspect_json_and_show_describe_and_draw_an_output() {
     let dir = Dir::new();
     dir.melctl()

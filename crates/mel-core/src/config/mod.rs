@@ -9,11 +9,13 @@
 //! [run options](options) (how the build runs), with TOML layering and the [presets](preset).
 
 mod identity;
+mod layers;
 mod options;
 mod preset;
 
 pub use crate::named::Named;
 pub use identity::Sameness;
+pub use layers::{Base, Layers, Overrides};
 pub use options::*;
 pub use preset::Preset;
 
@@ -85,11 +87,7 @@ impl Config {
         };
         let overlay: toml::Table =
             toml::from_str(text).map_err(|e| parse_err(toml_error(&e, text)))?;
-        let mut merged = toml::Table::try_from(base).map_err(|e| parse_err(e.to_string()))?;
-        merge_tables(&mut merged, overlay);
-        toml::Value::Table(merged)
-            .try_into()
-            .map_err(|e: toml::de::Error| parse_err(crate::error::one_line(&e.to_string())))
+        merge_table(base, overlay, source_name)
     }
 
     /// Reads the TOML file at `path` (at most [`MAX_CONFIG_BYTES`], never blocking: a
@@ -140,6 +138,20 @@ impl Config {
         resolved.mel = self.spec().resolved().mel;
         serde_json::to_string(&resolved).expect("a Config always serialises to JSON")
     }
+}
+
+/// Merges a table onto `base` (keys absent from it keep `base`'s values) and checks the
+/// result as a whole configuration; errors name `source_name`.
+fn merge_table(base: &Config, overlay: toml::Table, source_name: Option<&str>) -> Result<Config> {
+    let parse_err = |message: String| Error::ConfigParse {
+        source_name: source_name.map(str::to_string),
+        message,
+    };
+    let mut merged = toml::Table::try_from(base).map_err(|e| parse_err(e.to_string()))?;
+    merge_tables(&mut merged, overlay);
+    toml::Value::Table(merged)
+        .try_into()
+        .map_err(|e: toml::de::Error| parse_err(crate::error::one_line(&e.to_string())))
 }
 
 /// A TOML error in one line: its message and, where it has one in `text`, the line and

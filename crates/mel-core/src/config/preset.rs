@@ -26,9 +26,11 @@ crate::named::named!(
 );
 
 /// The built-in presets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Preset {
-    /// 4096 Hz vibration clips of 10 s, two-stage segmentation, 32 mels (WORKLOAD.md).
+    /// 4096 Hz vibration clips of 10 s, two-stage segmentation, 32 mels (WORKLOAD.md); the
+    /// default.
+    #[default]
     #[serde(rename = "leak-4k")]
     Leak4k,
     /// 16 kHz speech, 1 s clips, n_fft 400, hop 160, 80 mels, no segmentation.
