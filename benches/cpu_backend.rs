@@ -5,7 +5,7 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use mel_core::{Config, Dtype, MelBackend, MelPlan, OutputBuf};
-use mel_cpu::{CpuBackend, CpuOptions, Isa, Precision, Transform};
+use mel_cpu::{CpuBackend, CpuOptions, FloatWidth, Isa, Transform};
 
 fn bench(c: &mut Criterion) {
     let clips = 64;
@@ -21,7 +21,7 @@ fn bench(c: &mut Criterion) {
         (
             "-f32-transform",
             CpuOptions {
-                precision: Some(Precision::F32),
+                precision: Some(FloatWidth::F32),
                 ..CpuOptions::default()
             },
         ),

@@ -3,7 +3,7 @@
 //! runs with the CPU's best instruction set (the default) and with the portable kernels.
 
 use mel_core::{Config, Dtype, MelBackend, MelPlan, OutputBuf};
-use mel_cpu::{CpuBackend, CpuOptions, Isa, Precision, Transform};
+use mel_cpu::{CpuBackend, CpuOptions, FloatWidth, Isa, Transform};
 use mel_tests::extra::{check_fft_sizes, check_odd_configs};
 use mel_tests::{DTYPES, compare, goldens, run_fast_suite, run_suite};
 
@@ -56,9 +56,9 @@ fn fast_precision_is_within_torchaudios_own_f32_error_on_every_golden() {
             )
             .unwrap();
             let want = if plan.n_fft().is_power_of_two() {
-                Precision::F32
+                FloatWidth::F32
             } else {
-                Precision::F64
+                FloatWidth::F64
             };
             assert_eq!(cpu.precision(), want, "n_fft {}", plan.n_fft());
             Some(b)
@@ -86,7 +86,7 @@ fn the_f32_transform_stays_within_its_documented_error() {
                 let options = CpuOptions {
                     isa,
                     transform,
-                    precision: Some(Precision::F32),
+                    precision: Some(FloatWidth::F32),
                 };
                 let mut b = CpuBackend::with_options(plan.clone(), options).unwrap();
                 let mut out = OutputBuf::zeros(Dtype::F32, g.clips * plan.values_per_clip());
@@ -159,13 +159,13 @@ fn results_do_not_depend_on_thread_count_or_batch_split() {
     config.output.dtype = Dtype::F32;
     let plan = MelPlan::from_config(&config).unwrap();
     for isa in isas() {
-        for precision in [Precision::F64, Precision::F32] {
+        for precision in [FloatWidth::F64, FloatWidth::F32] {
             same_for_any_split(&plan, &g.input, isa, precision);
         }
     }
 }
 
-fn same_for_any_split(plan: &MelPlan, input: &[f32], isa: Isa, precision: Precision) {
+fn same_for_any_split(plan: &MelPlan, input: &[f32], isa: Isa, precision: FloatWidth) {
     let options = CpuOptions {
         isa,
         precision: Some(precision),

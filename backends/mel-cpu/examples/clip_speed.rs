@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use mel_core::{Config, Dtype, MelBackend, MelPlan, OutputBuf};
-use mel_cpu::{CpuBackend, CpuOptions, Isa, Precision, Transform};
+use mel_cpu::{CpuBackend, CpuOptions, FloatWidth, Isa, Transform};
 
 fn clips(n: usize) -> Vec<f32> {
     let len = 40_960;
@@ -38,7 +38,7 @@ fn main() {
         if !isa.is_available() {
             continue;
         }
-        for precision in [Precision::F64, Precision::F32] {
+        for precision in [FloatWidth::F64, FloatWidth::F32] {
             for transform in [Transform::Auto, Transform::RealFft] {
                 let o = CpuOptions {
                     isa,

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use mel_core::{Config, MelPlan, Preset};
 use mel_cpu::transforms::Transforms;
-use mel_cpu::{CpuOptions, Isa, Precision, Transform};
+use mel_cpu::{CpuOptions, FloatWidth, Isa, Transform};
 use realfft::RealFftPlanner;
 
 fn plan(n: usize) -> MelPlan {
@@ -73,37 +73,37 @@ fn main() {
         (
             "realfft f64 (per frame)",
             Isa::Portable,
-            Precision::F64,
+            FloatWidth::F64,
             Transform::RealFft,
         ),
         (
             "realfft f32 + DC remedy",
             Isa::Portable,
-            Precision::F32,
+            FloatWidth::F32,
             Transform::RealFft,
         ),
         (
             "batched f64, avx2 (4 lanes)",
             Isa::Avx2,
-            Precision::F64,
+            FloatWidth::F64,
             Transform::Auto,
         ),
         (
             "batched f64, portable",
             Isa::Portable,
-            Precision::F64,
+            FloatWidth::F64,
             Transform::Auto,
         ),
         (
             "batched f32, avx2 (8 lanes)",
             Isa::Avx2,
-            Precision::F32,
+            FloatWidth::F32,
             Transform::Auto,
         ),
         (
             "batched f32, portable",
             Isa::Portable,
-            Precision::F32,
+            FloatWidth::F32,
             Transform::Auto,
         ),
     ];

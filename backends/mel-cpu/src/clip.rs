@@ -1,7 +1,7 @@
 //! One clip, start to end: frames in groups of `LANES`, transform, filterbank, log,
 //! output. Generic over the instruction set; `lib.rs` instantiates it per ISA.
 
-use crate::Precision;
+use crate::FloatWidth;
 use crate::fft::batched::{self, BatchFft};
 use crate::fft::single::{SingleFft, SingleScratch};
 use crate::frames::{Chunking, Group, group, prepare_chunk};
@@ -34,7 +34,7 @@ pub(crate) struct Kernel {
 impl Kernel {
     /// The kernel for `t` in `precision`, batched when `batched` is asked for and the
     /// size allows it.
-    pub fn new(t: Tables, precision: Precision, batched: bool) -> Kernel {
+    pub fn new(t: Tables, precision: FloatWidth, batched: bool) -> Kernel {
         let magnitude = t.power == 1;
         let dc = Some((&t.dc_re[..], &t.dc_im[..]));
         let scaled = |scale: f32| -> Vec<Span> {
@@ -48,20 +48,20 @@ impl Kernel {
         };
         let batched = batched && batched::supports(t.n_fft);
         let transform = match (precision, batched) {
-            (Precision::F64, true) => {
+            (FloatWidth::F64, true) => {
                 let fft = BatchFft::new(&t.window, None, magnitude);
                 let filters = scaled(fft.weight_scale());
                 Transform::Batched64(fft, filters)
             }
-            (Precision::F32, true) => {
+            (FloatWidth::F32, true) => {
                 let fft = BatchFft::new(&t.window, dc, magnitude);
                 let filters = scaled(fft.weight_scale());
                 Transform::Batched32(fft, filters)
             }
-            (Precision::F64, false) => {
+            (FloatWidth::F64, false) => {
                 Transform::Single64(SingleFft::new(&t.window, None, magnitude))
             }
-            (Precision::F32, false) => {
+            (FloatWidth::F32, false) => {
                 Transform::Single32(SingleFft::new(&t.window, dc, magnitude))
             }
         };

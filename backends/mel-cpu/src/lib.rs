@@ -37,7 +37,7 @@ pub enum Transform {
 /// The precision the transform (window, FFT, power) runs in; the filterbank, log and
 /// output are f32 either way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Precision {
+pub enum FloatWidth {
     /// f64: within 1e-5 dB of the f64 reference on every golden (the default).
     #[default]
     F64,
@@ -49,7 +49,7 @@ pub enum Precision {
     F32,
 }
 
-impl Precision {
+impl FloatWidth {
     /// The transform precision the spec's `precision` asks for at `n_fft` with
     /// `transform`: `fast` is the f32 transform where the batched FFT runs (asked for
     /// and covering the size), f64 elsewhere (realfft's f32 misses torchaudio's bound).
@@ -57,11 +57,11 @@ impl Precision {
         spec: mel_core::spec::Precision,
         n_fft: usize,
         transform: Transform,
-    ) -> Precision {
+    ) -> FloatWidth {
         let batched = transform == Transform::Auto && fft::batched::supports(n_fft);
         match spec {
-            mel_core::spec::Precision::Fast if batched => Precision::F32,
-            _ => Precision::F64,
+            mel_core::spec::Precision::Fast if batched => FloatWidth::F32,
+            _ => FloatWidth::F64,
         }
     }
 }
@@ -74,16 +74,16 @@ pub struct CpuOptions {
     /// The transform (default: batched where possible).
     pub transform: Transform,
     /// The transform's precision; `None` (the default) follows the plan's spec
-    /// ([`Precision::for_spec`]).
-    pub precision: Option<Precision>,
+    /// ([`FloatWidth::for_spec`]).
+    pub precision: Option<FloatWidth>,
 }
 
 impl CpuOptions {
     /// The transform precision these options give for `plan`: the one asked for, else
-    /// what the plan's spec asks for ([`Precision::for_spec`]).
-    pub fn precision_for(&self, plan: &MelPlan) -> Precision {
+    /// what the plan's spec asks for ([`FloatWidth::for_spec`]).
+    pub fn precision_for(&self, plan: &MelPlan) -> FloatWidth {
         self.precision.unwrap_or_else(|| {
-            Precision::for_spec(plan.spec().mel.precision, plan.n_fft(), self.transform)
+            FloatWidth::for_spec(plan.spec().mel.precision, plan.n_fft(), self.transform)
         })
     }
 }
@@ -93,7 +93,7 @@ pub struct CpuBackend {
     plan: MelPlan,
     kernel: Kernel,
     isa: Isa,
-    precision: Precision,
+    precision: FloatWidth,
     /// The run's interrupt flag: clips not yet started are skipped once it is raised.
     cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
@@ -125,7 +125,7 @@ impl CpuBackend {
     }
 
     /// The precision the transform runs in.
-    pub fn precision(&self) -> Precision {
+    pub fn precision(&self) -> FloatWidth {
         self.precision
     }
 

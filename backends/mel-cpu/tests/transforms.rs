@@ -4,7 +4,7 @@
 
 use mel_core::{Config, MelPlan, Preset};
 use mel_cpu::transforms::Transforms;
-use mel_cpu::{CpuOptions, Isa, Precision, Transform};
+use mel_cpu::{CpuOptions, FloatWidth, Isa, Transform};
 
 fn plan(n: usize) -> MelPlan {
     let mut c: Config = Preset::Speech16k.config();
@@ -91,7 +91,7 @@ fn isas() -> Vec<Isa> {
 #[test]
 fn batched_transform_matches_a_direct_dft_for_every_size_isa_and_precision() {
     for isa in isas() {
-        for precision in [Precision::F64, Precision::F32] {
+        for precision in [FloatWidth::F64, FloatWidth::F32] {
             for bits in 2..=11 {
                 let n = 1 << bits;
                 let o = CpuOptions {
@@ -103,7 +103,7 @@ fn batched_transform_matches_a_direct_dft_for_every_size_isa_and_precision() {
                 assert!(t.batched(), "{n} should be batched");
                 let worst = worst_relative_error(n, o).unwrap();
                 // f64: the power's rounding to f32; f32: a few f32 roundings of the frame.
-                let bound = if precision == Precision::F64 {
+                let bound = if precision == FloatWidth::F64 {
                     1e-7
                 } else {
                     5e-7
@@ -117,7 +117,7 @@ fn batched_transform_matches_a_direct_dft_for_every_size_isa_and_precision() {
 
 #[test]
 fn realfft_path_matches_a_direct_dft_for_400_and_512() {
-    for precision in [Precision::F64, Precision::F32] {
+    for precision in [FloatWidth::F64, FloatWidth::F32] {
         for n in [400, 512] {
             let o = CpuOptions {
                 isa: Isa::Portable,
@@ -125,7 +125,7 @@ fn realfft_path_matches_a_direct_dft_for_400_and_512() {
                 transform: Transform::RealFft,
             };
             let worst = worst_relative_error(n, o).unwrap();
-            let bound = if precision == Precision::F64 {
+            let bound = if precision == FloatWidth::F64 {
                 1e-7
             } else {
                 5e-7

@@ -29,6 +29,6 @@ pub use error::{Error, FailureKind, Result};
 pub use plan::MelPlan;
 pub use spec::{Dtype, LogScale, MelSpec};
 pub use traits::{
-    ClipBatch, ClipFailure, ClipMeta, DeviceTimes, Finished, Loader, LoaderStats, MelBackend,
-    Provenance, SampleBlock, SampleStore, Sink, SinkSpec, SourceInfo,
+    AdjustmentCounts, AudioLoader, ClipBatch, ClipFailure, ClipMeta, DeviceTimes, Finished,
+    LoaderStats, MelBackend, SampleBlock, SampleStore, Sink, SinkSpec, SourceInfo,
 };

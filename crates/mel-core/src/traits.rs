@@ -118,7 +118,7 @@ pub struct ClipBatch {
 }
 
 /// How audio reaches memory: yields batches of fixed-length clips.
-pub trait Loader: Send {
+pub trait AudioLoader: Send {
     /// The loader's name, for reports.
     fn name(&self) -> &str;
 
@@ -272,7 +272,7 @@ pub trait Sink: Send {
 
 /// How many of an output's clips were resampled, downmixed, padded or trimmed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Provenance {
+pub struct AdjustmentCounts {
     /// Clips whose file was at another sample rate.
     pub resampled: usize,
     /// Clips whose file had several channels.
@@ -283,14 +283,14 @@ pub struct Provenance {
     pub trimmed: usize,
 }
 
-impl Provenance {
+impl AdjustmentCounts {
     /// The counts over `sources`, for clips of `clip_samples` samples at `rate` Hz.
     pub fn of<'a>(
         sources: impl IntoIterator<Item = &'a SourceInfo>,
         rate: u32,
         clip_samples: usize,
     ) -> Self {
-        let mut p = Provenance::default();
+        let mut p = AdjustmentCounts::default();
         for s in sources {
             p.resampled += usize::from(s.resampled(rate));
             p.downmixed += usize::from(s.downmixed());
@@ -309,7 +309,7 @@ pub struct Finished {
     final_path: PathBuf,
     durable: bool,
     bytes: u64,
-    provenance: Provenance,
+    provenance: AdjustmentCounts,
 }
 
 impl Finished {
@@ -320,18 +320,18 @@ impl Finished {
             staged: Some(staged),
             durable,
             bytes,
-            provenance: Provenance::default(),
+            provenance: AdjustmentCounts::default(),
         }
     }
 
     /// The same output, with the counts of its clips' treatment.
-    pub fn with_provenance(mut self, provenance: Provenance) -> Self {
+    pub fn with_provenance(mut self, provenance: AdjustmentCounts) -> Self {
         self.provenance = provenance;
         self
     }
 
     /// How many of its clips were resampled, downmixed, padded or trimmed.
-    pub fn provenance(&self) -> Provenance {
+    pub fn provenance(&self) -> AdjustmentCounts {
         self.provenance
     }
 
@@ -342,7 +342,7 @@ impl Finished {
             final_path: path,
             durable: false,
             bytes,
-            provenance: Provenance::default(),
+            provenance: AdjustmentCounts::default(),
         }
     }
 

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use mel_core::pipeline::{CheckPool, OutputPool, RunOptions, run};
 use mel_core::{
-    ClipBatch, ClipFailure, ClipMeta, Config, Error, Finished, Loader, MelBackend, MelPlan,
+    AudioLoader, ClipBatch, ClipFailure, ClipMeta, Config, Error, Finished, MelBackend, MelPlan,
     OutputBuf, OutputSlice, Result, SampleBlock, Sink, SourceInfo,
 };
 
@@ -23,7 +23,7 @@ struct FakeLoader {
     poison: Vec<(usize, f32)>,
 }
 
-impl Loader for FakeLoader {
+impl AudioLoader for FakeLoader {
     fn name(&self) -> &str {
         "fake"
     }

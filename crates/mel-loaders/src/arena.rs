@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use mel_core::{
-    ClipBatch, ClipFailure, Loader, LoaderStats, Result, SampleBlock, SampleStore, SourceInfo,
+    AudioLoader, ClipBatch, ClipFailure, LoaderStats, Result, SampleBlock, SampleStore, SourceInfo,
 };
 
 /// What the loader found in the cache folder.
@@ -67,7 +67,7 @@ impl ArenaLoader {
     }
 }
 
-impl Loader for ArenaLoader {
+impl AudioLoader for ArenaLoader {
     fn name(&self) -> &str {
         self.name
     }

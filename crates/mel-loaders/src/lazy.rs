@@ -1,22 +1,22 @@
 //! A loader built on its first `next_batch` call, so that up-front work (a preload's
 //! decoding, a cache build or check) runs, and is measured, inside the pipeline's load stage.
 
-use mel_core::{ClipBatch, ClipFailure, Loader, LoaderStats, Result};
+use mel_core::{AudioLoader, ClipBatch, ClipFailure, LoaderStats, Result};
 
-type Make = Box<dyn FnOnce() -> Result<Box<dyn Loader>> + Send>;
+type Make = Box<dyn FnOnce() -> Result<Box<dyn AudioLoader>> + Send>;
 
 /// A loader made by `make` when first asked for a batch.
 pub struct Lazy {
     name: &'static str,
     make: Option<Make>,
-    inner: Option<Box<dyn Loader>>,
+    inner: Option<Box<dyn AudioLoader>>,
 }
 
 impl Lazy {
     /// A loader named `name` that `make` builds on first use.
     pub fn new(
         name: &'static str,
-        make: impl FnOnce() -> Result<Box<dyn Loader>> + Send + 'static,
+        make: impl FnOnce() -> Result<Box<dyn AudioLoader>> + Send + 'static,
     ) -> Self {
         Lazy {
             name,
@@ -26,7 +26,7 @@ impl Lazy {
     }
 }
 
-impl Loader for Lazy {
+impl AudioLoader for Lazy {
     fn name(&self) -> &str {
         self.name
     }

@@ -15,5 +15,5 @@ pub mod stream;
 pub use cache::{CacheKey, CacheLoader, CacheOutcome};
 pub use lazy::Lazy;
 pub use preload::PreloadLoader;
-pub use select::{Choice, choose};
+pub use select::{LoaderChoice, choose};
 pub use stream::StreamLoader;

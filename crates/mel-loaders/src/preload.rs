@@ -72,7 +72,7 @@ impl ArenaLoader {
 mod tests {
     use super::*;
     use hound::{SampleFormat, WavSpec, WavWriter};
-    use mel_core::Loader;
+    use mel_core::AudioLoader;
 
     #[test]
     fn batches_cover_good_clips_in_order_and_failures_are_listed() {

@@ -5,7 +5,7 @@ use mel_core::config::LoaderKind;
 
 /// The loader picked, and the reason in words.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Choice {
+pub struct LoaderChoice {
     /// The loader to use (never `Auto`).
     pub kind: LoaderKind,
     /// Why, for the user.
@@ -28,18 +28,18 @@ pub fn available_memory() -> Option<u64> {
 /// first fills a fresh arena as large as the split (faulting in every page of it before
 /// the first batch). Streaming was the faster of the two on every machine measured
 /// (BENCHMARKS.md: the 2-core dev machine and the 16-core H100 host).
-pub fn choose(kind: LoaderKind, cache_exists: bool) -> Choice {
+pub fn choose(kind: LoaderKind, cache_exists: bool) -> LoaderChoice {
     match kind {
-        LoaderKind::Auto if cache_exists => Choice {
+        LoaderKind::Auto if cache_exists => LoaderChoice {
             kind: LoaderKind::Memmap,
             reason: "a decoded-audio cache exists for this split".into(),
         },
-        LoaderKind::Auto => Choice {
+        LoaderKind::Auto => LoaderChoice {
             kind: LoaderKind::Stream,
             reason: "no decoded-audio cache: reading overlaps the transform, in bounded memory"
                 .into(),
         },
-        k => Choice {
+        k => LoaderChoice {
             kind: k,
             reason: "asked for".into(),
         },

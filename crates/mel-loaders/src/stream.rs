@@ -14,7 +14,7 @@ use std::time::Instant;
 use mel_audio::FileEntry;
 use mel_core::config::StreamConfig;
 use mel_core::spec::AudioConfig;
-use mel_core::{ClipBatch, ClipFailure, Error, Loader, LoaderStats, Result, SourceInfo};
+use mel_core::{AudioLoader, ClipBatch, ClipFailure, Error, LoaderStats, Result, SourceInfo};
 
 use crate::io::{ReadOptions, load_clip};
 use crate::pool::{BufferPool, PooledSamples, SpareBuffers};
@@ -245,7 +245,7 @@ impl StreamLoader {
     }
 }
 
-impl Loader for StreamLoader {
+impl AudioLoader for StreamLoader {
     fn name(&self) -> &str {
         "stream"
     }

@@ -7,7 +7,7 @@ use hound::{SampleFormat, WavSpec, WavWriter};
 use mel_audio::FileEntry;
 use mel_core::config::StreamConfig;
 use mel_core::spec::AudioConfig;
-use mel_core::{ClipFailure, Loader};
+use mel_core::{AudioLoader, ClipFailure};
 use mel_loaders::{CacheKey, CacheLoader, CacheOutcome, PreloadLoader, StreamLoader};
 
 fn audio() -> AudioConfig {
@@ -53,7 +53,7 @@ fn dataset(dir: &Path) -> Vec<FileEntry> {
 }
 
 /// Everything a loader yields: (indices, sample bits) plus its failures.
-fn drain(mut l: Box<dyn Loader>) -> (Vec<usize>, Vec<u32>, Vec<ClipFailure>) {
+fn drain(mut l: Box<dyn AudioLoader>) -> (Vec<usize>, Vec<u32>, Vec<ClipFailure>) {
     let mut idx = Vec::new();
     let mut bits = Vec::new();
     while let Some(b) = l.next_batch() {
@@ -71,7 +71,7 @@ fn stream(
     readers: usize,
     fpt: usize,
     in_flight: usize,
-) -> Box<dyn Loader> {
+) -> Box<dyn AudioLoader> {
     let cfg = StreamConfig {
         readers,
         files_per_task: fpt,
@@ -298,7 +298,7 @@ fn streaming_loaders_sharing_buffers_yield_what_fresh_ones_do() {
         ..StreamConfig::default()
     };
     let spares = mel_loaders::pool::SpareBuffers::default();
-    let shared = |files: &[FileEntry]| -> Box<dyn Loader> {
+    let shared = |files: &[FileEntry]| -> Box<dyn AudioLoader> {
         Box::new(
             StreamLoader::start(files.to_vec(), &audio(), 8, 2, &cfg, 1)
                 .unwrap()

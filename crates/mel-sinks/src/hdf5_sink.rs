@@ -10,7 +10,7 @@ use mel_core::format::{self, h5};
 use mel_core::{ClipMeta, Dtype, Error, OutputBuf, Result, Sink, SinkSpec};
 
 use mel_core::atomic::{self, Staged};
-use mel_core::{Finished, Provenance};
+use mel_core::{AdjustmentCounts, Finished};
 
 use crate::chunks::ChunkWriter;
 use crate::errors::{hdf5_failed, write_failed};
@@ -542,7 +542,7 @@ impl Sink for Hdf5Sink {
         let bytes = std::fs::metadata(self.staged.path())
             .map_err(|e| Error::io(self.staged.path(), e))?
             .len();
-        let provenance = Provenance::of(
+        let provenance = AdjustmentCounts::of(
             self.ledger.sources(rows),
             self.spec.plan.sample_rate(),
             self.spec.plan.clip_samples(),

@@ -19,7 +19,9 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use mel_core::atomic::{self, Staged};
-use mel_core::{ClipMeta, Dtype, Error, Finished, OutputBuf, Provenance, Result, Sink, SinkSpec};
+use mel_core::{
+    AdjustmentCounts, ClipMeta, Dtype, Error, Finished, OutputBuf, Result, Sink, SinkSpec,
+};
 
 use crate::errors::write_failed;
 use crate::rows::RowLedger;
@@ -182,7 +184,7 @@ impl Sink for NpySink {
                     .sum()
             })
             .map_err(|e| Error::io(self.staged.path(), e))?;
-        let provenance = Provenance::of(
+        let provenance = AdjustmentCounts::of(
             self.ledger.sources(rows),
             self.spec.plan.sample_rate(),
             self.spec.plan.clip_samples(),

@@ -12,7 +12,7 @@ use crate::cli::{BuildArgs, MergeArgs};
 
 /// A shard and where it came from, in words ("--shard", or the variables that gave it).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Chosen {
+pub struct GivenShard {
     /// The shard.
     pub shard: Shard,
     /// Where it came from.
@@ -21,10 +21,13 @@ pub struct Chosen {
 
 /// The shard `args` ask for: `--shard K/N`, else an array task's environment (read
 /// through `env`), else none. `--no-shard` ignores the environment.
-pub fn choose(args: &BuildArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Chosen>> {
+pub fn choose(
+    args: &BuildArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<GivenShard>> {
     if let Some(text) = &args.shard {
         let shard = Shard::parse(text).with_context(|| format!("--shard {text}"))?;
-        return Ok(Some(Chosen {
+        return Ok(Some(GivenShard {
             shard,
             source: "--shard".into(),
         }));
@@ -77,7 +80,7 @@ pub fn choose(args: &BuildArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<
         };
         let shard = Shard::new(id, n)
             .with_context(|| format!("SLURM_ARRAY_TASK_ID={id} with N from {from}"))?;
-        return Ok(Some(Chosen {
+        return Ok(Some(GivenShard {
             shard,
             source: format!("SLURM_ARRAY_TASK_ID={id}, N from {from}"),
         }));
@@ -90,7 +93,7 @@ pub fn choose(args: &BuildArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<
         };
         let shard = Shard::new(k, n)
             .with_context(|| format!("JOB_COMPLETION_INDEX={k} with N from {from}"))?;
-        return Ok(Some(Chosen {
+        return Ok(Some(GivenShard {
             shard,
             source: format!("JOB_COMPLETION_INDEX={k}, N from {from}"),
         }));

@@ -59,7 +59,7 @@ pub enum AutoReason {
 
 /// The backend that was started, on what, and why.
 #[derive(Debug)]
-pub struct Choice {
+pub struct BackendChoice {
     /// The backend (never `Auto`).
     pub kind: BackendKind,
     /// The device's name, for GPU backends.
@@ -71,11 +71,11 @@ pub struct Choice {
 }
 
 /// A started backend and how it was chosen.
-pub struct Chosen {
+pub struct StartedBackend {
     /// The backend.
     pub backend: Box<dyn MelBackend>,
     /// How it was chosen.
-    pub choice: Choice,
+    pub choice: BackendChoice,
 }
 
 #[cfg_attr(
@@ -219,10 +219,10 @@ fn hardware_adapter_present() -> bool {
 
 /// Starts the backend `req` asks for; `auto` tries CUDA, then a hardware wgpu adapter,
 /// then the CPU, recording each that did not start.
-pub fn choose(plan: &MelPlan, req: &BackendRequest) -> Result<Chosen> {
-    let started = |backend, kind, device, auto, skipped| Chosen {
+pub fn choose(plan: &MelPlan, req: &BackendRequest) -> Result<StartedBackend> {
+    let started = |backend, kind, device, auto, skipped| StartedBackend {
         backend,
-        choice: Choice {
+        choice: BackendChoice {
             kind,
             device,
             auto,
@@ -335,8 +335,8 @@ fn precision_note(plan: &MelPlan, kind: BackendKind) -> Option<String> {
         BackendKind::Cpu => {
             // What `cpu()` starts: the default options, following the plan's spec.
             match mel_cpu::CpuOptions::default().precision_for(plan) {
-                mel_cpu::Precision::F32 => "f32 transform".to_string(),
-                mel_cpu::Precision::F64 => format!(
+                mel_cpu::FloatWidth::F32 => "f32 transform".to_string(),
+                mel_cpu::FloatWidth::F64 => format!(
                     "f64 transform (no batched f32 FFT for n_fft {})",
                     plan.n_fft()
                 ),

@@ -7,7 +7,7 @@ use std::path::Path;
 use mel_core::{Error, MelBackend, MelPlan, MelSpec, OutputBuf, OutputSlice, Result};
 use ndarray::ArrayD;
 
-use crate::backend::{BackendRequest, Choice, choose};
+use crate::backend::{BackendChoice, BackendRequest, choose};
 
 /// Spectrograms in the dataset's layout: `[clips, long?, short?, n_mels, frames]`, in the
 /// plan's dtype (the values `melctl build` stores).
@@ -88,7 +88,7 @@ fn renumber(path: &std::path::Path, first: usize) -> std::path::PathBuf {
 pub struct Extractor {
     plan: MelPlan,
     backend: Box<dyn MelBackend>,
-    choice: Choice,
+    choice: BackendChoice,
     row: Vec<f32>,
 }
 
@@ -111,7 +111,7 @@ impl Extractor {
     }
 
     /// Which backend runs, on what, and why.
-    pub fn choice(&self) -> &Choice {
+    pub fn choice(&self) -> &BackendChoice {
         &self.choice
     }
 

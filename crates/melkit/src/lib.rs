@@ -38,7 +38,7 @@ pub mod dataset;
 pub mod demo;
 pub mod extract;
 
-pub use backend::{AutoReason, BackendRequest, Choice, Chosen, choose};
+pub use backend::{AutoReason, BackendChoice, BackendRequest, StartedBackend, choose};
 pub use extract::{Extractor, Features};
 
 pub use mel_core::config::{self, BackendKind, DeviceSelector};

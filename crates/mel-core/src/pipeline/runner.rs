@@ -26,7 +26,7 @@ use super::queue::bounded;
 use crate::buffer::OutputBuf;
 use crate::error::{Error, Result};
 use crate::traits::{
-    ClipBatch, ClipFailure, ClipMeta, Finished, Loader, LoaderStats, MelBackend, Sink,
+    AudioLoader, ClipBatch, ClipFailure, ClipMeta, Finished, LoaderStats, MelBackend, Sink,
 };
 
 /// How to run.
@@ -107,7 +107,7 @@ type LoadOutcome = (Vec<ClipFailure>, LoaderStats, StageMetrics);
 /// loader's batch); `progress(n)` is called as clips finish.
 #[allow(clippy::too_many_lines)] // on tests/tidy.rs's shrinking list: cut it into named phases
 pub fn run(
-    loader: Box<dyn Loader>,
+    loader: Box<dyn AudioLoader>,
     backend: &mut dyn MelBackend,
     sink: Box<dyn Sink>,
     meta: &(dyn Fn(usize) -> ClipMeta + Sync),

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use mel_audio::{Dataset, FileEntry, Split};
 use mel_core::config::LoaderKind;
-use mel_core::{Config, Loader};
+use mel_core::{AudioLoader, Config};
 use mel_loaders::pool::SpareBuffers;
 use mel_loaders::{CacheKey, CacheLoader, Lazy, PreloadLoader, StreamLoader};
 
@@ -41,7 +41,7 @@ pub(super) fn loader_choice(
     files: &[FileEntry],
     config: &Config,
     cache_dir: &Path,
-) -> Result<(mel_loaders::Choice, Option<CacheKey>)> {
+) -> Result<(mel_loaders::LoaderChoice, Option<CacheKey>)> {
     let needs_key = matches!(config.run.loader, LoaderKind::Auto | LoaderKind::Memmap);
     let key = if needs_key {
         Some(CacheKey::new(
@@ -60,7 +60,7 @@ pub(super) fn loader_choice(
 }
 
 /// The loader's words: which one and why.
-pub(super) fn describe(choice: &mel_loaders::Choice) -> String {
+pub(super) fn describe(choice: &mel_loaders::LoaderChoice) -> String {
     format!("{} ({})", choice.kind.name(), choice.reason)
 }
 
@@ -81,7 +81,7 @@ pub(super) fn make_loader(
     files: Vec<FileEntry>,
     config: &Config,
     env: &LoaderEnv<'_>,
-) -> Result<(Box<dyn Loader>, String)> {
+) -> Result<(Box<dyn AudioLoader>, String)> {
     let LoaderEnv {
         cache_dir,
         threads,
@@ -95,16 +95,19 @@ pub(super) fn make_loader(
     let batch = config.run.batch_clips;
     let (choice, key) = loader_choice(dataset, split, &files, config, cache_dir)?;
     let line = describe(&choice);
-    let loader: Box<dyn Loader> = match choice.kind {
+    let loader: Box<dyn AudioLoader> = match choice.kind {
         LoaderKind::Preload => Box::new(Lazy::new("preload", move || {
-            Ok(Box::new(PreloadLoader::load(&files, &audio, batch, &on_file)?) as Box<dyn Loader>)
+            Ok(
+                Box::new(PreloadLoader::load(&files, &audio, batch, &on_file)?)
+                    as Box<dyn AudioLoader>,
+            )
         })),
         LoaderKind::Memmap => {
             let key = key.expect("a key for memmap");
             Box::new(Lazy::new("memmap", move || {
                 Ok(
                     Box::new(CacheLoader::open(&key, &files, &audio, batch, &on_file)?)
-                        as Box<dyn Loader>,
+                        as Box<dyn AudioLoader>,
                 )
             }))
         }

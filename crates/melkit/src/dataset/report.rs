@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use mel_audio::scan::Skipped;
 use mel_core::pipeline::{QueueMetrics, StageMetrics, Verdict};
-use mel_core::{ClipFailure, LoaderStats, Provenance};
+use mel_core::{AdjustmentCounts, ClipFailure, LoaderStats};
 
 /// What happened to one split.
 #[derive(Debug, Clone)]
@@ -24,7 +24,7 @@ pub struct SplitReport {
     /// Clips written per class: (class name, clips), in label order.
     pub classes: Vec<(String, usize)>,
     /// How many clips were resampled, downmixed, padded or trimmed.
-    pub provenance: Provenance,
+    pub provenance: AdjustmentCounts,
     /// The output (published when the whole build succeeded).
     pub output: PathBuf,
     /// Its size in bytes.
