@@ -254,7 +254,6 @@ fn main() -> Result<()> {
 }
 
 /// The whole measurement, as `main` runs it with `args`.
-#[allow(clippy::too_many_lines)] // on tests/tidy.rs's shrinking list: cut it into named phases
 pub fn run(args: &Args) -> Result<()> {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let workers = args.workers.unwrap_or(cores);
@@ -267,7 +266,55 @@ pub fn run(args: &Args) -> Result<()> {
         );
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/peer_h5py.py");
-    let opts = |output| LoaderOptions {
+    let (loader_f32, loader_f16) = open_loaders(&split, args, workers)?;
+    check_measurable(args, &split, &loader_f32)?;
+    let batches = args.batches.min(loader_f32.batches_per_epoch());
+    let peer_batches = args.peer_batches.min(batches);
+    let ids_path = write_peer_ids(&split, &loader_f32, peer_batches)?;
+    let peer = Peer {
+        script: &script,
+        file: &file,
+        ids: &ids_path,
+        batch: args.batch,
+        workers: args.peer_workers,
+    };
+
+    let bytes = std::fs::metadata(&file)?.len();
+    print_setup(&split, &loader_f32, args, bytes, cores, workers);
+    let (bandwidth, conv) = floors(&split);
+
+    let mut runs = Runs::default();
+    let (warm_rates, peer_warm) =
+        measure_warm(&mut runs, &peer, &loader_f32, &loader_f16, batches)?;
+    let (clips, segments, dtype) = (split.clips(), split.segments(), split.dtype());
+    let memory_bound = loader_f32.memory_bound();
+    let mut cold = None;
+    if !args.warm_only {
+        // A mapped page cannot be evicted: everything that maps the file goes first, and
+        // the cold run opens the split afresh.
+        drop((loader_f32, loader_f16, split));
+        cold = Some(measure_cold(&mut runs, &peer, args, workers, batches)?);
+    }
+    let _ = std::fs::remove_file(&ids_path);
+    if let Some(path) = &args.json {
+        let doc = serde_json::json!({
+            "file": file, "bytes": bytes, "clips": clips, "segments": segments,
+            "dtype": dtype.name(), "batch": args.batch, "workers": workers,
+            "prefetch": args.prefetch, "memory_bound": memory_bound,
+            "cpu": cpu_model(), "cores": cores,
+            "copy_gb_per_s": bandwidth, "f16_to_f32_per_s": conv,
+            "runs": runs.rows,
+            "warm_ratio_ndarray": warm_rates[0] / peer_warm,
+            "cold_ratio": cold.map(|(r, p)| r / p),
+        });
+        std::fs::write(path, serde_json::to_vec_pretty(&doc)?)?;
+    }
+    Ok(())
+}
+
+/// The loader options every measurement reads with, batches given as `output`.
+fn loader_options(args: &Args, workers: usize, output: Output) -> LoaderOptions {
+    LoaderOptions {
         unit: Unit::Segment,
         batch_size: args.batch,
         shuffle: Shuffle::Uniform,
@@ -277,26 +324,37 @@ pub fn run(args: &Args) -> Result<()> {
         prefetch: args.prefetch,
         output,
         ..LoaderOptions::default()
-    };
-    let loader_f32 = Loader::new(split.clone(), opts(Output::F32))?;
-    let loader_f16 = Loader::new(split.clone(), opts(Output::Stored))?;
-    // Refused, like the tools refuse what they cannot do: a split smaller than one batch
-    // measured nothing and printed "NaNx".
+    }
+}
+
+/// The two loaders of `split`: f32 batches and batches as stored.
+fn open_loaders(split: &Arc<Split>, args: &Args, workers: usize) -> Result<(Loader, Loader)> {
+    let loader_f32 = Loader::new(split.clone(), loader_options(args, workers, Output::F32))?;
+    let loader_f16 = Loader::new(split.clone(), loader_options(args, workers, Output::Stored))?;
+    Ok((loader_f32, loader_f16))
+}
+
+/// Refused, like the tools refuse what they cannot do: a split smaller than one batch
+/// measured nothing and printed "NaNx".
+fn check_measurable(args: &Args, split: &Split, loader: &Loader) -> Result<()> {
     if args.batches == 0 || args.peer_batches == 0 {
         bail!("--batches and --peer-batches must be at least 1: nothing would be measured");
     }
-    if loader_f32.batches_per_epoch() == 0 {
+    if loader.batches_per_epoch() == 0 {
         bail!(
             "{} holds {} segments, fewer than one batch of {} (--batch): nothing to measure; pass a smaller --batch",
-            file.display(),
+            split.path().display(),
             split.segments(),
             args.batch
         );
     }
-    let batches = args.batches.min(loader_f32.batches_per_epoch());
-    let peer_batches = args.peer_batches.min(batches);
-    // The peer reads the first batches melread reads, exactly.
-    let ids: Vec<i64> = loader_f32
+    Ok(())
+}
+
+/// Writes the segments of the first `peer_batches` batches melread reads, so the peer
+/// reads them exactly; the file's path.
+fn write_peer_ids(split: &Split, loader: &Loader, peer_batches: usize) -> Result<PathBuf> {
+    let ids: Vec<i64> = loader
         .plan(0, 0)
         .take(peer_batches)
         .flatten()
@@ -305,12 +363,22 @@ pub fn run(args: &Args) -> Result<()> {
     let ids_path =
         std::env::temp_dir().join(format!("melread-bench-ids-{}.npy", std::process::id()));
     write_ids(&ids_path, &ids)?;
+    Ok(ids_path)
+}
 
-    let bytes = std::fs::metadata(&file)?.len();
+/// Prints what is read (the file, its segments, its size) and by whom.
+fn print_setup(
+    split: &Split,
+    loader: &Loader,
+    args: &Args,
+    bytes: u64,
+    cores: usize,
+    workers: usize,
+) {
     let seg_stored = split.values_per_segment() * split.dtype().size();
     println!(
         "{}: {} clips, {} segments of {:?} {} ({} bytes each), {:.2} GB, read by {:?}",
-        file.display(),
+        split.path().display(),
         split.clips(),
         split.segments(),
         split.segment_shape(),
@@ -323,9 +391,15 @@ pub fn run(args: &Args) -> Result<()> {
         "machine: {} ({cores} cores); melread: {workers} workers, prefetch {}, memory bound {:.1} MB; peer: {} processes",
         cpu_model(),
         args.prefetch,
-        loader_f32.memory_bound() as f64 / 1e6,
+        loader.memory_bound() as f64 / 1e6,
         args.peer_workers
     );
+}
+
+/// Measures and prints the floors for `split`'s segments: (copy GB/s, f16→f32
+/// conversions per second).
+fn floors(split: &Split) -> (f64, f64) {
+    let seg_stored = split.values_per_segment() * split.dtype().size();
     let bandwidth = copy_bandwidth();
     let conv = conversions_per_second();
     // Per segment: stored bytes read + f32 bytes written.
@@ -336,15 +410,56 @@ pub fn run(args: &Args) -> Result<()> {
         conv / 1e6,
         conv / split.values_per_segment() as f64 / 1e6
     );
+    (bandwidth, conv)
+}
 
-    let mut rows: Vec<serde_json::Value> = Vec::new();
-    let mut record = |cache: &str, what: &str, rate: f64, n: usize, note: &str| {
+/// The measurements so far, each printed as it is recorded.
+#[derive(Default)]
+struct Runs {
+    rows: Vec<serde_json::Value>,
+}
+
+impl Runs {
+    /// Prints one measurement's line and keeps it for the JSON report.
+    fn record(&mut self, cache: &str, what: &str, rate: f64, n: usize, note: &str) {
         println!(
             "{cache:<5} {what:<46} {:>12.0} segments/s  ({n} segments){note}",
             rate
         );
-        rows.push(serde_json::json!({"cache": cache, "reader": what, "segments_per_s": rate, "segments": n, "note": note}));
-    };
+        self.rows.push(serde_json::json!({"cache": cache, "reader": what, "segments_per_s": rate, "segments": n, "note": note}));
+    }
+}
+
+/// The h5py peer as every measurement runs it: its script, the file, the segment ids.
+struct Peer<'a> {
+    script: &'a Path,
+    file: &'a Path,
+    ids: &'a Path,
+    batch: usize,
+    workers: usize,
+}
+
+impl Peer<'_> {
+    /// Runs the peer once; its segments per second and segments read.
+    fn run(&self) -> Result<(f64, usize)> {
+        peer(self.script, self.file, self.ids, self.batch, self.workers)
+    }
+
+    /// The peer's name in the table.
+    fn name(&self) -> String {
+        format!("h5py, {} worker processes", self.workers)
+    }
+}
+
+/// Warm: the file is read right before each timed run; every melread consumer, then the
+/// peer. (melread's rates per consumer, the peer's rate.)
+fn measure_warm(
+    runs: &mut Runs,
+    peer: &Peer,
+    loader_f32: &Loader,
+    loader_f16: &Loader,
+    batches: usize,
+) -> Result<(Vec<f64>, f64)> {
     let consumers = [
         (Consumer::Ndarray, "melread → ndarray f32"),
         (Consumer::CandleMove, "melread → candle f32 tensor (moved)"),
@@ -353,12 +468,11 @@ pub fn run(args: &Args) -> Result<()> {
             "melread f16 → candle f32 tensor (converted)",
         ),
     ];
-    // Warm: the file is read right before each timed run.
     let mut warm_rates = Vec::new();
     for (c, name) in consumers {
-        let res = warm(&file)?;
-        let (rate, n) = melread(&loader_f32, &loader_f16, c, batches)?;
-        record(
+        let res = warm(peer.file)?;
+        let (rate, n) = melread(loader_f32, loader_f16, c, batches)?;
+        runs.record(
             "warm",
             name,
             rate,
@@ -367,11 +481,11 @@ pub fn run(args: &Args) -> Result<()> {
         );
         warm_rates.push(rate);
     }
-    let res = warm(&file)?;
-    let (peer_warm, n) = peer(&script, &file, &ids_path, args.batch, args.peer_workers)?;
-    record(
+    let res = warm(peer.file)?;
+    let (peer_warm, n) = peer.run()?;
+    runs.record(
         "warm",
-        &format!("h5py, {} worker processes", args.peer_workers),
+        &peer.name(),
         peer_warm,
         n,
         &format!("  [resident {:.0}%]", res * 100.0),
@@ -381,51 +495,39 @@ pub fn run(args: &Args) -> Result<()> {
         warm_rates[0] / peer_warm,
         warm_rates[1] / peer_warm
     );
-    let (clips, segments, dtype) = (split.clips(), split.segments(), split.dtype());
-    let memory_bound = loader_f32.memory_bound();
-    let mut cold = None;
-    if !args.warm_only {
-        // A mapped page cannot be evicted: everything that maps the file goes first, and
-        // the cold run opens the split afresh.
-        drop((loader_f32, loader_f16, split));
-        let (how, left) = evict(&file)?;
-        let split = Arc::new(Split::open_in(&args.data, &args.split)?);
-        let loader_f32 = Loader::new(split.clone(), opts(Output::F32))?;
-        let loader_f16 = Loader::new(split.clone(), opts(Output::Stored))?;
-        let (rate, n) = melread(&loader_f32, &loader_f16, Consumer::Ndarray, batches)?;
-        drop((loader_f32, loader_f16, split));
-        record(
-            "cold",
-            "melread → ndarray f32",
-            rate,
-            n,
-            &format!("  [{how}; resident before {:.1}%]", left * 100.0),
-        );
-        let (how, left) = evict(&file)?;
-        let (p, n) = peer(&script, &file, &ids_path, args.batch, args.peer_workers)?;
-        record(
-            "cold",
-            &format!("h5py, {} worker processes", args.peer_workers),
-            p,
-            n,
-            &format!("  [{how}; resident before {:.1}%]", left * 100.0),
-        );
-        println!("cold: melread is {:.1}x the h5py workers", rate / p);
-        cold = Some((rate, p));
-    }
-    let _ = std::fs::remove_file(&ids_path);
-    if let Some(path) = &args.json {
-        let doc = serde_json::json!({
-            "file": file, "bytes": bytes, "clips": clips, "segments": segments,
-            "dtype": dtype.name(), "batch": args.batch, "workers": workers,
-            "prefetch": args.prefetch, "memory_bound": memory_bound,
-            "cpu": cpu_model(), "cores": cores,
-            "copy_gb_per_s": bandwidth, "f16_to_f32_per_s": conv,
-            "runs": rows,
-            "warm_ratio_ndarray": warm_rates[0] / peer_warm,
-            "cold_ratio": cold.map(|(r, p)| r / p),
-        });
-        std::fs::write(path, serde_json::to_vec_pretty(&doc)?)?;
-    }
-    Ok(())
+    Ok((warm_rates, peer_warm))
+}
+
+/// Cold: the file's pages evicted before melread (the split opened afresh, as nothing
+/// may map it while it is evicted) and before the peer. (melread's rate, the peer's.)
+fn measure_cold(
+    runs: &mut Runs,
+    peer: &Peer,
+    args: &Args,
+    workers: usize,
+    batches: usize,
+) -> Result<(f64, f64)> {
+    let (how, left) = evict(peer.file)?;
+    let split = Arc::new(Split::open_in(&args.data, &args.split)?);
+    let (loader_f32, loader_f16) = open_loaders(&split, args, workers)?;
+    let (rate, n) = melread(&loader_f32, &loader_f16, Consumer::Ndarray, batches)?;
+    drop((loader_f32, loader_f16, split));
+    runs.record(
+        "cold",
+        "melread → ndarray f32",
+        rate,
+        n,
+        &format!("  [{how}; resident before {:.1}%]", left * 100.0),
+    );
+    let (how, left) = evict(peer.file)?;
+    let (p, n) = peer.run()?;
+    runs.record(
+        "cold",
+        &peer.name(),
+        p,
+        n,
+        &format!("  [{how}; resident before {:.1}%]", left * 100.0),
+    );
+    println!("cold: melread is {:.1}x the h5py workers", rate / p);
+    Ok((rate, p))
 }

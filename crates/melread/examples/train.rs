@@ -248,36 +248,83 @@ fn seed_weights(varmap: &VarMap, seed: u64) -> Result<()> {
 /// Trains and evaluates as the options say, writing progress to `log`. Refuses bad
 /// options ([`Args::check`]), splits that do not share training's label map and mel
 /// configuration, and a loss that stops being a number (training diverged).
-#[allow(clippy::too_many_lines)] // on tests/tidy.rs's shrinking list: cut it into named phases
 pub fn run(args: &Args, log: &mut dyn Write) -> Result<Report> {
     args.check()?;
     let workers = args
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    let open = |name: &str| -> Result<Arc<Split>> {
-        let split = Split::open_in(&args.data, name)
-            .with_context(|| format!("opening the {name} split of {}", args.data.display()))?;
-        // An empty split would train on nothing, or score "0.000 of 0 files".
-        if split.clips() == 0 {
-            anyhow::bail!(
-                "the {name} split of {} holds no clips (were all its files skipped?): there is nothing to {}",
-                args.data.display(),
-                if name == "training" {
-                    "train on"
-                } else {
-                    "score"
-                }
-            );
-        }
-        Ok(Arc::new(split))
-    };
-    let training = open("training")?;
-    let validation = open("validation")?;
-    let testing = open("testing")?;
+    let training = open_split(args, "training")?;
+    let validation = open_split(args, "validation")?;
+    let testing = open_split(args, "testing")?;
     // Before any training: the model's class k must be class k of every split.
     for other in [&validation, &testing] {
         training.check_compatible(other)?;
     }
+    let stats = normalisation(&training, workers, log)?;
+
+    let device = Device::Cpu;
+    let (net, mut opt) = build_model(&training, args, &device)?;
+    let loader = training_loader(&training, args, &stats, workers)?;
+    let scorer = Scorer {
+        net: &net,
+        training: &training,
+        stats: &stats,
+        batch: args.eval_batch,
+        workers,
+        device: &device,
+    };
+
+    let mut losses = Vec::new();
+    let mut validation_reports = Vec::new();
+    for epoch in 0..args.epochs {
+        let t = Instant::now();
+        let first = losses.len();
+        train_epoch(&net, &mut opt, &loader, epoch, args, &device, &mut losses)?;
+        let trained = losses.len() - first;
+        let mean_loss = losses[first..].iter().sum::<f32>() / trained.max(1) as f32;
+        let (seg_acc, files) = scorer.evaluate(&validation)?;
+        let report = files.report(&Decision::MeanProbability);
+        writeln!(
+            log,
+            "epoch {}: {trained} steps, loss {mean_loss:.4} ({:.1} s); validation: segment accuracy {seg_acc:.3}, file-level accuracy {:.3} ({} files)",
+            epoch + 1,
+            t.elapsed().as_secs_f64(),
+            report.accuracy(),
+            report.files()
+        )?;
+        validation_reports.push((seg_acc, report));
+    }
+
+    let testing_report = test(&scorer, &testing, log)?;
+    Ok(Report {
+        losses,
+        validation: validation_reports,
+        testing: testing_report,
+    })
+}
+
+/// Opens the split `name` of `args.data`, refusing one without clips.
+fn open_split(args: &Args, name: &str) -> Result<Arc<Split>> {
+    let split = Split::open_in(&args.data, name)
+        .with_context(|| format!("opening the {name} split of {}", args.data.display()))?;
+    // An empty split would train on nothing, or score "0.000 of 0 files".
+    if split.clips() == 0 {
+        anyhow::bail!(
+            "the {name} split of {} holds no clips (were all its files skipped?): there is nothing to {}",
+            args.data.display(),
+            if name == "training" {
+                "train on"
+            } else {
+                "score"
+            }
+        );
+    }
+    Ok(Arc::new(split))
+}
+
+/// The normalisation statistics of `training` (stored, or computed in one pass), logged
+/// with what training holds.
+fn normalisation(training: &Split, workers: usize, log: &mut dyn Write) -> Result<MelStats> {
     let t = Instant::now();
     let stats = training.stats(workers)?;
     let source = if training.stored_stats().is_some() {
@@ -295,18 +342,33 @@ pub fn run(args: &Args, log: &mut dyn Write) -> Result<Report> {
         training.access(),
         t.elapsed().as_secs_f64()
     )?;
+    Ok(stats)
+}
 
-    let device = Device::Cpu;
+/// The network for `training`'s classes and segment shape, its weights seeded, and its
+/// optimizer.
+fn build_model(training: &Split, args: &Args, device: &Device) -> Result<(Net, candle_nn::AdamW)> {
     let classes = training.label_names().len();
     let [n_mels, frames] = training.segment_shape();
     let varmap = VarMap::new();
-    let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
+    let vb = VarBuilder::from_varmap(&varmap, DType::F32, device);
     let net = Net::new(vb, classes, n_mels, frames)?;
     seed_weights(&varmap, args.seed)?;
-    let mut opt = candle_nn::AdamW::new_lr(varmap.all_vars(), args.lr)?;
+    let opt = candle_nn::AdamW::new_lr(varmap.all_vars(), args.lr)?;
+    Ok((net, opt))
+}
+
+/// The training loader: normalised segments in a seeded, buffered shuffle, batches of
+/// `--batch` (default: a fiftieth of an epoch, within 16..=256).
+fn training_loader(
+    training: &Arc<Split>,
+    args: &Args,
+    stats: &MelStats,
+    workers: usize,
+) -> Result<Loader> {
     let segments = training.clips() * training.segments_per_clip();
     let batch = args.batch.unwrap_or((segments / 50).clamp(16, 256));
-    let loader = Loader::new(
+    Ok(Loader::new(
         training.clone(),
         LoaderOptions {
             unit: Unit::Segment,
@@ -318,61 +380,69 @@ pub fn run(args: &Args, log: &mut dyn Write) -> Result<Report> {
             prefetch: 4,
             ..LoaderOptions::default()
         },
-    )?;
+    )?)
+}
 
-    let mut losses = Vec::new();
-    let mut validation_reports = Vec::new();
-    for epoch in 0..args.epochs {
-        let t = Instant::now();
-        let steps = args.steps.unwrap_or(usize::MAX);
-        let first = losses.len();
-        for b in loader.epoch(epoch as u64).take(steps) {
-            let (x, y) = b?.into_tensors(&device, TensorFloat::F32)?;
-            let loss = candle_nn::loss::cross_entropy(&net.forward_t(&x, true)?, &y)?;
-            opt.backward_step(&loss)?;
-            let value = loss.to_scalar::<f32>()?;
-            if !value.is_finite() {
-                bail!(
-                    "the training loss is {value} at step {} of epoch {}: training diverged (try a lower --lr than {})",
-                    losses.len() - first + 1,
-                    epoch + 1,
-                    args.lr
-                );
-            }
-            losses.push(value);
+/// One epoch's training steps (at most `--steps`), each step's loss appended to
+/// `losses`; a loss that is not a number stops the run.
+fn train_epoch(
+    net: &Net,
+    opt: &mut candle_nn::AdamW,
+    loader: &Loader,
+    epoch: usize,
+    args: &Args,
+    device: &Device,
+    losses: &mut Vec<f32>,
+) -> Result<()> {
+    let steps = args.steps.unwrap_or(usize::MAX);
+    let first = losses.len();
+    for b in loader.epoch(epoch as u64).take(steps) {
+        let (x, y) = b?.into_tensors(device, TensorFloat::F32)?;
+        let loss = candle_nn::loss::cross_entropy(&net.forward_t(&x, true)?, &y)?;
+        opt.backward_step(&loss)?;
+        let value = loss.to_scalar::<f32>()?;
+        if !value.is_finite() {
+            bail!(
+                "the training loss is {value} at step {} of epoch {}: training diverged (try a lower --lr than {})",
+                losses.len() - first + 1,
+                epoch + 1,
+                args.lr
+            );
         }
-        let trained = losses.len() - first;
-        let mean_loss = losses[first..].iter().sum::<f32>() / trained.max(1) as f32;
-        let (seg_acc, files) = evaluate(
-            &net,
-            &validation,
-            &training,
-            &stats,
-            args.eval_batch,
-            workers,
-            &device,
-        )?;
-        let report = files.report(&Decision::MeanProbability);
-        writeln!(
-            log,
-            "epoch {}: {trained} steps, loss {mean_loss:.4} ({:.1} s); validation: segment accuracy {seg_acc:.3}, file-level accuracy {:.3} ({} files)",
-            epoch + 1,
-            t.elapsed().as_secs_f64(),
-            report.accuracy(),
-            report.files()
-        )?;
-        validation_reports.push((seg_acc, report));
+        losses.push(value);
     }
+    Ok(())
+}
 
-    let (seg_acc, files) = evaluate(
-        &net,
-        &testing,
-        &training,
-        &stats,
-        args.eval_batch,
-        workers,
-        &device,
-    )?;
+/// What [`evaluate`] needs besides the split it scores.
+struct Scorer<'a> {
+    net: &'a Net,
+    training: &'a Split,
+    stats: &'a MelStats,
+    batch: usize,
+    workers: usize,
+    device: &'a Device,
+}
+
+impl Scorer<'_> {
+    /// [`evaluate`] on `split`.
+    fn evaluate(&self, split: &Arc<Split>) -> Result<(f64, FileEvaluator)> {
+        evaluate(
+            self.net,
+            split,
+            self.training,
+            self.stats,
+            self.batch,
+            self.workers,
+            self.device,
+        )
+    }
+}
+
+/// Scores `testing` and logs the result (with the leak / no-leak view where a class is
+/// `leak`); the file-level report.
+fn test(scorer: &Scorer, testing: &Arc<Split>, log: &mut dyn Write) -> Result<FileReport> {
+    let (seg_acc, files) = scorer.evaluate(testing)?;
     let report = files.report(&Decision::MeanProbability);
     if let Some(leak) = testing.label_names().iter().position(|n| n == "leak") {
         let binary = files.report(&Decision::MeanThreshold {
@@ -392,11 +462,7 @@ pub fn run(args: &Args, log: &mut dyn Write) -> Result<Report> {
         report.accuracy(),
         report.files()
     )?;
-    Ok(Report {
-        losses,
-        validation: validation_reports,
-        testing: report,
-    })
+    Ok(report)
 }
 
 fn main() -> Result<()> {

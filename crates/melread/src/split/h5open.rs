@@ -194,121 +194,27 @@ fn mel_store(
 }
 
 /// Opens `path` as a melctl HDF5 output.
-#[allow(clippy::too_many_lines)] // on tests/tidy.rs's shrinking list: cut it into named phases
 pub(super) fn open_hdf5(path: &Path, opts: &OpenOptions) -> Result<Split> {
     let input = H5Input::open(path)?;
     let h5 = &input.h5;
     // The format version first: a newer layout is named as such, not as damage.
-    let version = match h5.attr(format::FORMAT_VERSION) {
-        Err(_) => None,
-        Ok(a) => {
-            // The library converts on read (an int8 -1 would read as 0, a float 2.7 as 2):
-            // only the unsigned integer scalar melctl writes is a version.
-            let unsigned = a
-                .dtype()
-                .and_then(|t| t.to_descriptor())
-                .is_ok_and(|d| matches!(d, hdf5::types::TypeDescriptor::Unsigned(_)));
-            if !unsigned || a.ndim() != 0 {
-                return Err(bad(
-                    path,
-                    "the format_version attribute is not an unsigned whole number (melctl writes one)",
-                ));
-            }
-            Some(
-                a.read_scalar::<u64>()
-                    .map_err(h5err(path, "the format_version attribute"))?,
-            )
-        }
-    };
+    let version = format_version(path, h5)?;
     format::check_version(version).map_err(|why| bad(path, why))?;
     let mel = input.require(key::MEL)?;
     let shape = mel.ds.shape();
-    let config: Option<serde_json::Value> = match attr_string(h5, key::CONFIG) {
-        Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
-            bad(
-                path,
-                format!("the `config` attribute is not the JSON melctl writes ({e})"),
-            )
-        })?),
-        None => None,
-    };
+    let config = config_attr(path, h5)?;
     let (dtype, little) = mel_dtype(path, &mel.ds, config.as_ref())?;
     let data_bytes = check_shape(path, &shape, dtype.size())?;
     let rows = shape[0];
     let (access, store) = mel_store(&input, &mel, little, &shape, dtype, data_bytes, opts)?;
 
     // Labels, paths, names, provenance, statistics.
-    let label = input.require(key::LABEL)?;
-    check_rows(path, &label, key::LABEL, rows)?;
-    // The library converts on read: float labels would be truncated (1.7 read as 1).
-    let label_type = label
-        .ds
-        .dtype()
-        .and_then(|t| t.to_descriptor())
-        .map_err(h5err(path, "label's element type"))?;
-    if !matches!(
-        label_type,
-        TypeDescriptor::Integer(_) | TypeDescriptor::Unsigned(_)
-    ) {
-        return Err(bad(
-            path,
-            format!("label holds {label_type}, not the whole-number class ids melctl writes"),
-        ));
-    }
-    let labels = label
-        .ds
-        .read_raw::<i64>()
-        .map_err(h5err(path, "reading label"))?;
-    let pds = input.require(key::PATH)?;
-    check_rows(path, &pds, key::PATH, rows)?;
-    let paths = strings(path, key::PATH, pds.ds.read_raw::<VarLenUnicode>(), || {
-        pds.ds.read_raw::<VarLenAscii>()
-    })?;
-    let names_attr = h5
-        .attr(key::LABEL_NAMES)
-        .map_err(h5err(path, "no `label_names` attribute"))?;
-    input.check_attr(&names_attr, key::LABEL_NAMES)?;
-    let label_names = strings(
-        path,
-        key::LABEL_NAMES,
-        names_attr.read_raw::<VarLenUnicode>(),
-        || names_attr.read_raw::<VarLenAscii>(),
-    )?;
+    let labels = read_labels(&input, rows)?;
+    let paths = read_paths(&input, rows)?;
+    let label_names = read_label_names(&input)?;
     check_labels(path, &labels, label_names.len())?;
-    let dims = match attr_string(h5, key::MEL_DIMS) {
-        Some(d) => d.split(',').map(|s| s.trim().to_string()).collect(),
-        None => default_dims(shape.len()),
-    };
-    if dims.len() != shape.len() {
-        return Err(bad(
-            path,
-            format!(
-                "mel_dims names {} axes, mel has {}",
-                dims.len(),
-                shape.len()
-            ),
-        ));
-    }
-    let n_mels = shape[shape.len() - 2];
-    let stats = match (
-        optional_column::<f64>(&input, path, key::MEL_MEAN, n_mels)?,
-        optional_column::<f64>(&input, path, key::MEL_STD, n_mels)?,
-    ) {
-        (Some(mean), Some(std)) => {
-            let count = h5
-                .attr(key::STATS_COUNT)
-                .or_else(|_| {
-                    h5.dataset(key::MEL_MEAN)
-                        .and_then(|d| d.attr(key::STATS_COUNT))
-                })
-                .and_then(|a| a.read_scalar::<u64>())
-                .unwrap_or(0);
-            Some(MelStats { mean, std, count })
-        }
-        _ => None,
-    }
-    // Statistics over no values (a split with no clips) are not statistics.
-    .filter(|s| s.count > 0);
+    let dims = mel_dims(path, h5, shape.len())?;
+    let stats = read_stats(&input, shape[shape.len() - 2])?;
     let provenance = Provenance {
         source_rate: optional_column(&input, path, key::SOURCE_RATE, rows)?,
         source_channels: optional_column(&input, path, key::SOURCE_CHANNELS, rows)?,
@@ -334,4 +240,134 @@ pub(super) fn open_hdf5(path: &Path, opts: &OpenOptions) -> Result<Split> {
         store,
         chunk_cache: opts.chunk_cache,
     })
+}
+
+/// The `format_version` attribute, if present: an unsigned integer scalar, or an error.
+fn format_version(path: &Path, h5: &hdf5::File) -> Result<Option<u64>> {
+    Ok(match h5.attr(format::FORMAT_VERSION) {
+        Err(_) => None,
+        Ok(a) => {
+            // The library converts on read (an int8 -1 would read as 0, a float 2.7 as 2):
+            // only the unsigned integer scalar melctl writes is a version.
+            let unsigned = a
+                .dtype()
+                .and_then(|t| t.to_descriptor())
+                .is_ok_and(|d| matches!(d, hdf5::types::TypeDescriptor::Unsigned(_)));
+            if !unsigned || a.ndim() != 0 {
+                return Err(bad(
+                    path,
+                    "the format_version attribute is not an unsigned whole number (melctl writes one)",
+                ));
+            }
+            Some(
+                a.read_scalar::<u64>()
+                    .map_err(h5err(path, "the format_version attribute"))?,
+            )
+        }
+    })
+}
+
+/// The `config` attribute, if present, parsed as the JSON melctl writes there.
+fn config_attr(path: &Path, h5: &hdf5::File) -> Result<Option<serde_json::Value>> {
+    Ok(match attr_string(h5, key::CONFIG) {
+        Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
+            bad(
+                path,
+                format!("the `config` attribute is not the JSON melctl writes ({e})"),
+            )
+        })?),
+        None => None,
+    })
+}
+
+/// The `label` dataset: `rows` whole-number class ids.
+fn read_labels(input: &H5Input, rows: usize) -> Result<Vec<i64>> {
+    let path = input.path();
+    let label = input.require(key::LABEL)?;
+    check_rows(path, &label, key::LABEL, rows)?;
+    // The library converts on read: float labels would be truncated (1.7 read as 1).
+    let label_type = label
+        .ds
+        .dtype()
+        .and_then(|t| t.to_descriptor())
+        .map_err(h5err(path, "label's element type"))?;
+    if !matches!(
+        label_type,
+        TypeDescriptor::Integer(_) | TypeDescriptor::Unsigned(_)
+    ) {
+        return Err(bad(
+            path,
+            format!("label holds {label_type}, not the whole-number class ids melctl writes"),
+        ));
+    }
+    label
+        .ds
+        .read_raw::<i64>()
+        .map_err(h5err(path, "reading label"))
+}
+
+/// The `path` dataset: `rows` strings.
+fn read_paths(input: &H5Input, rows: usize) -> Result<Vec<String>> {
+    let path = input.path();
+    let pds = input.require(key::PATH)?;
+    check_rows(path, &pds, key::PATH, rows)?;
+    strings(path, key::PATH, pds.ds.read_raw::<VarLenUnicode>(), || {
+        pds.ds.read_raw::<VarLenAscii>()
+    })
+}
+
+/// The `label_names` attribute (required), through [`H5Input`]'s checks.
+fn read_label_names(input: &H5Input) -> Result<Vec<String>> {
+    let path = input.path();
+    let names_attr = input
+        .h5
+        .attr(key::LABEL_NAMES)
+        .map_err(h5err(path, "no `label_names` attribute"))?;
+    input.check_attr(&names_attr, key::LABEL_NAMES)?;
+    strings(
+        path,
+        key::LABEL_NAMES,
+        names_attr.read_raw::<VarLenUnicode>(),
+        || names_attr.read_raw::<VarLenAscii>(),
+    )
+}
+
+/// The names of mel's `ndim` axes: the `mel_dims` attribute, or the defaults.
+fn mel_dims(path: &Path, h5: &hdf5::File, ndim: usize) -> Result<Vec<String>> {
+    let dims: Vec<String> = match attr_string(h5, key::MEL_DIMS) {
+        Some(d) => d.split(',').map(|s| s.trim().to_string()).collect(),
+        None => default_dims(ndim),
+    };
+    if dims.len() != ndim {
+        return Err(bad(
+            path,
+            format!("mel_dims names {} axes, mel has {}", dims.len(), ndim),
+        ));
+    }
+    Ok(dims)
+}
+
+/// The per-mel-bin statistics, where both `mel_mean` and `mel_std` are present and
+/// count some values.
+fn read_stats(input: &H5Input, n_mels: usize) -> Result<Option<MelStats>> {
+    let (path, h5) = (input.path(), &input.h5);
+    Ok(match (
+        optional_column::<f64>(input, path, key::MEL_MEAN, n_mels)?,
+        optional_column::<f64>(input, path, key::MEL_STD, n_mels)?,
+    ) {
+        (Some(mean), Some(std)) => {
+            let count = h5
+                .attr(key::STATS_COUNT)
+                .or_else(|_| {
+                    h5.dataset(key::MEL_MEAN)
+                        .and_then(|d| d.attr(key::STATS_COUNT))
+                })
+                .and_then(|a| a.read_scalar::<u64>())
+                .unwrap_or(0);
+            Some(MelStats { mean, std, count })
+        }
+        _ => None,
+    }
+    // Statistics over no values (a split with no clips) are not statistics.
+    .filter(|s| s.count > 0))
 }

@@ -143,7 +143,6 @@ fn read_at(path: &Path, file: &File, offset: u64, len: usize) -> Result<Vec<u8>>
 /// Opens the npy split folder `dir`: `meta.json` (bounded, JSON, a known format version),
 /// `mel.npy` mapped or read in place, `label.npy`, and every list `meta.json` holds checked
 /// against `mel`'s rows and mel bins.
-#[allow(clippy::too_many_lines)] // on tests/tidy.rs's shrinking list: cut it into named phases
 pub(super) fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
     if opts.read == ReadMode::Library {
         return Err(Error::unsupported(
@@ -155,167 +154,30 @@ pub(super) fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
     // A folder that is no npy split (an output folder given instead of one of its
     // splits): say so, rather than "meta.json: cannot read".
     if std::fs::symlink_metadata(&meta_path).is_err() {
-        let mut splits: Vec<String> = std::fs::read_dir(dir)
-            .map(|d| {
-                d.flatten()
-                    .filter_map(|e| e.file_name().to_str().map(str::to_string))
-                    .filter(|n| mel_core::format::split_of_name(n).is_some())
-                    .collect()
-            })
-            .unwrap_or_default();
-        splits.sort();
-        let hint = match splits.first() {
-            Some(first) => format!(
-                "; it holds the splits {}: give one of them, e.g. {}",
-                splits.join(", "),
-                dir.join(first).display()
-            ),
-            None => String::new(),
-        };
-        return Err(bad(
-            dir,
-            format!("a folder without meta.json is no npy split{hint}"),
-        ));
+        return Err(no_npy_split(dir));
     }
-    // A regular file only, not a link, opened without blocking, read up to a bound.
-    refuse_link(&meta_path)?;
-    let meta_bytes = mel_core::input::read_bounded(&meta_path, MAX_META_BYTES)
-        .map_err(|e| Error::read(&meta_path, e))?;
-    let meta: serde_json::Value = serde_json::from_slice(&meta_bytes)
-        .map_err(|e| bad(&meta_path, format!("not valid JSON: {e}")))?;
-    let version = match &meta[meta::FORMAT_VERSION] {
-        serde_json::Value::Null => None,
-        v => Some(
-            v.as_u64()
-                .ok_or_else(|| bad(&meta_path, "format_version is not a whole number"))?,
-        ),
-    };
-    mel_core::format::check_version(version).map_err(|why| bad(&meta_path, why))?;
+    let meta = MetaJson::read(&meta_path)?;
     let mel_path = dir.join(mel_core::format::NPY_MEL);
     let (h, mel_file) = open(&mel_path)?;
-    let dtype = match h.ty {
-        NpyType::F32 => Dtype::F32,
-        NpyType::F16 => Dtype::F16,
-        NpyType::U16 if meta[meta::DTYPE] == "bf16" => Dtype::Bf16,
-        NpyType::U16 => {
-            return Err(bad(
-                &mel_path,
-                "mel is <u2 but meta.json's dtype is not bf16",
-            ));
-        }
-        NpyType::I64 => return Err(bad(&mel_path, "mel is int64")),
-    };
-    // meta.json's dtype and the config's, where given, must name what mel.npy holds.
-    let named = [
-        &meta[meta::DTYPE],
-        meta[meta::CONFIG]
-            .pointer("/output/dtype")
-            .unwrap_or(&serde_json::Value::Null),
-    ];
-    if named
-        .iter()
-        .any(|d| !d.is_null() && d.as_str() != Some(dtype.name()))
-    {
-        return Err(bad(
-            &meta_path,
-            format!(
-                "mel.npy holds {} but meta.json's dtype ({}) or config ({}) says otherwise",
-                dtype.name(),
-                named[0],
-                named[1]
-            ),
-        ));
-    }
+    let dtype = mel_dtype(&mel_path, h.ty, &meta)?;
     let shape = h.shape.clone();
     let data_bytes = check_shape(&mel_path, &shape, dtype.size())?;
     debug_assert_eq!(data_bytes, h.data_len);
     let rows = shape[0];
     let (access, store) = contiguous(&mel_path, mel_file, h.data_offset, h.data_len, opts.read)?;
     let labels = read_i64_vector(&dir.join(mel_core::format::NPY_LABEL), rows)?;
-    let strings = |key: &str| -> Result<Vec<String>> {
-        meta[key]
-            .as_array()
-            .and_then(|a| a.iter().map(|v| v.as_str().map(str::to_string)).collect())
-            .ok_or_else(|| bad(&meta_path, format!("{key} is not a list of strings")))
-    };
-    let paths = strings(meta::PATHS)?;
-    if paths.len() != rows {
-        return Err(bad(
-            &meta_path,
-            format!("{} paths for {rows} rows of mel", paths.len()),
-        ));
-    }
-    if let Some(r) = meta[meta::ROWS].as_u64()
-        && r != rows as u64
-    {
-        return Err(bad(&meta_path, format!("rows is {r}; mel.npy has {rows}")));
-    }
-    let label_names = strings(meta::LABEL_NAMES)?;
+    let paths = meta.paths(rows)?;
+    let label_names = meta.strings(meta::LABEL_NAMES)?;
     check_labels(
         &dir.join(mel_core::format::NPY_LABEL),
         &labels,
         label_names.len(),
     )?;
-    let dims = if meta[meta::MEL_DIMS].is_null() {
-        default_dims(shape.len())
-    } else {
-        strings(meta::MEL_DIMS)?
-    };
-    if dims.len() != shape.len() {
-        return Err(bad(
-            &meta_path,
-            format!(
-                "mel_dims names {} axes, mel has {}",
-                dims.len(),
-                shape.len()
-            ),
-        ));
-    }
-    let numbers = |key: &str, len: usize| -> Result<Option<Vec<f64>>> {
-        match &meta[key] {
-            serde_json::Value::Null => Ok(None),
-            v => v
-                .as_array()
-                .filter(|a| a.len() == len)
-                .and_then(|a| a.iter().map(|x| x.as_f64()).collect::<Option<Vec<_>>>())
-                .map(Some)
-                .ok_or_else(|| bad(&meta_path, format!("{key} is not a list of {len} numbers"))),
-        }
-    };
-    let n_mels = shape[shape.len() - 2];
-    let stats = match (
-        numbers(meta::MEL_MEAN, n_mels)?,
-        numbers(meta::MEL_STD, n_mels)?,
-    ) {
-        (Some(mean), Some(std)) => Some(MelStats {
-            mean,
-            std,
-            count: meta[meta::STATS_COUNT].as_u64().unwrap_or(0),
-        }),
-        _ => None,
-    }
-    .filter(|s| s.count > 0);
-    let int_column = |key: &str, max: f64| -> Result<Option<Vec<f64>>> {
-        let v = numbers(key, rows)?;
-        if let Some(v) = &v
-            && v.iter().any(|&x| x < 0.0 || x > max || x.fract() != 0.0)
-        {
-            return Err(bad(
-                &meta_path,
-                format!("{key} holds a value that is not a count"),
-            ));
-        }
-        Ok(v)
-    };
-    let provenance = Provenance {
-        source_rate: int_column(meta::SOURCE_RATE, u32::MAX as f64)?
-            .map(|v| v.into_iter().map(|x| x as u32).collect()),
-        source_channels: int_column(meta::SOURCE_CHANNELS, u16::MAX as f64)?
-            .map(|v| v.into_iter().map(|x| x as u16).collect()),
-        source_frames: int_column(meta::SOURCE_FRAMES, u64::MAX as f64)?
-            .map(|v| v.into_iter().map(|x| x as u64).collect()),
-    };
-    let name = meta[meta::SPLIT]
+    let dims = meta.dims(shape.len())?;
+    let stats = meta.stats(shape[shape.len() - 2])?;
+    let provenance = meta.provenance(rows)?;
+    let json = &meta.json;
+    let name = json[meta::SPLIT]
         .as_str()
         .map(str::to_string)
         .unwrap_or_else(|| stem(dir, mel_core::format::NPY_SUFFIX));
@@ -329,13 +191,206 @@ pub(super) fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
         label_names,
         labels,
         paths,
-        config: Some(meta[meta::CONFIG].clone()).filter(|c| !c.is_null()),
-        version: meta[meta::MELCTL_VERSION].as_str().map(str::to_string),
-        build: meta[meta::BUILD_ID].as_str().map(str::to_string),
+        config: Some(json[meta::CONFIG].clone()).filter(|c| !c.is_null()),
+        version: json[meta::MELCTL_VERSION].as_str().map(str::to_string),
+        build: json[meta::BUILD_ID].as_str().map(str::to_string),
         stats,
         provenance,
         access,
         store,
         chunk_cache: opts.chunk_cache,
     })
+}
+
+/// The error for a folder without `meta.json`, naming the splits it holds, if any (an
+/// output folder given instead of one of its splits).
+fn no_npy_split(dir: &Path) -> Error {
+    let mut splits: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str().map(str::to_string))
+                .filter(|n| mel_core::format::split_of_name(n).is_some())
+                .collect()
+        })
+        .unwrap_or_default();
+    splits.sort();
+    let hint = match splits.first() {
+        Some(first) => format!(
+            "; it holds the splits {}: give one of them, e.g. {}",
+            splits.join(", "),
+            dir.join(first).display()
+        ),
+        None => String::new(),
+    };
+    bad(
+        dir,
+        format!("a folder without meta.json is no npy split{hint}"),
+    )
+}
+
+/// mel's element type from `mel.npy`'s header type, checked against the dtype that
+/// `meta.json` and its config name.
+fn mel_dtype(mel_path: &Path, ty: NpyType, meta: &MetaJson) -> Result<Dtype> {
+    let json = &meta.json;
+    let dtype = match ty {
+        NpyType::F32 => Dtype::F32,
+        NpyType::F16 => Dtype::F16,
+        NpyType::U16 if json[meta::DTYPE] == "bf16" => Dtype::Bf16,
+        NpyType::U16 => {
+            return Err(bad(
+                mel_path,
+                "mel is <u2 but meta.json's dtype is not bf16",
+            ));
+        }
+        NpyType::I64 => return Err(bad(mel_path, "mel is int64")),
+    };
+    // meta.json's dtype and the config's, where given, must name what mel.npy holds.
+    let named = [
+        &json[meta::DTYPE],
+        json[meta::CONFIG]
+            .pointer("/output/dtype")
+            .unwrap_or(&serde_json::Value::Null),
+    ];
+    if named
+        .iter()
+        .any(|d| !d.is_null() && d.as_str() != Some(dtype.name()))
+    {
+        return Err(bad(
+            meta.path,
+            format!(
+                "mel.npy holds {} but meta.json's dtype ({}) or config ({}) says otherwise",
+                dtype.name(),
+                named[0],
+                named[1]
+            ),
+        ));
+    }
+    Ok(dtype)
+}
+
+/// An npy split's `meta.json`, parsed, with its path for the words of an error: typed,
+/// checked reads of its keys.
+struct MetaJson<'a> {
+    path: &'a Path,
+    json: serde_json::Value,
+}
+
+impl<'a> MetaJson<'a> {
+    /// Reads `path` (a regular file only, not a link, opened without blocking, read up
+    /// to a bound) as JSON of a format version this reader knows.
+    fn read(path: &'a Path) -> Result<Self> {
+        refuse_link(path)?;
+        let bytes = mel_core::input::read_bounded(path, MAX_META_BYTES)
+            .map_err(|e| Error::read(path, e))?;
+        let json: serde_json::Value = serde_json::from_slice(&bytes)
+            .map_err(|e| bad(path, format!("not valid JSON: {e}")))?;
+        let version = match &json[meta::FORMAT_VERSION] {
+            serde_json::Value::Null => None,
+            v => Some(
+                v.as_u64()
+                    .ok_or_else(|| bad(path, "format_version is not a whole number"))?,
+            ),
+        };
+        mel_core::format::check_version(version).map_err(|why| bad(path, why))?;
+        Ok(MetaJson { path, json })
+    }
+
+    /// The list of strings at `key`.
+    fn strings(&self, key: &str) -> Result<Vec<String>> {
+        self.json[key]
+            .as_array()
+            .and_then(|a| a.iter().map(|v| v.as_str().map(str::to_string)).collect())
+            .ok_or_else(|| bad(self.path, format!("{key} is not a list of strings")))
+    }
+
+    /// The list of `len` numbers at `key`, if present.
+    fn numbers(&self, key: &str, len: usize) -> Result<Option<Vec<f64>>> {
+        match &self.json[key] {
+            serde_json::Value::Null => Ok(None),
+            v => v
+                .as_array()
+                .filter(|a| a.len() == len)
+                .and_then(|a| a.iter().map(|x| x.as_f64()).collect::<Option<Vec<_>>>())
+                .map(Some)
+                .ok_or_else(|| bad(self.path, format!("{key} is not a list of {len} numbers"))),
+        }
+    }
+
+    /// The clips' paths, one per row of mel, and `rows` where given agreeing with mel's.
+    fn paths(&self, rows: usize) -> Result<Vec<String>> {
+        let paths = self.strings(meta::PATHS)?;
+        if paths.len() != rows {
+            return Err(bad(
+                self.path,
+                format!("{} paths for {rows} rows of mel", paths.len()),
+            ));
+        }
+        if let Some(r) = self.json[meta::ROWS].as_u64()
+            && r != rows as u64
+        {
+            return Err(bad(self.path, format!("rows is {r}; mel.npy has {rows}")));
+        }
+        Ok(paths)
+    }
+
+    /// The names of mel's `ndim` axes (the defaults when `mel_dims` is absent).
+    fn dims(&self, ndim: usize) -> Result<Vec<String>> {
+        let dims = if self.json[meta::MEL_DIMS].is_null() {
+            default_dims(ndim)
+        } else {
+            self.strings(meta::MEL_DIMS)?
+        };
+        if dims.len() != ndim {
+            return Err(bad(
+                self.path,
+                format!("mel_dims names {} axes, mel has {}", dims.len(), ndim),
+            ));
+        }
+        Ok(dims)
+    }
+
+    /// The per-mel-bin statistics, where both lists are present and count some values.
+    fn stats(&self, n_mels: usize) -> Result<Option<MelStats>> {
+        Ok(match (
+            self.numbers(meta::MEL_MEAN, n_mels)?,
+            self.numbers(meta::MEL_STD, n_mels)?,
+        ) {
+            (Some(mean), Some(std)) => Some(MelStats {
+                mean,
+                std,
+                count: self.json[meta::STATS_COUNT].as_u64().unwrap_or(0),
+            }),
+            _ => None,
+        }
+        .filter(|s| s.count > 0))
+    }
+
+    /// The column of `rows` counts at `key`, if present: whole numbers from 0 to `max`.
+    fn int_column(&self, key: &str, rows: usize, max: f64) -> Result<Option<Vec<f64>>> {
+        let v = self.numbers(key, rows)?;
+        if let Some(v) = &v
+            && v.iter().any(|&x| x < 0.0 || x > max || x.fract() != 0.0)
+        {
+            return Err(bad(
+                self.path,
+                format!("{key} holds a value that is not a count"),
+            ));
+        }
+        Ok(v)
+    }
+
+    /// Each clip's source rate, channels and frames, where recorded.
+    fn provenance(&self, rows: usize) -> Result<Provenance> {
+        Ok(Provenance {
+            source_rate: self
+                .int_column(meta::SOURCE_RATE, rows, u32::MAX as f64)?
+                .map(|v| v.into_iter().map(|x| x as u32).collect()),
+            source_channels: self
+                .int_column(meta::SOURCE_CHANNELS, rows, u16::MAX as f64)?
+                .map(|v| v.into_iter().map(|x| x as u16).collect()),
+            source_frames: self
+                .int_column(meta::SOURCE_FRAMES, rows, u64::MAX as f64)?
+                .map(|v| v.into_iter().map(|x| x as u64).collect()),
+        })
+    }
 }
