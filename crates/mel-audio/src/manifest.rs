@@ -260,87 +260,22 @@ fn parse(path: &Path, text: &str) -> Result<Vec<(usize, Row)>> {
 }
 
 /// Reads the manifest at `path` into a dataset.
-#[allow(clippy::too_many_lines)] // on tests/tidy.rs's shrinking list: cut it into named phases
 pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
-    let err = |reason: String| Error::Dataset {
-        root: path.to_path_buf(),
-        reason,
-    };
+    let err = |reason: String| refusal(path, reason);
     // Bounded by the bytes read, not st_size (a device or a growing file), never blocking.
     let text = read_bounded_text(path, MAX_MANIFEST_BYTES).map_err(|e| Error::io(path, e))?;
     let numbered = parse(path, &text)?;
     if numbered.is_empty() {
         return Err(err("no clips listed".into()));
     }
-    for (line, r) in &numbered {
-        let names =
-            std::iter::once(("label", &r.label)).chain(r.split.iter().map(|s| ("split", s)));
-        for (what, name) in names {
-            check_name(name).map_err(|why| err(format!("line {line}: the {what} {why}")))?;
-        }
-        if r.path.is_empty() {
-            return Err(err(format!("line {line}: the path is empty")));
-        }
-        if let Some(c) = r.path.chars().find(|c| c.is_control()) {
-            return Err(err(format!(
-                "line {line}: the path {:?} holds the control character {c:?}",
-                r.path
-            )));
-        }
-    }
+    check_rows(path, &numbered)?;
     // Rows are relative to the manifest file's own folder: a link to a manifest reads
     // its rows from where the manifest is, not from where the link is.
     let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let base = real.parent().unwrap_or(Path::new(".")).to_path_buf();
-    let full_path = |p: &str| -> PathBuf {
-        if Path::new(p).is_absolute() {
-            PathBuf::from(p)
-        } else {
-            base.join(p)
-        }
-    };
-    // One file is one clip, whatever the path's spelling or links.
-    let mut first_line: HashMap<FileKey, (usize, &str)> = HashMap::new();
-    for (line, r) in &numbered {
-        match first_line.entry(file_key(&full_path(&r.path))) {
-            Entry::Occupied(first) => {
-                let (first, first_path) = *first.get();
-                return Err(err(format!(
-                    "lines {first} and {line} name one file ({first_path:?} and {:?}): one file is one clip; list it once",
-                    r.path
-                )));
-            }
-            Entry::Vacant(v) => {
-                v.insert((*line, &r.path));
-            }
-        }
-    }
+    check_one_row_per_file(path, &numbered, &base)?;
     let rows: Vec<Row> = numbered.into_iter().map(|(_, r)| r).collect();
-    let label_names = match &opts.label_map {
-        Some(map) => {
-            check_label_names(map).map_err(|reason| Error::config("labels", reason))?;
-            let unknown: Vec<&str> = rows
-                .iter()
-                .map(|r| r.label.as_str())
-                .filter(|l| !map.iter().any(|m| m == l))
-                .collect::<std::collections::BTreeSet<_>>()
-                .into_iter()
-                .collect();
-            if !unknown.is_empty() {
-                return Err(err(format!(
-                    "labels not in the label map: {}",
-                    unknown.join(", ")
-                )));
-            }
-            map.clone()
-        }
-        None => {
-            let mut names: Vec<String> = rows.iter().map(|r| r.label.clone()).collect();
-            names.sort();
-            names.dedup();
-            names
-        }
-    };
+    let label_names = class_names(path, &rows, opts)?;
     let with_split = rows.iter().filter(|r| r.split.is_some()).count();
     if with_split != 0 && with_split != rows.len() {
         return Err(err(format!(
@@ -348,23 +283,7 @@ pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
             rows.len()
         )));
     }
-    let mut by_split: BTreeMap<String, Vec<FileEntry>> = BTreeMap::new();
-    let mut by_class: BTreeMap<i64, Vec<FileEntry>> = BTreeMap::new();
-    for r in &rows {
-        let label = label_names
-            .iter()
-            .position(|n| *n == r.label)
-            .expect("every label is in the map") as i64;
-        let entry = FileEntry {
-            path: full_path(&r.path),
-            rel: r.path.clone(),
-            label,
-        };
-        match &r.split {
-            Some(s) => by_split.entry(s.clone()).or_default().push(entry),
-            None => by_class.entry(label).or_default().push(entry),
-        }
-    }
+    let (mut by_split, by_class) = group_rows(&rows, &label_names, &base);
     if with_split == 0 {
         assign(by_class, opts, &mut by_split, path)?;
     } else if opts.ratios_given {
@@ -394,6 +313,129 @@ pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
         ignored: vec![],
         splits,
     })
+}
+
+/// The manifest at `manifest` refused for `reason`.
+fn refusal(manifest: &Path, reason: String) -> Error {
+    Error::Dataset {
+        root: manifest.to_path_buf(),
+        reason,
+    }
+}
+
+/// Checks every row's label and split as names, and its path: not empty, no control
+/// characters.
+fn check_rows(manifest: &Path, numbered: &[(usize, Row)]) -> Result<()> {
+    let err = |reason: String| refusal(manifest, reason);
+    for (line, r) in numbered {
+        let names =
+            std::iter::once(("label", &r.label)).chain(r.split.iter().map(|s| ("split", s)));
+        for (what, name) in names {
+            check_name(name).map_err(|why| err(format!("line {line}: the {what} {why}")))?;
+        }
+        if r.path.is_empty() {
+            return Err(err(format!("line {line}: the path is empty")));
+        }
+        if let Some(c) = r.path.chars().find(|c| c.is_control()) {
+            return Err(err(format!(
+                "line {line}: the path {:?} holds the control character {c:?}",
+                r.path
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A row's path as a file's: absolute as written, else under the manifest's folder `base`.
+fn full_path(base: &Path, p: &str) -> PathBuf {
+    if Path::new(p).is_absolute() {
+        PathBuf::from(p)
+    } else {
+        base.join(p)
+    }
+}
+
+/// One file is one clip, whatever the path's spelling or links: a second row naming a
+/// file is refused with both line numbers.
+fn check_one_row_per_file(manifest: &Path, numbered: &[(usize, Row)], base: &Path) -> Result<()> {
+    let mut first_line: HashMap<FileKey, (usize, &str)> = HashMap::new();
+    for (line, r) in numbered {
+        match first_line.entry(file_key(&full_path(base, &r.path))) {
+            Entry::Occupied(first) => {
+                let (first, first_path) = *first.get();
+                return Err(refusal(
+                    manifest,
+                    format!(
+                        "lines {first} and {line} name one file ({first_path:?} and {:?}): one file is one clip; list it once",
+                        r.path
+                    ),
+                ));
+            }
+            Entry::Vacant(v) => {
+                v.insert((*line, &r.path));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Class names in id order: the label map's (checked, and holding every row's label), or
+/// the rows' labels, sorted.
+fn class_names(manifest: &Path, rows: &[Row], opts: &ManifestOptions) -> Result<Vec<String>> {
+    Ok(match &opts.label_map {
+        Some(map) => {
+            check_label_names(map).map_err(|reason| Error::config("labels", reason))?;
+            let unknown: Vec<&str> = rows
+                .iter()
+                .map(|r| r.label.as_str())
+                .filter(|l| !map.iter().any(|m| m == l))
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            if !unknown.is_empty() {
+                return Err(refusal(
+                    manifest,
+                    format!("labels not in the label map: {}", unknown.join(", ")),
+                ));
+            }
+            map.clone()
+        }
+        None => {
+            let mut names: Vec<String> = rows.iter().map(|r| r.label.clone()).collect();
+            names.sort();
+            names.dedup();
+            names
+        }
+    })
+}
+
+/// The rows as files: those naming a split by split, the others by class id.
+fn group_rows(
+    rows: &[Row],
+    label_names: &[String],
+    base: &Path,
+) -> (
+    BTreeMap<String, Vec<FileEntry>>,
+    BTreeMap<i64, Vec<FileEntry>>,
+) {
+    let mut by_split: BTreeMap<String, Vec<FileEntry>> = BTreeMap::new();
+    let mut by_class: BTreeMap<i64, Vec<FileEntry>> = BTreeMap::new();
+    for r in rows {
+        let label = label_names
+            .iter()
+            .position(|n| *n == r.label)
+            .expect("every label is in the map") as i64;
+        let entry = FileEntry {
+            path: full_path(base, &r.path),
+            rel: r.path.clone(),
+            label,
+        };
+        match &r.split {
+            Some(s) => by_split.entry(s.clone()).or_default().push(entry),
+            None => by_class.entry(label).or_default().push(entry),
+        }
+    }
+    (by_split, by_class)
 }
 
 /// `path` made absolute and normalised without touching the disk (`.` dropped, `..` taken

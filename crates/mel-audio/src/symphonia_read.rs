@@ -268,8 +268,295 @@ struct Stream<'s> {
     at: u64,
 }
 
+/// What a container's bytes say before symphonia reads them (the framing a reader would
+/// resynchronise across, checked from the bytes), and the source symphonia is to read: a
+/// raw stream bounded before a trailing tag, header fields patched where symphonia would
+/// misread them.
+struct Framing<'s> {
+    source: Box<dyn MediaSource + 's>,
+    /// Native FLAC: the bytes its frames span ([`Stream::flac_frames`]).
+    flac_frames: Option<(u64, u64)>,
+    /// A CAF file whose packets vary in size (its packet table's count is no promise).
+    variable_caf: bool,
+    /// Ogg FLAC: the total its STREAMINFO states.
+    ogg_flac_total: Option<u64>,
+    /// ADPCM WAV: the partial last block ([`Stream::adpcm_tail`]).
+    adpcm: Option<(Box<[u8]>, usize)>,
+}
+
+impl<'s> Framing<'s> {
+    /// Checks the bytes of `source` (a `container` at `offset`) where their length is
+    /// known; a source of unknown length is read as it is.
+    fn check(
+        source: Box<dyn MediaSource + 's>,
+        container: Container,
+        offset: u64,
+        path: &Path,
+    ) -> Result<Self> {
+        let io = |e: std::io::Error| Error::read(path, e);
+        let mut source = source;
+        let Some(len) = source.byte_len() else {
+            return Ok(Framing {
+                source,
+                flac_frames: None,
+                variable_caf: false,
+                ogg_flac_total: None,
+                adpcm: None,
+            });
+        };
+        let mut patches = Vec::new();
+        let end = framing_end(&mut source, container, offset, len, path, &mut patches)?;
+        let mut flac_frames = None;
+        if container == Container::Flac {
+            flac_frames = flac_span(&mut source, offset, end, path)?;
+        }
+        let mut ogg_flac_total = None;
+        if container == Container::Ogg {
+            ogg_flac_total = crate::framing::ogg_flac_total(&mut source, offset).map_err(io)?;
+        }
+        let mut adpcm = None;
+        if container == Container::Wav {
+            // ADPCM (the one WAV coding routed here): a partial last block.
+            if let Ok(h) = crate::wav::parse(&mut source, offset, len).map_err(io)? {
+                adpcm = adpcm_tail(&mut source, &h).map_err(io)?;
+            }
+        }
+        if container == Container::Adts {
+            adts_profile_check(&mut source, offset).map_err(|e| match e {
+                Ok(io_err) => io(io_err),
+                Err(reason) => Error::unsupported(path, reason),
+            })?;
+        }
+        let variable_caf = header_checks(&mut source, container, offset, len, path, &mut patches)?;
+        if end < len || !patches.is_empty() {
+            source.seek(SeekFrom::Start(0)).map_err(io)?;
+            source = Box::new(crate::framing::Bounded::new(source, end, patches).map_err(io)?);
+        }
+        Ok(Framing {
+            source,
+            flac_frames,
+            variable_caf,
+            ogg_flac_total,
+            adpcm,
+        })
+    }
+}
+
+/// Where the audio of a `container` of `len` bytes ends (a raw stream's before a trailing
+/// tag; an ADTS or MP3 stream's where its frames end), its framing checked; an Ogg file's
+/// page patches go to `patches`.
+fn framing_end<R: std::io::Read + Seek>(
+    source: &mut R,
+    container: Container,
+    offset: u64,
+    len: u64,
+    path: &Path,
+    patches: &mut Vec<crate::framing::Patch>,
+) -> Result<u64> {
+    let io = |e: std::io::Error| Error::read(path, e);
+    let raw = matches!(
+        container,
+        Container::Flac | Container::Mp3 { .. } | Container::Adts
+    );
+    let mut end = if raw {
+        crate::framing::audio_end(source, offset, len).map_err(io)?
+    } else {
+        len
+    };
+    let verdict = match container {
+        Container::Ogg => crate::framing::ogg_pages(source, offset, len)
+            .map_err(io)?
+            .map(|p| *patches = p),
+        Container::Adts => crate::framing::adts_frames(source, offset, end)
+            .map_err(io)?
+            .map(|e| end = e),
+        Container::Mp3 { .. } => crate::framing::mpeg_frames(source, offset, end)
+            .map_err(io)?
+            .map(|e| end = e),
+        Container::Mp4 => crate::framing::mp4_boxes(source, offset, len).map_err(io)?,
+        Container::Mkv => crate::framing::mkv_segment(source, offset, len).map_err(io)?,
+        _ => Ok(()),
+    };
+    verdict.map_err(|reason| Error::decode(path, reason))?;
+    Ok(end)
+}
+
+/// Native FLAC ending at `end`: the bytes its frames span, the STREAMINFO checked against
+/// the first frame.
+fn flac_span<R: std::io::Read + Seek>(
+    source: &mut R,
+    offset: u64,
+    end: u64,
+    path: &Path,
+) -> Result<Option<(u64, u64)>> {
+    let io = |e: std::io::Error| Error::read(path, e);
+    let flac_frames = crate::framing::flac_frames_start(source, offset, end)
+        .map_err(io)?
+        .map(|first| (first, end));
+    if let Some((first, _)) = flac_frames {
+        crate::framing::flac_header_check(source, offset, first)
+            .map_err(io)?
+            .map_err(|reason| Error::decode(path, reason))?;
+    }
+    Ok(flac_frames)
+}
+
+/// AIFF's and CAF's headers, which symphonia reads wrong: the sample rate checked, and a
+/// CAF's streamed data size patched to the size the data has; whether the CAF's packets
+/// vary in size.
+fn header_checks<R: std::io::Read + Seek>(
+    source: &mut R,
+    container: Container,
+    offset: u64,
+    len: u64,
+    path: &Path,
+    patches: &mut Vec<crate::framing::Patch>,
+) -> Result<bool> {
+    let io = |e: std::io::Error| Error::read(path, e);
+    let mut variable_caf = false;
+    match container {
+        Container::Aiff => {
+            if let Some((rate, whole)) = crate::sniff::aiff_rate(source, offset, len).map_err(io)? {
+                rate_check(path, "AIFF", rate, whole)?;
+            }
+        }
+        Container::Caf => {
+            if let Some(h) = crate::sniff::caf_header(source, offset, len).map_err(io)? {
+                caf_check(path, &h)?;
+                variable_caf = h.variable;
+                // A streaming writer's "to the end of the file", as symphonia
+                // does not read it: the size the data has.
+                if let (Some(at), Some(start)) = (h.streamed_size_at, h.data_start) {
+                    let size = len.saturating_sub(start) as i64;
+                    patches.push((at, size.to_be_bytes().to_vec()));
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(variable_caf)
+}
+
+/// What the container states that symphonia does not keep: AIFF's own frame count (it
+/// counts the SSND data), and the encoder priming and padding its MP4 and Matroska
+/// readers state (or not) but never drop.
+fn container_notes(
+    mss: &mut MediaSourceStream<'_>,
+    container: Container,
+    offset: u64,
+    path: &Path,
+) -> Result<(Option<u64>, crate::trim::Stated)> {
+    let aiff_frames = match (container, mss.byte_len()) {
+        (Container::Aiff, Some(len)) => crate::sniff::aiff_promised_frames(mss, offset, len)
+            .map_err(|e| Error::read(path, e))?,
+        _ => None,
+    };
+    let stated = match mss.byte_len() {
+        Some(len) => {
+            crate::trim::read(mss, container, offset, len).map_err(|e| Error::read(path, e))?
+        }
+        None => crate::trim::Stated::None,
+    };
+    Ok((aiff_frames, stated))
+}
+
+/// The sample rate the decoder follows: AAC's own configuration says what the sample
+/// entry cannot (an MP4 sample entry's 16-bit rate field cannot hold 96000; ffmpeg 5.1
+/// writes 0 there, 9.0 writes 48000, the AudioSpecificConfig holds it), and an AAC
+/// profile or layout its decoder does not decode is refused.
+fn decoder_rate(
+    params: &symphonia::core::codecs::audio::AudioCodecParameters,
+    path: &Path,
+) -> Result<Option<u32>> {
+    let asc = (params.codec == ids::CODEC_ID_AAC)
+        .then(|| {
+            params
+                .extra_data
+                .as_deref()
+                .and_then(AudioSpecificConfig::read)
+        })
+        .flatten();
+    let rate = asc
+        .and_then(|a| a.rate)
+        .or(params.sample_rate)
+        .filter(|&r| r > 0);
+    if let Some(a) = asc {
+        a.check()
+            .map_err(|reason| Error::unsupported(path, reason))?;
+    }
+    Ok(rate)
+}
+
+/// Whether the container's frame count is a promise. MP3 without a Xing/Info/VBRI tag,
+/// ADTS and Matroska only estimate their length. A CAF packet table's frame count is no
+/// promise either: ffmpeg writes packets x frames per packet there (16384 for 16000
+/// frames of ALAC), and the decoder knows the last packet's length; a cut file is found
+/// by its packets, each of a size the table gives, ending early. An Ogg stream's last
+/// granule position and an MP4 sample table's durations are a timeline, not a count of
+/// the data: ffmpeg's `-stream_loop` leaves a gap in the timestamps at each loop (the
+/// source's priming, which its decoder dropped: 1105 frames from an MP3, 1024 from AAC),
+/// so the last timestamp says up to thousands of frames more than every packet decodes
+/// to (libsndfile and ffmpeg decode exactly what melctl does). A cut Ogg file is found by
+/// its pages, a cut MP4 by its box sizes ([`crate::framing`]); Ogg FLAC is held to its
+/// STREAMINFO total when it states one.
+fn count_is_promise(container: Container, variable_caf: bool) -> bool {
+    !matches!(
+        container,
+        Container::Mp3 { tagged: false }
+            | Container::Adts
+            | Container::Mkv
+            | Container::Ogg
+            | Container::Mp4
+    ) && !variable_caf
+}
+
+/// The decoder for `params` at `rate`; a codec with no decoder at all is named.
+fn make_decoder(
+    params: &symphonia::core::codecs::audio::AudioCodecParameters,
+    rate: Option<u32>,
+    container: Container,
+    path: &Path,
+) -> Result<Box<dyn symphonia::core::codecs::audio::AudioDecoder>> {
+    let mut for_decoder = params.clone();
+    if [ids::CODEC_ID_PCM_ALAW, ids::CODEC_ID_PCM_MULAW].contains(&params.codec) {
+        // G.711's widths are implicit: CAF gives 8 bits, which symphonia's PCM decoder
+        // takes for the decoded width and refuses ("unexpected bits per sample").
+        for_decoder.bits_per_sample = None;
+        for_decoder.bits_per_coded_sample = None;
+    }
+    if rate.is_some() {
+        for_decoder.sample_rate = rate;
+    }
+    let codecs = symphonia::default::get_codecs();
+    codecs
+        .make_audio_decoder(&for_decoder, &AudioDecoderOptions::default())
+        .map_err(|e| match e {
+            // No decoder for the codec at all: named.
+            SymError::Unsupported(_) if codecs.get_audio_decoder(params.codec).is_none() => {
+                Error::unsupported(path, unsupported_codec(params.codec, container))
+            }
+            e => sym_error(path, container, Some(params.codec), Stage::Setup, e),
+        })
+}
+
+/// Whether `codec` is float PCM (the one whose samples can be NaN or infinite).
+fn is_float_pcm(codec: AudioCodecId) -> bool {
+    [
+        ids::CODEC_ID_PCM_F32LE,
+        ids::CODEC_ID_PCM_F32BE,
+        ids::CODEC_ID_PCM_F64LE,
+        ids::CODEC_ID_PCM_F64BE,
+        ids::CODEC_ID_PCM_F32LE_PLANAR,
+        ids::CODEC_ID_PCM_F32BE_PLANAR,
+        ids::CODEC_ID_PCM_F64LE_PLANAR,
+        ids::CODEC_ID_PCM_F64BE_PLANAR,
+    ]
+    .contains(&codec)
+}
+
 impl<'s> Stream<'s> {
-    #[allow(clippy::too_many_lines)] // on tests/tidy.rs's shrinking list: cut it into named phases
+    /// Opens `source`, a `container` at `offset`: its framing checked from the bytes, its
+    /// reader, the first audio track, the decoder, and what the header promises.
     fn open(
         source: Box<dyn MediaSource + 's>,
         container: Container,
@@ -277,115 +564,9 @@ impl<'s> Stream<'s> {
         path: &Path,
     ) -> Result<Self> {
         let bad = |reason: &str| Error::decode(path, reason);
-        let io = |e: std::io::Error| Error::read(path, e);
-        let mut source = source;
-        let len = source.byte_len();
-        // The framing a reader would resynchronise across, checked from the bytes; a raw
-        // stream is bounded before a trailing tag.
-        let mut flac_frames = None;
-        let mut variable_caf = false;
-        let mut ogg_flac_total = None;
-        let mut adpcm = None;
-        let mut patches = Vec::new();
-        if let Some(len) = len {
-            let raw = matches!(
-                container,
-                Container::Flac | Container::Mp3 { .. } | Container::Adts
-            );
-            let mut end = if raw {
-                crate::framing::audio_end(&mut source, offset, len).map_err(io)?
-            } else {
-                len
-            };
-            let verdict = match container {
-                Container::Ogg => crate::framing::ogg_pages(&mut source, offset, len)
-                    .map_err(io)?
-                    .map(|p| patches = p),
-                Container::Adts => crate::framing::adts_frames(&mut source, offset, end)
-                    .map_err(io)?
-                    .map(|e| end = e),
-                Container::Mp3 { .. } => crate::framing::mpeg_frames(&mut source, offset, end)
-                    .map_err(io)?
-                    .map(|e| end = e),
-                Container::Mp4 => {
-                    crate::framing::mp4_boxes(&mut source, offset, len).map_err(io)?
-                }
-                Container::Mkv => {
-                    crate::framing::mkv_segment(&mut source, offset, len).map_err(io)?
-                }
-                _ => Ok(()),
-            };
-            verdict.map_err(|reason| Error::decode(path, reason))?;
-            if container == Container::Flac {
-                flac_frames = crate::framing::flac_frames_start(&mut source, offset, end)
-                    .map_err(io)?
-                    .map(|first| (first, end));
-                if let Some((first, _)) = flac_frames {
-                    crate::framing::flac_header_check(&mut source, offset, first)
-                        .map_err(io)?
-                        .map_err(|reason| Error::decode(path, reason))?;
-                }
-            }
-            if container == Container::Ogg {
-                ogg_flac_total = crate::framing::ogg_flac_total(&mut source, offset).map_err(io)?;
-            }
-            if container == Container::Wav {
-                // ADPCM (the one WAV coding routed here): a partial last block.
-                if let Ok(h) = crate::wav::parse(&mut source, offset, len).map_err(io)? {
-                    adpcm = adpcm_tail(&mut source, &h).map_err(io)?;
-                }
-            }
-            if container == Container::Adts {
-                adts_profile_check(&mut source, offset).map_err(|e| match e {
-                    Ok(io_err) => io(io_err),
-                    Err(reason) => Error::unsupported(path, reason),
-                })?;
-            }
-            match container {
-                Container::Aiff => {
-                    if let Some((rate, whole)) =
-                        crate::sniff::aiff_rate(&mut source, offset, len).map_err(io)?
-                    {
-                        rate_check(path, "AIFF", rate, whole)?;
-                    }
-                }
-                Container::Caf => {
-                    if let Some(h) =
-                        crate::sniff::caf_header(&mut source, offset, len).map_err(io)?
-                    {
-                        caf_check(path, &h)?;
-                        variable_caf = h.variable;
-                        // A streaming writer's "to the end of the file", as symphonia
-                        // does not read it: the size the data has.
-                        if let (Some(at), Some(start)) = (h.streamed_size_at, h.data_start) {
-                            let size = len.saturating_sub(start) as i64;
-                            patches.push((at, size.to_be_bytes().to_vec()));
-                        }
-                    }
-                }
-                _ => {}
-            }
-            if end < len || !patches.is_empty() {
-                source.seek(SeekFrom::Start(0)).map_err(io)?;
-                source = Box::new(crate::framing::Bounded::new(source, end, patches).map_err(io)?);
-            }
-        }
-        let mut mss = MediaSourceStream::new(source, Default::default());
-        // AIFF's own promise, which symphonia does not keep (it counts the SSND data).
-        let aiff_frames = match (container, mss.byte_len()) {
-            (Container::Aiff, Some(len)) => {
-                crate::sniff::aiff_promised_frames(&mut mss, offset, len)
-                    .map_err(|e| Error::read(path, e))?
-            }
-            _ => None,
-        };
-        // Encoder priming and padding, which symphonia's MP4 and Matroska readers state
-        // (or not) but never drop.
-        let stated = match mss.byte_len() {
-            Some(len) => crate::trim::read(&mut mss, container, offset, len)
-                .map_err(|e| Error::read(path, e))?,
-            None => crate::trim::Stated::None,
-        };
+        let framing = Framing::check(source, container, offset, path)?;
+        let mut mss = MediaSourceStream::new(framing.source, Default::default());
+        let (aiff_frames, stated) = container_notes(&mut mss, container, offset, path)?;
         mss.seek(SeekFrom::Start(offset))
             .map_err(|e| Error::read(path, e))?;
         let format = open_reader(mss, container)
@@ -399,46 +580,8 @@ impl<'s> Stream<'s> {
             .and_then(|p| p.audio())
             .ok_or_else(|| bad("no audio codec parameters"))?
             .clone();
-        // AAC's own configuration, which its decoder follows, says what the sample entry
-        // cannot: an MP4 sample entry's 16-bit rate field cannot hold 96000 (ffmpeg 5.1
-        // writes 0 there, 9.0 writes 48000), the AudioSpecificConfig holds it.
-        let asc = (params.codec == ids::CODEC_ID_AAC)
-            .then(|| {
-                params
-                    .extra_data
-                    .as_deref()
-                    .and_then(AudioSpecificConfig::read)
-            })
-            .flatten();
-        let rate = asc
-            .and_then(|a| a.rate)
-            .or(params.sample_rate)
-            .filter(|&r| r > 0);
-        if let Some(a) = asc {
-            a.check()
-                .map_err(|reason| Error::unsupported(path, reason))?;
-        }
-        // Which frame counts are promises. MP3 without a Xing/Info/VBRI tag, ADTS and
-        // Matroska only estimate their length. A CAF packet table's frame count is no
-        // promise either: ffmpeg writes packets x frames per packet there (16384 for 16000
-        // frames of ALAC), and the decoder knows the last packet's length; a cut file is
-        // found by its packets, each of a size the table gives, ending early. An Ogg
-        // stream's last granule position and an MP4 sample table's durations are a
-        // timeline, not a count of the data: ffmpeg's `-stream_loop` leaves a gap in the
-        // timestamps at each loop (the source's priming, which its decoder dropped: 1105
-        // frames from an MP3, 1024 from AAC), so the last timestamp says up to thousands of
-        // frames more than every packet decodes to (libsndfile and ffmpeg decode exactly
-        // what melctl does). A cut Ogg file is found by its pages, a cut MP4 by its box
-        // sizes ([`crate::framing`]); Ogg FLAC is held to its STREAMINFO total when it
-        // states one.
-        let promises = !matches!(
-            container,
-            Container::Mp3 { tagged: false }
-                | Container::Adts
-                | Container::Mkv
-                | Container::Ogg
-                | Container::Mp4
-        ) && !variable_caf;
+        let rate = decoder_rate(&params, path)?;
+        let promises = count_is_promise(container, framing.variable_caf);
         // The sample table's length, in its time base, for an MP4 without an edit list.
         let media = track.num_frames.map(|n| match track.time_base {
             Some(tb) => (
@@ -451,30 +594,11 @@ impl<'s> Stream<'s> {
             .trim(track.id, rate, media)
             .map_err(|reason| Error::unsupported(path, reason))?;
         let promised = aiff_frames
-            .or(ogg_flac_total)
+            .or(framing.ogg_flac_total)
             .or(track.num_frames.filter(|_| promises))
             .map(|p| trim.kept(p));
         let track_id = track.id;
-        let mut for_decoder = params.clone();
-        if [ids::CODEC_ID_PCM_ALAW, ids::CODEC_ID_PCM_MULAW].contains(&params.codec) {
-            // G.711's widths are implicit: CAF gives 8 bits, which symphonia's PCM decoder
-            // takes for the decoded width and refuses ("unexpected bits per sample").
-            for_decoder.bits_per_sample = None;
-            for_decoder.bits_per_coded_sample = None;
-        }
-        if rate.is_some() {
-            for_decoder.sample_rate = rate;
-        }
-        let codecs = symphonia::default::get_codecs();
-        let decoder = codecs
-            .make_audio_decoder(&for_decoder, &AudioDecoderOptions::default())
-            .map_err(|e| match e {
-                // No decoder for the codec at all: named.
-                SymError::Unsupported(_) if codecs.get_audio_decoder(params.codec).is_none() => {
-                    Error::unsupported(path, unsupported_codec(params.codec, container))
-                }
-                e => sym_error(path, container, Some(params.codec), Stage::Setup, e),
-            })?;
+        let decoder = make_decoder(&params, rate, container, path)?;
         let adpcm_block_frames = params.frames_per_block.unwrap_or(0);
         Ok(Stream {
             format,
@@ -487,24 +611,14 @@ impl<'s> Stream<'s> {
             channels: params.channels.as_ref().map(|c| c.count()),
             rate,
             bits: params.bits_per_sample.unwrap_or(0) as u16,
-            float: [
-                ids::CODEC_ID_PCM_F32LE,
-                ids::CODEC_ID_PCM_F32BE,
-                ids::CODEC_ID_PCM_F64LE,
-                ids::CODEC_ID_PCM_F64BE,
-                ids::CODEC_ID_PCM_F32LE_PLANAR,
-                ids::CODEC_ID_PCM_F32BE_PLANAR,
-                ids::CODEC_ID_PCM_F64LE_PLANAR,
-                ids::CODEC_ID_PCM_F64BE_PLANAR,
-            ]
-            .contains(&params.codec),
+            float: is_float_pcm(params.codec),
             scratch: Vec::new(),
             trimmed_end: promised.filter(|_| matches!(container, Container::Mp3 { tagged: true })),
-            flac_frames,
+            flac_frames: framing.flac_frames,
             next_ts: 0,
             frame_bytes: 0,
             cut: false,
-            adpcm_tail: adpcm.filter(|_| adpcm_block_frames > 0),
+            adpcm_tail: framing.adpcm.filter(|_| adpcm_block_frames > 0),
             adpcm_block_frames,
             keep: None,
             at: 0,
