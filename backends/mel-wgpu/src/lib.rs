@@ -138,6 +138,292 @@ pub struct WgpuBackend {
     arithmetic: ArithmeticCheck,
 }
 
+/// Workgroup size, frame pairs side by side, and where mel values live, within the
+/// adapter's limits and `options`' bound.
+fn choose_layout(
+    plan: &MelPlan,
+    info: &AdapterInfo,
+    limits: &wgpu::Limits,
+    options: WgpuOptions,
+) -> Result<Layout> {
+    let max_invocations = options
+        .max_workgroup
+        .min(limits.max_compute_invocations_per_workgroup as usize)
+        .min(limits.max_compute_workgroup_size_x as usize);
+    Layout::choose(plan, max_invocations, info.max_workgroup_storage as usize)
+        .map_err(|e| err(format!("{}: {e}", info.name)))
+}
+
+/// Bytes per clip of each chunk buffer, and the clips per chunk the adapter's largest
+/// storage binding allows.
+struct ChunkSizes {
+    /// Input samples of one clip.
+    in_bytes: usize,
+    /// Output values of one clip.
+    out_bytes: usize,
+    /// Mel scratch of one clip (0 when mel values live in workgroup memory).
+    scratch_bytes: usize,
+    /// Clips per chunk: the requested count, capped by the adapter's buffer limits.
+    chunk_clips: usize,
+}
+
+impl ChunkSizes {
+    /// The sizes for `plan`, with `chunk_clips` capped so every buffer binds; refused if
+    /// not even one clip fits.
+    fn fit(
+        plan: &MelPlan,
+        info: &AdapterInfo,
+        shader_layout: &Layout,
+        device_out: DeviceOut,
+        chunk_clips: usize,
+    ) -> Result<Self> {
+        let in_bytes = plan.clip_samples() * 4;
+        let out_bytes = plan.values_per_clip() * device_out.bytes();
+        let scratch_bytes = if shader_layout.mel_in_workgroup {
+            0
+        } else {
+            plan.distinct_offsets().len() * plan.values_per_segment() * 4
+        };
+        let per_clip = in_bytes.max(out_bytes).max(scratch_bytes);
+        let max_binding = usize::try_from(info.max_storage_binding).unwrap_or(usize::MAX);
+        let fit = max_binding / per_clip;
+        if fit == 0 {
+            return Err(err(format!(
+                "one clip needs a {per_clip}-byte buffer; {} binds at most {max_binding} bytes",
+                info.name
+            )));
+        }
+        Ok(ChunkSizes {
+            in_bytes,
+            out_bytes,
+            scratch_bytes,
+            chunk_clips: chunk_clips.clamp(1, fit),
+        })
+    }
+}
+
+/// The first error wgpu reports outside an error scope (device lost, out of memory).
+type FirstError = Arc<Mutex<Option<String>>>;
+
+/// Opens the device with the `limits` given and whichever of `stamp_features` the adapter
+/// offers; its uncaptured errors and loss go to the returned [`FirstError`].
+fn open_device(
+    adapter: &wgpu::Adapter,
+    info: &AdapterInfo,
+    limits: wgpu::Limits,
+    stamp_features: wgpu::Features,
+) -> Result<(wgpu::Device, wgpu::Queue, FirstError)> {
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("melctl"),
+        required_features: adapter.features() & stamp_features,
+        required_limits: limits,
+        ..Default::default()
+    }))
+    .map_err(|e| err(format!("{}: could not open the device: {e}", info.name)))?;
+    let uncaptured = Arc::new(Mutex::new(None));
+    let sink = uncaptured.clone();
+    device.on_uncaptured_error(Box::new(move |e| {
+        let mut first = sink.lock().unwrap_or_else(|p| p.into_inner());
+        first.get_or_insert_with(|| e.to_string());
+    }));
+    let sink = uncaptured.clone();
+    device.set_device_lost_callback(move |reason, message| {
+        let mut first = sink.lock().unwrap_or_else(|p| p.into_inner());
+        first.get_or_insert_with(|| format!("device lost ({reason:?}): {message}"));
+    });
+    Ok((device, queue, uncaptured))
+}
+
+/// The transform's accuracy rests on error-free transformations that a compiler which
+/// reassociates float arithmetic would break: checks them on this adapter.
+fn check_arithmetic(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    info: &AdapterInfo,
+) -> Result<ArithmeticCheck> {
+    let arithmetic =
+        selftest::run(device, queue).map_err(|e| err(format!("{}: {e}", info.name)))?;
+    if !arithmetic.ok() {
+        return Err(err(format!(
+            "{}: its shader compiler does not keep compensated f32 arithmetic exact ({} of {} \
+             checks wrong), so the transform would miss torchaudio's f64 reference by more \
+             than 0.01 dB",
+            info.name, arithmetic.shielded_wrong, arithmetic.cases
+        )));
+    }
+    Ok(arithmetic)
+}
+
+/// Compiles the shader for `plan`: the bind group layout, and the passes' pipelines in
+/// dispatch order, each with its workgroups per distinct segment.
+fn compile(
+    device: &wgpu::Device,
+    plan: &MelPlan,
+    tables: &Tables,
+    shader_layout: &Layout,
+) -> Result<(wgpu::BindGroupLayout, Vec<(wgpu::ComputePipeline, usize)>)> {
+    device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("melctl mel shader"),
+        source: wgpu::ShaderSource::Wgsl(codegen::shader(plan, tables, shader_layout).into()),
+    });
+    let layout = bind_group_layout(device);
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some("mel"),
+        bind_group_layouts: &[&layout],
+        push_constant_ranges: &[],
+    });
+    let pipelines = layout::passes(plan)
+        .into_iter()
+        .map(|(entry, groups_per_segment)| {
+            let p = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(entry),
+                layout: Some(&pipeline_layout),
+                module: &module,
+                entry_point: Some(entry),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+            (p, groups_per_segment)
+        })
+        .collect();
+    if let Some(e) = pollster::block_on(device.pop_error_scope()) {
+        return Err(err(format!(
+            "the shader did not compile for this plan: {e}"
+        )));
+    }
+    Ok((layout, pipelines))
+}
+
+/// The plan's tables on the device (bindings 2 to 5), shared by both slots.
+struct TableBuffers {
+    window: wgpu::Buffer,
+    twiddle: wgpu::Buffer,
+    ints: wgpu::Buffer,
+    weights: wgpu::Buffer,
+}
+
+impl TableBuffers {
+    /// Uploads `tables`.
+    fn upload(device: &wgpu::Device, tables: &Tables) -> Self {
+        let init = |label: &str, contents: &[u8]| {
+            device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents,
+                usage: wgpu::BufferUsages::STORAGE,
+            })
+        };
+        TableBuffers {
+            window: init("window", bytemuck::cast_slice(&tables.window)),
+            twiddle: init("twiddle", bytemuck::cast_slice(&tables.twiddle)),
+            ints: init("ints", bytemuck::cast_slice(&tables.ints)),
+            weights: init("weights", bytemuck::cast_slice(&tables.weights)),
+        }
+    }
+}
+
+/// A buffer of `size` bytes, not mapped.
+fn unmapped_buffer(
+    device: &wgpu::Device,
+    label: &str,
+    size: usize,
+    usage: wgpu::BufferUsages,
+) -> wgpu::Buffer {
+    device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some(label),
+        size: size as u64,
+        usage,
+        mapped_at_creation: false,
+    })
+}
+
+impl Slot {
+    /// One set of chunk buffers sized by `sizes`, bound with the shared `tables`; with
+    /// timestamp queries when `stamped`.
+    fn new(
+        device: &wgpu::Device,
+        layout: &wgpu::BindGroupLayout,
+        tables: &TableBuffers,
+        sizes: &ChunkSizes,
+        stamped: bool,
+    ) -> Slot {
+        use wgpu::BufferUsages as U;
+        let ChunkSizes {
+            in_bytes,
+            out_bytes,
+            scratch_bytes,
+            chunk_clips,
+        } = *sizes;
+        let buffer = |label: &str, size: usize, usage| unmapped_buffer(device, label, size, usage);
+        let upload = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("upload"),
+            size: (chunk_clips * in_bytes) as u64,
+            usage: U::MAP_WRITE | U::COPY_SRC,
+            mapped_at_creation: true,
+        });
+        let input = buffer("clips", chunk_clips * in_bytes, U::STORAGE | U::COPY_DST);
+        let output = buffer("out", chunk_clips * out_bytes, U::STORAGE | U::COPY_SRC);
+        let readback = buffer(
+            "readback",
+            chunk_clips * out_bytes,
+            U::MAP_READ | U::COPY_DST,
+        );
+        let params = buffer("params", 16, U::UNIFORM | U::COPY_DST);
+        let scratch = buffer("scratch", (chunk_clips * scratch_bytes).max(4), U::STORAGE);
+        let entries: Vec<wgpu::BindGroupEntry> = [
+            &input,
+            &output,
+            &tables.window,
+            &tables.twiddle,
+            &tables.ints,
+            &tables.weights,
+            &params,
+            &scratch,
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, b)| wgpu::BindGroupEntry {
+            binding: i as u32,
+            resource: b.as_entire_binding(),
+        })
+        .collect();
+        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("mel"),
+            layout,
+            entries: &entries,
+        });
+        let stamps = stamped.then(|| Stamps {
+            queries: device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("chunk times"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 4,
+            }),
+            resolved: buffer(
+                "chunk times",
+                STAMP_BYTES as usize,
+                U::QUERY_RESOLVE | U::COPY_SRC,
+            ),
+            readback: buffer(
+                "chunk times readback",
+                STAMP_BYTES as usize,
+                U::MAP_READ | U::COPY_DST,
+            ),
+        });
+        Slot {
+            upload,
+            upload_mapping: None,
+            input,
+            output,
+            readback,
+            params,
+            bind_group,
+            _scratch: scratch,
+            pending: None,
+            stamps,
+        }
+    }
+}
+
 impl WgpuBackend {
     /// Opens the adapter `choice` names, compiles the shader for `plan` and allocates
     /// two sets of buffers for chunks of at most `chunk_clips` clips (fewer when the
@@ -147,7 +433,6 @@ impl WgpuBackend {
     }
 
     /// Like [`new`](Self::new), with the tuning `options` give.
-    #[allow(clippy::too_many_lines)] // on tests/tidy.rs's shrinking list: cut it into named phases
     pub fn with_options(
         plan: MelPlan,
         choice: &AdapterChoice,
@@ -163,189 +448,25 @@ impl WgpuBackend {
             )));
         }
         let (info, adapter) = adapters::pick(adapters::instance(), choice)?;
-        // Workgroup size, frame pairs side by side, and where mel values live, within
-        // the adapter's limits.
         let limits = adapter.limits();
-        let max_invocations = options
-            .max_workgroup
-            .min(limits.max_compute_invocations_per_workgroup as usize)
-            .min(limits.max_compute_workgroup_size_x as usize);
-        let shader_layout =
-            Layout::choose(&plan, max_invocations, info.max_workgroup_storage as usize)
-                .map_err(|e| err(format!("{}: {e}", info.name)))?;
-        let mel_in_workgroup = shader_layout.mel_in_workgroup;
+        let shader_layout = choose_layout(&plan, &info, &limits, options)?;
         let device_out = DeviceOut::for_plan(&plan);
-        let in_bytes = plan.clip_samples() * 4;
-        let out_bytes = plan.values_per_clip() * device_out.bytes();
-        let scratch_bytes = if mel_in_workgroup {
-            0
-        } else {
-            plan.distinct_offsets().len() * plan.values_per_segment() * 4
-        };
-        let per_clip = in_bytes.max(out_bytes).max(scratch_bytes);
-        let max_binding = usize::try_from(info.max_storage_binding).unwrap_or(usize::MAX);
-        let fit = max_binding / per_clip;
-        if fit == 0 {
-            return Err(err(format!(
-                "one clip needs a {per_clip}-byte buffer; {} binds at most {max_binding} bytes",
-                info.name
-            )));
-        }
-        let chunk_clips = chunk_clips.clamp(1, fit);
+        let sizes = ChunkSizes::fit(&plan, &info, &shader_layout, device_out, chunk_clips)?;
+        let chunk_clips = sizes.chunk_clips;
 
         // Nothing required; timestamp queries where offered (`time_kernel` uses them in
         // passes, `device_times` inside encoders around the copies too).
         let stamp_features =
             wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
-        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-            label: Some("melctl"),
-            required_features: adapter.features() & stamp_features,
-            required_limits: limits,
-            ..Default::default()
-        }))
-        .map_err(|e| err(format!("{}: could not open the device: {e}", info.name)))?;
-        let uncaptured = Arc::new(Mutex::new(None));
-        let sink = uncaptured.clone();
-        device.on_uncaptured_error(Box::new(move |e| {
-            let mut first = sink.lock().unwrap_or_else(|p| p.into_inner());
-            first.get_or_insert_with(|| e.to_string());
-        }));
-        let sink = uncaptured.clone();
-        device.set_device_lost_callback(move |reason, message| {
-            let mut first = sink.lock().unwrap_or_else(|p| p.into_inner());
-            first.get_or_insert_with(|| format!("device lost ({reason:?}): {message}"));
-        });
-
-        // The transform's accuracy rests on error-free transformations that a compiler
-        // which reassociates float arithmetic would break: check them on this adapter.
-        let arithmetic =
-            selftest::run(&device, &queue).map_err(|e| err(format!("{}: {e}", info.name)))?;
-        if !arithmetic.ok() {
-            return Err(err(format!(
-                "{}: its shader compiler does not keep compensated f32 arithmetic exact ({} of {} \
-                 checks wrong), so the transform would miss torchaudio's f64 reference by more \
-                 than 0.01 dB",
-                info.name, arithmetic.shielded_wrong, arithmetic.cases
-            )));
-        }
+        let (device, queue, uncaptured) = open_device(&adapter, &info, limits, stamp_features)?;
+        let arithmetic = check_arithmetic(&device, &queue, &info)?;
         let tables = Tables::new(&plan);
-        device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("melctl mel shader"),
-            source: wgpu::ShaderSource::Wgsl(
-                codegen::shader(&plan, &tables, &shader_layout).into(),
-            ),
-        });
-        let layout = bind_group_layout(&device);
-        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some("mel"),
-            bind_group_layouts: &[&layout],
-            push_constant_ranges: &[],
-        });
-        let pipelines = layout::passes(&plan)
-            .into_iter()
-            .map(|(entry, groups_per_segment)| {
-                let p = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                    label: Some(entry),
-                    layout: Some(&pipeline_layout),
-                    module: &module,
-                    entry_point: Some(entry),
-                    compilation_options: Default::default(),
-                    cache: None,
-                });
-                (p, groups_per_segment)
-            })
-            .collect();
-        if let Some(e) = pollster::block_on(device.pop_error_scope()) {
-            return Err(err(format!(
-                "the shader did not compile for this plan: {e}"
-            )));
-        }
-
-        let init = |label: &str, contents: &[u8]| {
-            device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some(label),
-                contents,
-                usage: wgpu::BufferUsages::STORAGE,
-            })
-        };
-        let window = init("window", bytemuck::cast_slice(&tables.window));
-        let twiddle = init("twiddle", bytemuck::cast_slice(&tables.twiddle));
+        let (layout, pipelines) = compile(&device, &plan, &tables, &shader_layout)?;
+        let table_buffers = TableBuffers::upload(&device, &tables);
         let stamped = device.features().contains(stamp_features);
-        let ints = init("ints", bytemuck::cast_slice(&tables.ints));
-        let weights = init("weights", bytemuck::cast_slice(&tables.weights));
-        let buffer = |label: &str, size: usize, usage| {
-            device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(label),
-                size: size as u64,
-                usage,
-                mapped_at_creation: false,
-            })
-        };
-        use wgpu::BufferUsages as U;
         device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let slots = (0..2)
-            .map(|_| {
-                let upload = device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("upload"),
-                    size: (chunk_clips * in_bytes) as u64,
-                    usage: U::MAP_WRITE | U::COPY_SRC,
-                    mapped_at_creation: true,
-                });
-                let input = buffer("clips", chunk_clips * in_bytes, U::STORAGE | U::COPY_DST);
-                let output = buffer("out", chunk_clips * out_bytes, U::STORAGE | U::COPY_SRC);
-                let readback = buffer(
-                    "readback",
-                    chunk_clips * out_bytes,
-                    U::MAP_READ | U::COPY_DST,
-                );
-                let params = buffer("params", 16, U::UNIFORM | U::COPY_DST);
-                let scratch = buffer("scratch", (chunk_clips * scratch_bytes).max(4), U::STORAGE);
-                let entries: Vec<wgpu::BindGroupEntry> = [
-                    &input, &output, &window, &twiddle, &ints, &weights, &params, &scratch,
-                ]
-                .iter()
-                .enumerate()
-                .map(|(i, b)| wgpu::BindGroupEntry {
-                    binding: i as u32,
-                    resource: b.as_entire_binding(),
-                })
-                .collect();
-                let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: Some("mel"),
-                    layout: &layout,
-                    entries: &entries,
-                });
-                let stamps = stamped.then(|| Stamps {
-                    queries: device.create_query_set(&wgpu::QuerySetDescriptor {
-                        label: Some("chunk times"),
-                        ty: wgpu::QueryType::Timestamp,
-                        count: 4,
-                    }),
-                    resolved: buffer(
-                        "chunk times",
-                        STAMP_BYTES as usize,
-                        U::QUERY_RESOLVE | U::COPY_SRC,
-                    ),
-                    readback: buffer(
-                        "chunk times readback",
-                        STAMP_BYTES as usize,
-                        U::MAP_READ | U::COPY_DST,
-                    ),
-                });
-                Slot {
-                    upload,
-                    upload_mapping: None,
-                    input,
-                    output,
-                    readback,
-                    params,
-                    bind_group,
-                    _scratch: scratch,
-                    pending: None,
-                    stamps,
-                }
-            })
+            .map(|_| Slot::new(&device, &layout, &table_buffers, &sizes, stamped))
             .collect();
         if let Some(e) = pollster::block_on(device.pop_error_scope()) {
             return Err(err(format!(
