@@ -76,6 +76,8 @@ py_need=()
 python3 -c "import pytest" 2>/dev/null || py_need+=(pytest)
 python3 -c "import kubernetes_validate" 2>/dev/null || py_need+=(kubernetes-validate)
 python3 -c "import mypy.stubtest" 2>/dev/null || py_need+=(mypy)
+#  - maturin: scripts/wheel.sh builds the package's wheel with it (CI installs and tests it).
+python3 -m maturin --version >/dev/null 2>&1 || py_need+=("maturin>=1.9.4,<2")
 if [ ${#py_need[@]} -gt 0 ]; then
     echo "setup: pip install ${py_need[*]}" >&2
     python3 -m pip install --quiet --disable-pip-version-check "${py_need[@]}" \

@@ -55,9 +55,10 @@ fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
         ),
         // The front ends use one facade: the CLI and the Python package build, extract,
         // read and list devices through melkit (its re-exports `core`, `audio`, `read`,
-        // `backends::{cuda, wgpu}`), never a crate below it.
+        // `backends::{cuda, wgpu}`), never a crate below it. The Python package's `melctl`
+        // command is the CLI crate itself (`melctl_cli::main_with_args`), not a copy.
         ("melctl", vec!["melkit"]),
-        ("melctl-python", vec!["melkit"]),
+        ("melctl-python", vec!["melkit", "melctl"]),
     ])
 }
 

@@ -9,6 +9,7 @@ writes, with the same Rust code.
 - Errors are :class:`Error` subclasses, one per kind of melctl's Rust errors, with its
   one-line message.
 
+- :func:`verify` checks that a folder's splits are one whole set (``melctl verify``).
 - :func:`build` builds a dataset exactly as ``melctl build`` does (lock, resume,
   all-or-nothing publish) and returns its report; Ctrl-C stops it cleanly. With
   ``shard=(k, n)`` it builds one shard of a sharded build (one task of a Dask or Ray map,
@@ -73,6 +74,7 @@ from ._melctl import (  # noqa: E402
     evaluate_files,
     merge,
     open,
+    verify,
 )
 
 __all__ = [
@@ -82,6 +84,7 @@ __all__ = [
     "Loader",
     "build",
     "merge",
+    "verify",
     "Extractor",
     "FileEvaluator",
     "evaluate_files",

@@ -362,6 +362,18 @@ def evaluate_files(
 def _extractor_from_toml(toml: str, dtype: str) -> Extractor:
     """Unpickles an Extractor (its configuration as TOML, its results' dtype)."""
 
+def verify(out: _PathLike, *, strict: bool = True) -> dict[str, Any]:
+    """Checks that the output folder ``out`` is one whole set of splits, as ``melctl
+    verify`` does: each opens with every reader check, the build record names each one,
+    and they share labels and configuration. Returns the verdict as a dict (``whole``,
+    ``build``, ``splits``, ``problems``); raises DatasetError naming each problem (a split
+    left by an interrupted build, which h5py would read without a word) unless
+    ``strict=False``."""
+
+def _cli_main(argv: Sequence[str | os.PathLike[str]]) -> int:
+    """Runs the melctl command line on ``argv`` (the program's name first) and returns its
+    exit status: ``python -m melctl`` and the ``melctl`` console script."""
+
 def _reopen_split(
     path: _PathLike, name: str | None, dtype: _DTypeLike, shape: Sequence[int], build: str | None = None
 ) -> Split:
@@ -370,6 +382,8 @@ def _reopen_split(
 __all__ = [
     "__version__",
     "open",
+    "_cli_main",
+    "verify",
     "build",
     "merge",
     "evaluate_files",

@@ -29,7 +29,7 @@ fn to_toml(key: &str, v: &Bound<'_, PyAny>) -> PyResult<toml::Value> {
         return Ok(toml::Value::Float(v.extract()?));
     }
     if let Ok(s) = v.cast::<PyString>() {
-        return Ok(toml::Value::String(s.to_str()?.to_string()));
+        return Ok(toml::Value::String(s.to_cow()?.into_owned()));
     }
     if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
         let items: PyResult<Vec<toml::Value>> = v.try_iter()?.map(|x| to_toml(key, &x?)).collect();

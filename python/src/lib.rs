@@ -38,6 +38,36 @@ fn open(
     split::PySplit::open(py, &path, split.as_deref(), dtype)
 }
 
+/// Checks that the output folder `out` is one whole set of splits, as `melctl verify`
+/// does: each opens with every reader check, the build record names each one, and they
+/// share labels and configuration. Returns the verdict as a dict (`whole`, `build`,
+/// `splits`, `problems`); raises DatasetError naming each problem (a split left by an
+/// interrupted build, which h5py would read without a word) unless `strict=False`.
+#[pyfunction]
+#[pyo3(signature = (out, *, strict=true))]
+fn verify<'py>(py: Python<'py>, out: PathBuf, strict: bool) -> PyResult<Bound<'py, PyAny>> {
+    let check = py
+        .detach(|| melkit::read::verify::verify_folder(&out))
+        .map_err(errors::to_py)?;
+    if strict && !check.is_whole() {
+        return Err(errors::raise(
+            "DatasetError",
+            format!("{}: {}", out.display(), check.problems.join("; ")),
+        ));
+    }
+    let text = check.to_json().to_string();
+    py.import("json")?.call_method1("loads", (text,))
+}
+
+/// Runs the `melctl` command line (the CLI crate's own code, not a copy) on `argv`, the
+/// program's name first, with the GIL released, and returns its exit status. The command
+/// takes the process's SIGINT, SIGBUS and panic hook for itself: it is for `python -m
+/// melctl` and the `melctl` console script, one command per process.
+#[pyfunction]
+fn _cli_main(py: Python<'_>, argv: Vec<std::ffi::OsString>) -> u8 {
+    py.detach(|| melctl_cli::main_with_args(argv))
+}
+
 /// The module: `open`, `Split`, `Loader`, the exception classes and `__version__`.
 #[pymodule]
 fn _melctl(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -49,6 +79,8 @@ fn _melctl(m: &Bound<'_, PyModule>) -> PyResult<()> {
     melkit::audio::quiet_decoder_panics();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(open, m)?)?;
+    m.add_function(wrap_pyfunction!(_cli_main, m)?)?;
+    m.add_function(wrap_pyfunction!(verify, m)?)?;
     m.add_function(wrap_pyfunction!(build::build, m)?)?;
     m.add_function(wrap_pyfunction!(build::merge, m)?)?;
     m.add_function(wrap_pyfunction!(eval::evaluate_files, m)?)?;

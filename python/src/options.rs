@@ -23,7 +23,7 @@ pub fn unit(name: &str) -> PyResult<Unit> {
 /// `"none"` (file order), `"buffered"` (clip order through a shuffle buffer, melread's default).
 pub fn shuffle(value: &Bound<'_, PyAny>) -> PyResult<Shuffle> {
     if let Ok(s) = value.cast::<PyString>() {
-        return match s.to_str()? {
+        return match s.to_cow()?.as_ref() {
             "uniform" => Ok(Shuffle::Uniform),
             "none" => Ok(Shuffle::None),
             "buffered" => Ok(LoaderOptions::default().shuffle),

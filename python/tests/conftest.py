@@ -5,14 +5,17 @@ test --workspace` (the README's test command, just before pytest) compiled, stag
 under `target/pytest-melctl/` and put first on `sys.path` and `PYTHONPATH` (so child
 interpreters import it too). The tests thus check the sources they sit beside, and the
 workspace compiles the Rust code once for both test suites. `MELCTL_TEST_INSTALLED=1`
-tests the installed package instead (a wheel from `pip install ./python`).
+tests the installed package instead (the wheel `scripts/wheel.sh` builds, as
+`scripts/wheel-check.sh` installs it in CI): then the `melctl` command is the package's
+console script, and nothing may need cargo or the Rust sources.
 
 Test datasets are built once per session by the real melctl binary from `melctl demo`'s
 generated clips (one-second clips, so builds take a second), under a temporary folder.
 
-The binary is $MELCTL_BIN if set, else the workspace's `target/debug/melctl` as the
-README's test command leaves it (`cargo test --workspace` builds it first), else one built
-with `cargo build -p melctl`. Only these datasets come from it: every value the tests
+The binary is $MELCTL_BIN if set; else, testing an installed package, its `melctl`
+console script; else the workspace's `target/debug/melctl` as the README's test command
+leaves it (`cargo test --workspace` builds it first), else one built with `cargo build -p
+melctl`. Only these datasets come from it: every value the tests
 check is compared with an independent read (h5py, numpy).
 """
 
@@ -63,7 +66,7 @@ def stage_workspace_package() -> str:
         )
     # The extension's own sources: its crate's and those of the crates it links (not
     # their tests or examples, which cargo test may rebuild without relinking it).
-    linked = ["mel-core", "mel-audio", "mel-loaders", "mel-sinks", "melkit", "melread"]
+    linked = ["mel-core", "mel-audio", "mel-loaders", "mel-sinks", "melkit", "melread", "melctl"]
     sources = [ROOT / "python" / "src"] + [ROOT / "crates" / c / "src" for c in linked]
     sources += [b / "src" for b in (ROOT / "backends").iterdir()]
     newest = max(p.stat().st_mtime for d in sources for p in d.rglob("*") if p.is_file())
@@ -86,6 +89,7 @@ def stage_workspace_package() -> str:
 
 
 PACKAGE = stage_workspace_package()
+INSTALLED = os.environ.get("MELCTL_TEST_INSTALLED") == "1"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -119,6 +123,11 @@ def melctl_binary() -> Path:
     given = os.environ.get("MELCTL_BIN")
     if given:
         return Path(given).resolve()
+    if INSTALLED:
+        script = shutil.which("melctl")
+        if script is None:
+            raise pytest.UsageError("the installed melctl package has no `melctl` command on PATH")
+        return Path(script)
     built = ROOT / "target" / "debug" / "melctl"
     if not built.exists():
         subprocess.run(["cargo", "build", "-p", "melctl", "--quiet"], cwd=ROOT, check=True)

@@ -57,7 +57,11 @@ def test_the_stubs_match_the_module_by_stubtest():
             pytest.fail("MEL_REQUIRE_STUBTEST=1 but mypy is not installed (scripts/setup.sh installs it)")
         pytest.skip("mypy is not installed: the stubs are not checked here (scripts/setup.sh installs it)")
     package = str(Path(melctl.__file__).parents[1])
-    env = dict(os.environ, PYTHONPATH=package, MYPYPATH=package)
+    # The checkout's staged package is put on the paths; an installed one (a site-packages
+    # folder, which mypy refuses on MYPYPATH) is found as installed, by its py.typed.
+    from conftest import INSTALLED
+
+    env = dict(os.environ) if INSTALLED else dict(os.environ, PYTHONPATH=package, MYPYPATH=package)
     r = subprocess.run(
         [sys.executable, "-m", "mypy.stubtest", "melctl",
          "--mypy-config-file", str(PYTHON / "pyproject.toml"),
@@ -76,3 +80,67 @@ def test_errors_are_also_the_standard_exceptions_they_are():
         melctl.open("/nonexistent/training.h5")
     with pytest.raises(ValueError, match="n_mels"):
         melctl.Extractor(n_mels=0)
+
+
+def _cli(*args, **kw):
+    """`python -m melctl ARGS` in a child interpreter (it imports the package under test)."""
+    return subprocess.run([sys.executable, "-m", "melctl", *map(str, args)],
+                          capture_output=True, text=True, timeout=300, **kw)
+
+
+def test_python_dash_m_melctl_is_the_cli_itself(tmp_path):
+    """`python -m melctl` runs the CLI crate's own code: its help, its configuration text
+    and its exit statuses are the binary's, byte for byte."""
+    from conftest import melctl_binary
+
+    binary = melctl_binary()
+    for args in (["--version"], ["config", "--preset", "speech-16k", "--dtype", "f32"]):
+        ours = _cli(*args)
+        theirs = subprocess.run([binary, *args], capture_output=True, text=True, timeout=300)
+        assert ours.returncode == 0, ours.stderr
+        assert ours.stdout == theirs.stdout
+    help_text = _cli("--help").stdout
+    for command in ("build", "merge", "inspect", "show", "demo"):
+        assert command in help_text
+    # A usage error: status 2 and clap's message, as the binary says it.
+    bad = _cli("build", "--no-such-flag")
+    assert bad.returncode == 2 and "--no-such-flag" in bad.stderr
+    # A refused value: status 1, one line naming the flag.
+    refused = _cli("config", "--threads", "100000")
+    assert refused.returncode == 1
+    assert refused.stderr.count("\n") == 1 and "run.threads (--threads)" in refused.stderr
+
+
+def test_python_dash_m_melctl_builds_and_inspects(tmp_path, demo_data):
+    """A whole build through `python -m melctl`, read back by the package."""
+    config = tmp_path / "short.toml"
+    config.write_text("[audio]\nclip_seconds = 1.0\n")
+    out = tmp_path / "out"
+    built = _cli("build", "-i", demo_data, "-o", out, "--config", config, "-q")
+    assert built.returncode == 0, built.stderr
+    inspected = _cli("inspect", "--json", out / "training.h5")
+    assert inspected.returncode == 0, inspected.stderr
+    import json
+
+    summary = json.loads(inspected.stdout)
+    split = melctl.open(out, "training")
+    assert sum(n for _, n in summary["classes"]) == len(split) > 0
+
+
+def test_verify_raises_naming_a_split_of_another_build(tmp_path, demo_data):
+    """`melctl.verify` is `melctl verify`: whole folders pass; a split left by another
+    build (what a kill between two publish renames leaves, and h5py reads silently) is
+    named in a DatasetError, or in the verdict with strict=False."""
+    import shutil
+
+    for out in ("a", "b"):
+        melctl.build(demo_data, tmp_path / out, config={"audio": {"clip_seconds": 1.0}})
+    verdict = melctl.verify(tmp_path / "a")
+    assert verdict["whole"] and len(verdict["splits"]) == 3 and verdict["problems"] == []
+    shutil.copy(tmp_path / "b" / "training.h5", tmp_path / "a" / "training.h5")
+    with pytest.raises(melctl.DatasetError, match='split "training"'):
+        melctl.verify(tmp_path / "a")
+    verdict = melctl.verify(tmp_path / "a", strict=False)
+    assert not verdict["whole"]
+    bad = [s for s in verdict["splits"] if s["problem"]]
+    assert [s["name"] for s in bad] == ["training"]

@@ -38,6 +38,11 @@ pub enum Command {
     Merge(MergeArgs),
     /// Describe an HDF5 file written by melctl: shapes, labels, configuration, statistics.
     Inspect(InspectArgs),
+    /// Check that an output folder is one whole set of splits: each opens with every
+    /// reader check, the build record names each one, and they share labels and
+    /// configuration. Exits 1 naming any split left by an interrupted build (h5py would
+    /// read it without a word).
+    Verify(VerifyArgs),
     /// Generate a small deterministic leak-4k-shaped dataset and build it.
     Demo(DemoArgs),
     /// Print the resolved configuration (preset + file + flags) as TOML.
@@ -239,6 +244,16 @@ pub struct InspectArgs {
     /// Clips sampled for the value statistics.
     #[arg(long, default_value_t = 256)]
     pub sample: usize,
+    /// Print JSON (for scripts) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `melctl verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The output folder (`OUT` of `melctl build`).
+    pub out: PathBuf,
     /// Print JSON (for scripts) instead of text.
     #[arg(long)]
     pub json: bool,

@@ -494,3 +494,40 @@ fn quiet_means_quiet_and_a_dry_run_says_what_it_reads() {
         "{out}"
     );
 }
+
+#[test]
+fn verify_names_a_split_left_by_another_build_and_a_missing_one() {
+    let dir = Dir::demo(20);
+    for out in ["a", "b"] {
+        dir.melctl()
+            .args(["build", "-i", "data", "-o", out, "-q"])
+            .expect_code(0);
+    }
+    let whole = dir.melctl().args(["verify", "a"]).stdout();
+    assert!(whole.contains("whole: 3 splits of build"), "{whole}");
+    // What a kill between two publish renames leaves: one split of another build.
+    std::fs::copy(dir.join("b/validation.h5"), dir.join("a/validation.h5")).unwrap();
+    let o = dir.melctl().args(["verify", "a"]).expect_code(1);
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("split \"validation\"") && err.contains("from build"),
+        "{err}"
+    );
+    assert!(!err.contains("\"training\""), "{err}");
+    std::fs::remove_file(dir.join("a/testing.h5")).unwrap();
+    let o = dir.melctl().args(["verify", "--json", "a"]).expect_code(1);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["whole"], false);
+    let problems = v["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(
+        problems.iter().any(|p| p
+            .as_str()
+            .unwrap()
+            .contains("testing.h5 for it, which is missing")),
+        "{problems:?}"
+    );
+    // Not a folder of outputs: one line, status 1.
+    let err = dir.melctl().args(["verify", "data/x"]).stderr_of_failure();
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

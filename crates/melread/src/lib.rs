@@ -65,6 +65,7 @@ pub mod sigbus;
 mod split;
 #[cfg(feature = "candle")]
 pub mod tensor;
+pub mod verify;
 
 pub use convert::Affine;
 pub use limits::{
