@@ -4,8 +4,9 @@
 //! points; and [`CudaKernel`], which names one.
 
 /// What both kernels share, written once (padding, launch bounds, where a block's
-/// segments and frames lie, the mel sums, the log / top_db epilogue, the stores):
-/// `mel_common.cuh`, in front of each kernel's own source.
+/// segments and frames lie, the mel sums, the log / top_db epilogue, the stores, and as
+/// templates over each kernel's arithmetic the butterflies, the Stockham stages and the
+/// kernel body): `mel_common.cuh`, in front of each kernel's own source.
 pub const COMMON_SOURCE: &str = include_str!("mel_common.cuh");
 
 /// `mel_common.cuh`, then the kernel file `$file`, each from its own line 1.
@@ -103,7 +104,7 @@ mod tests {
     use super::*;
 
     /// The definitions each kernel takes from the shared header, and nowhere else.
-    const SHARED: [&str; 12] = [
+    const SHARED: [&str; 18] = [
         "typedef unsigned short u16;",
         "#if MIN_BLOCKS > 0",
         "int pad_idx(int i)",
@@ -116,6 +117,12 @@ mod tests {
         "u16 f16_bits(float v)",
         "void store(void *out, long i, float v)",
         "void finish_segments(",
+        "void dft2(",
+        "void dft4(",
+        "void dft8(",
+        "void stockham_stage(",
+        "void fft_from(",
+        "void mel_body(",
     ];
 
     #[test]
@@ -129,6 +136,8 @@ mod tests {
             let line = format!("#line 1 \"{}\"\n", kernel.file());
             let own = own.strip_prefix(line.as_str()).expect("the kernel's #line");
             assert!(own.contains(&format!("void BOUNDS\n{}(", kernel.entry())));
+            // The entry point runs the shared body with the file's own arithmetic.
+            assert_eq!(own.matches("mel_body<").count(), 1, "{}", kernel.name());
             for s in SHARED {
                 assert_eq!(src.matches(s).count(), 1, "{}: {s}", kernel.name());
                 assert!(COMMON_SOURCE.contains(s), "{s}");
