@@ -22,4 +22,4 @@ pub use decode::{
 pub use fingerprint::files_fingerprint;
 pub use manifest::{ManifestOptions, check_label_names, from_manifest, read_label_map};
 pub use open::open_input;
-pub use scan::{Dataset, FileEntry, Split, scan};
+pub use scan::{Dataset, FileEntry, ScannedSplit, scan};

@@ -22,7 +22,9 @@ use mel_core::input::read_bounded_text;
 use mel_core::{Error, Result};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use crate::scan::{Dataset, FileEntry, Identity, Split, check_distinct, check_name, identity};
+use crate::scan::{
+    Dataset, FileEntry, Identity, ScannedSplit, check_distinct, check_name, identity,
+};
 
 /// How to turn a manifest into splits and labels.
 #[derive(Debug, Clone, PartialEq)]
@@ -300,7 +302,7 @@ pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
         .filter(|(_, f)| !f.is_empty())
         .map(|(name, mut files)| {
             files.sort_by(|a, b| a.rel.cmp(&b.rel));
-            Split {
+            ScannedSplit {
                 name,
                 files,
                 unreadable: vec![],

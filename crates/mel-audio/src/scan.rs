@@ -81,7 +81,7 @@ impl Skipped {
 
 /// One split: its name and its files in sorted path order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Split {
+pub struct ScannedSplit {
     /// Split name (the first-level folder, or `all`).
     pub name: String,
     /// Files sorted by relative path.
@@ -98,7 +98,7 @@ pub struct Dataset {
     /// Class names sorted; a label is an index into this list in every split.
     pub label_names: Vec<String>,
     /// Splits sorted by name.
-    pub splits: Vec<Split>,
+    pub splits: Vec<ScannedSplit>,
     /// Everything under the root that is not built and is no split's failure, with why:
     /// files that are not audio, folders without audio, hidden entries, links not
     /// followed.
@@ -718,7 +718,7 @@ pub fn scan(root: &Path) -> Result<Dataset> {
         }
         files.sort_by(|a, b| a.rel.cmp(&b.rel));
         if !files.is_empty() || !unreadable.is_empty() {
-            splits.push(Split {
+            splits.push(ScannedSplit {
                 name,
                 files,
                 unreadable,

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use mel_audio::{Dataset, FileEntry, Split};
+use mel_audio::{Dataset, FileEntry, ScannedSplit};
 use mel_core::config::LoaderKind;
 use mel_core::{AudioLoader, Config};
 use mel_loaders::pool::SpareBuffers;
@@ -17,7 +17,7 @@ use super::error::{Error, Result};
 /// bytes of memory (`None`: unknown, not refused).
 pub(super) fn check_preloads<'a>(
     config: &Config,
-    splits: impl IntoIterator<Item = &'a Split>,
+    splits: impl IntoIterator<Item = &'a ScannedSplit>,
     available: Option<u64>,
 ) -> Result<()> {
     if config.run.loader != LoaderKind::Preload {

@@ -40,7 +40,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use mel_audio::{Dataset, Split};
+use mel_audio::{Dataset, ScannedSplit};
 use mel_core::atomic::DirLock;
 use mel_core::config::LoaderKind;
 use mel_core::outputs::{Guard, Output};
@@ -212,7 +212,7 @@ impl<'a> Build<'a> {
     }
 
     /// The splits this build writes, in the dataset's order.
-    pub fn splits(&self) -> impl Iterator<Item = &'a Split> + '_ {
+    pub fn splits(&self) -> impl Iterator<Item = &'a ScannedSplit> + '_ {
         self.dataset
             .splits
             .iter()
@@ -310,7 +310,7 @@ fn timed<T>(report: &mut BuildReport, f: impl FnOnce(&mut BuildReport) -> T) -> 
 /// Clips written per class: the split's files of each class less those skipped.
 pub fn class_counts(
     label_names: &[String],
-    split: &Split,
+    split: &ScannedSplit,
     skipped: &[ClipFailure],
 ) -> Vec<(String, usize)> {
     let mut counts = vec![0usize; label_names.len()];
@@ -324,7 +324,7 @@ pub fn class_counts(
 }
 
 /// The metadata of file `index` of `split`.
-fn clip_meta(split: &Split, index: usize) -> ClipMeta {
+fn clip_meta(split: &ScannedSplit, index: usize) -> ClipMeta {
     let f = &split.files[index];
     ClipMeta {
         index,

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use mel_audio::Split;
+use mel_audio::ScannedSplit;
 use mel_core::{ClipFailure, Config};
 use mel_sinks::JournalState;
 
@@ -16,7 +16,7 @@ pub(super) fn journal_fingerprint(
     config: &Config,
     backend: &str,
     labels: &[String],
-    split: &Split,
+    split: &ScannedSplit,
 ) -> u128 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     // The values, bit for bit: mel-core's one definition (Sameness::Values).
@@ -56,7 +56,7 @@ pub(super) fn describe_journal(state: &JournalState) -> String {
 
 /// The files of `split` that the output a resumed build keeps does not hold: those the
 /// interrupted run skipped, which must still be named (and counted).
-pub(super) fn missing_from_kept(output: &Path, split: &Split) -> Result<Vec<ClipFailure>> {
+pub(super) fn missing_from_kept(output: &Path, split: &ScannedSplit) -> Result<Vec<ClipFailure>> {
     let kept = melread::Split::open(output).map_err(|e| {
         Error::Core(mel_core::Error::output(
             output,

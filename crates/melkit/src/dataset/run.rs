@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use mel_audio::{FileEntry, Split};
+use mel_audio::{FileEntry, ScannedSplit};
 use mel_core::pipeline::{self, RunOptions, RunResult};
 use mel_core::{ClipFailure, Finished, MelBackend, SinkSpec};
 use mel_loaders::pool::SpareBuffers;
@@ -61,7 +61,7 @@ impl Build<'_> {
         report: &mut BuildReport,
     ) -> Result<()> {
         report.ignored = self.dataset.ignored.clone();
-        let chosen: Vec<&Split> = self.splits().collect();
+        let chosen: Vec<&ScannedSplit> = self.splits().collect();
         self.check_before(out, &chosen)?;
         let mut run = self.start(out, observer, cancel, &chosen, report)?;
         let mut computed = Vec::new();
@@ -78,7 +78,7 @@ impl Build<'_> {
 
     /// The refusals before any work: splits kept beside a partial build must match it,
     /// and failing on a bad file fails on one the scan could not read.
-    fn check_before(&self, out: &Path, chosen: &[&Split]) -> Result<()> {
+    fn check_before(&self, out: &Path, chosen: &[&ScannedSplit]) -> Result<()> {
         let (only, config) = (&self.settings.only, &self.settings.config);
         if let Some(first) = chosen.first()
             && !only.is_empty()
@@ -107,7 +107,7 @@ impl Build<'_> {
         out: &'r Path,
         observer: &'r dyn Observer,
         cancel: &'r Arc<AtomicBool>,
-        chosen: &[&Split],
+        chosen: &[&ScannedSplit],
         report: &mut BuildReport,
     ) -> Result<Run<'r>> {
         let config = &self.settings.config;
@@ -140,7 +140,7 @@ impl Build<'_> {
     fn build_split(
         &self,
         run: &mut Run<'_>,
-        split: &Split,
+        split: &ScannedSplit,
         report: &mut BuildReport,
     ) -> Result<Option<Computed>> {
         let t0 = Instant::now();
@@ -207,7 +207,7 @@ impl Build<'_> {
     fn resume_point(
         &self,
         run: &Run<'_>,
-        split: &Split,
+        split: &ScannedSplit,
         report: &mut BuildReport,
     ) -> Result<Option<Start>> {
         let mut todo: Vec<usize> = (0..split.files.len()).collect();
@@ -258,7 +258,7 @@ impl Build<'_> {
     /// `split` kept as the interrupted run published it at `published`, with the files
     /// it lacks; failing on a bad file promises every file or nothing, so a kept split
     /// that lacks files breaks it as a skipped file would.
-    fn kept(&self, split: &Split, published: &Path) -> Result<KeptSplit> {
+    fn kept(&self, split: &ScannedSplit, published: &Path) -> Result<KeptSplit> {
         let skipped = resume::missing_from_kept(published, split)?;
         if self.settings.on_error == OnError::Fail
             && let Some(f) = skipped.first()
@@ -282,7 +282,7 @@ impl Build<'_> {
     fn compute(
         &self,
         run: &mut Run<'_>,
-        split: &Split,
+        split: &ScannedSplit,
         start: &Start,
     ) -> Result<(RunResult, String)> {
         let config = &self.settings.config;
@@ -324,7 +324,7 @@ impl Build<'_> {
     }
 
     /// The sink of `split`'s final output.
-    fn sink(&self, run: &Run<'_>, split: &Split) -> Result<Box<dyn mel_core::Sink>> {
+    fn sink(&self, run: &Run<'_>, split: &ScannedSplit) -> Result<Box<dyn mel_core::Sink>> {
         let spec = SinkSpec {
             split: split.name.clone(),
             rows: split.files.len(),

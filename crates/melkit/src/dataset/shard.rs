@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use mel_audio::{Dataset, FileEntry, Split};
+use mel_audio::{Dataset, FileEntry, ScannedSplit};
 use mel_core::Config;
 use serde::{Deserialize, Serialize};
 
@@ -125,7 +125,7 @@ impl Shard {
         let splits = dataset
             .splits
             .iter()
-            .map(|s| Split {
+            .map(|s| ScannedSplit {
                 name: s.name.clone(),
                 files: s.files[self.range(s.files.len())].to_vec(),
                 unreadable: s.unreadable.clone(),
@@ -153,7 +153,7 @@ fn shard_error(reason: String) -> Error {
 /// A split's identity across machines: its file count and every file's relative path
 /// and label, hashed (xxh3-128, hex). Unlike the resume journal's fingerprint it leaves
 /// out sizes, times and inodes, which differ between the nodes that mount one tree.
-pub fn split_fingerprint(split: &Split) -> String {
+pub fn split_fingerprint(split: &ScannedSplit) -> String {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     h.update(&(split.files.len() as u64).to_le_bytes());
     for f in &split.files {
