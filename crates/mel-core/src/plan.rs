@@ -4,7 +4,7 @@
 use crate::config::Config;
 use crate::dsp::{SparseFilterbank, frame_count, melscale_fbanks, window};
 use crate::error::{Error, Result};
-use crate::spec::{Dtype, LogScale, MelScale, MelSpec, PadMode};
+use crate::spec::{AudioConfig, Dtype, LogScale, MelConfig, MelScale, MelSpec, PadMode, Stage};
 
 mod range;
 
@@ -112,249 +112,23 @@ impl MelPlan {
     }
 
     /// Validates `spec` and derives the plan; every rejection names the field and the limit.
-    #[allow(clippy::too_many_lines)] // on tests/tidy.rs's shrinking list: cut it into named phases
+    /// The phases run in this order, so a spec wrong in several ways names its first fault.
     pub fn new(spec: &MelSpec) -> Result<MelPlan> {
         let a = &spec.audio;
         let m = &spec.mel;
-        if a.sample_rate == 0 || a.sample_rate > MAX_SAMPLE_RATE {
-            return Err(Error::config(
-                "audio.sample_rate",
-                format!("= {} Hz must be 1 to {MAX_SAMPLE_RATE} Hz", a.sample_rate),
-            ));
-        }
-        if !(a.clip_seconds.is_finite() && a.clip_seconds > 0.0) {
-            return Err(Error::config(
-                "audio.clip_seconds",
-                format!("= {} must be a positive number of seconds", a.clip_seconds),
-            ));
-        }
-        let clip_samples = a.clip_samples();
-        if clip_samples == 0 || clip_samples > MAX_CLIP_SAMPLES {
-            return Err(Error::config(
-                "audio.clip_seconds",
-                format!(
-                    "= {} s gives {clip_samples} samples at {} Hz; the limit is 1..={MAX_CLIP_SAMPLES}",
-                    a.clip_seconds, a.sample_rate
-                ),
-            ));
-        }
-
-        // Segmentation.
-        let mut region_len = clip_samples;
-        let mut region_name =
-            format!("the clip ({clip_samples} samples = audio.sample_rate × audio.clip_seconds)");
-        let long = spec.segment.long.get();
-        let long_count = match long {
-            Some(s) => {
-                check_stage("segment.long", s.window, s.hop, region_len, &region_name)?;
-                let n = 1 + (region_len - s.window) / s.hop;
-                region_len = s.window;
-                region_name = format!("segment.long.window ({} samples)", s.window);
-                Some(n)
-            }
-            None => None,
-        };
-        let short = spec.segment.short.get();
-        let short_count = match short {
-            Some(s) => {
-                check_stage("segment.short", s.window, s.hop, region_len, &region_name)?;
-                let n = 1 + (region_len - s.window) / s.hop;
-                region_len = s.window;
-                region_name = format!("segment.short.window ({} samples)", s.window);
-                Some(n)
-            }
-            None => None,
-        };
-        let segment_len = region_len;
-        let segments = long_count
-            .unwrap_or(1)
-            .saturating_mul(short_count.unwrap_or(1));
-        if segments > MAX_SEGMENTS {
-            return Err(Error::config(
-                "segment",
-                format!(
-                    "the windows and hops give {segments} segments per clip; the limit is {MAX_SEGMENTS} (use larger hops)"
-                ),
-            ));
-        }
-        let mut offsets = Vec::with_capacity(segments);
-        for l in 0..long_count.unwrap_or(1) {
-            for s in 0..short_count.unwrap_or(1) {
-                offsets.push(l * long.map_or(0, |x| x.hop) + s * short.map_or(0, |x| x.hop));
-            }
-        }
-        let mut distinct_offsets = offsets.clone();
-        distinct_offsets.sort_unstable();
-        distinct_offsets.dedup();
-        let segment_map = offsets
-            .iter()
-            .map(|o| {
-                distinct_offsets
-                    .binary_search(o)
-                    .expect("offset is present") as u32
-            })
-            .collect();
-
-        // STFT.
-        let n_fft = m.n_fft;
-        if !(2..=MAX_N_FFT).contains(&n_fft) {
-            return Err(Error::config(
-                "mel.n_fft",
-                format!("= {n_fft} must be 2 to {MAX_N_FFT}"),
-            ));
-        }
-        let win_length = m.win_length();
-        if win_length == 0 || win_length > n_fft {
-            return Err(Error::config(
-                "mel.win_length",
-                format!("= {win_length} must be between 1 and mel.n_fft ({n_fft})"),
-            ));
-        }
-        let hop_length = m.hop_length();
-        if hop_length == 0 {
-            return Err(Error::config("mel.hop_length", "must be at least 1 sample"));
-        }
-        if m.center {
-            let pad = n_fft / 2;
-            if m.pad_mode == PadMode::Reflect && pad >= segment_len {
-                return Err(Error::config(
-                    "mel.n_fft",
-                    format!(
-                        "= {n_fft} needs reflect padding of {pad} samples on each side, which must be shorter than \
-                         each segment, {region_name}; use a smaller n_fft, a longer window or pad_mode = \"constant\""
-                    ),
-                ));
-            }
-        } else if n_fft > segment_len {
-            return Err(Error::config(
-                "mel.n_fft",
-                format!(
-                    "= {n_fft} is longer than each segment, {region_name}, and mel.center is false"
-                ),
-            ));
-        }
-        let n_frames = frame_count(segment_len, n_fft, hop_length, m.center);
-        let values = (segments as u128) * (m.n_mels as u128) * (n_frames as u128);
-        if values > MAX_VALUES_PER_CLIP as u128 {
-            return Err(Error::config(
-                "mel.n_mels",
-                format!(
-                    "{segments} segments × {} mels × {n_frames} frames = {values} values per clip; the limit is {MAX_VALUES_PER_CLIP} (fewer mels, larger hops or shorter clips)",
-                    m.n_mels
-                ),
-            ));
-        }
-        let power = if m.power == 2.0 {
-            2
-        } else if m.power == 1.0 {
-            1
-        } else {
-            return Err(Error::config(
-                "mel.power",
-                format!(
-                    "= {} is not supported; use 2 (power) or 1 (magnitude)",
-                    m.power
-                ),
-            ));
-        };
-
-        // Filterbank.
-        let nyquist = a.sample_rate as f64 / 2.0;
-        let f_max = m.f_max(a.sample_rate);
-        if !(m.f_min.is_finite() && m.f_min >= 0.0) {
-            return Err(Error::config(
-                "mel.f_min",
-                format!("= {} must be ≥ 0 Hz", m.f_min),
-            ));
-        }
-        if !(f_max.is_finite() && f_max <= nyquist) {
-            return Err(Error::config(
-                "mel.f_max",
-                format!(
-                    "= {f_max} Hz is above the Nyquist frequency {nyquist} Hz (audio.sample_rate / 2)"
-                ),
-            ));
-        }
-        if f_max <= m.f_min {
-            return Err(Error::config(
-                "mel.f_max",
-                format!("= {f_max} Hz must be above mel.f_min ({} Hz)", m.f_min),
-            ));
-        }
-        let n_mels = m.n_mels;
-        let n_freqs = n_fft / 2 + 1;
-        if n_freqs.saturating_mul(n_mels) > MAX_FILTERBANK {
-            return Err(Error::config(
-                "mel.n_mels",
-                format!(
-                    "= {n_mels} with {n_freqs} FFT bins makes a filterbank of {} weights; the limit is {MAX_FILTERBANK}",
-                    n_freqs * n_mels
-                ),
-            ));
-        }
-        if n_mels == 0 || n_mels > n_freqs {
-            return Err(Error::config(
-                "mel.n_mels",
-                format!(
-                    "= {n_mels} must be 1 to the number of FFT bins, {n_freqs} (mel.n_fft / 2 + 1)"
-                ),
-            ));
-        }
-        let filterbank = melscale_fbanks(
-            n_freqs,
-            m.f_min,
-            f_max,
-            n_mels,
-            a.sample_rate,
-            m.norm,
-            m.mel_scale,
-        );
-        let sparse_filterbank = SparseFilterbank::from_dense(&filterbank, n_freqs, n_mels);
-        if let Some(empty) = range::empty_filter(&sparse_filterbank) {
-            let (lo, hi) = filter_edges(m.f_min, f_max, n_mels, m.mel_scale, empty);
-            return Err(Error::config(
-                "mel.n_mels",
-                format!(
-                    "= {n_mels} is too many: filter {empty} ({lo:.1}–{hi:.1} Hz) covers no FFT bin (bins are {:.2} Hz \
-                     apart); use fewer mels, a larger mel.n_fft or a wider mel.f_min..mel.f_max",
-                    (a.sample_rate / 2) as f64 / (n_freqs - 1) as f64
-                ),
-            ));
-        }
-
-        // Log and output.
-        match spec.log {
-            LogScale::Db { amin, top_db } => {
-                if !(amin.is_finite() && amin > 0.0) {
-                    return Err(Error::config(
-                        "log.amin",
-                        format!("= {amin} must be a positive number"),
-                    ));
-                }
-                if let Some(t) = top_db
-                    && !(t.is_finite() && t >= 0.0)
-                {
-                    return Err(Error::config("log.top_db", format!("= {t} must be ≥ 0 dB")));
-                }
-            }
-            LogScale::Ln { offset } => {
-                if !(offset.is_finite() && offset > 0.0) {
-                    return Err(Error::config(
-                        "log.offset",
-                        format!("= {offset} must be a positive number"),
-                    ));
-                }
-            }
-            LogScale::None => {}
-        }
+        let clip_samples = check_clip(a)?;
+        let segmentation = Segmentation::new(spec, clip_samples)?;
+        let stft = Stft::new(m, &segmentation)?;
+        let filters = Filters::new(a, m, stft.n_fft)?;
+        check_log_positive(&spec.log)?;
         range::check_log(&spec.log)?;
-        let window = window(m.window, win_length, n_fft);
+        let window = window(m.window, stft.win_length, stft.n_fft);
         let range = range::derive(&range::Shape {
             window: &window,
-            win_length,
-            filterbank: &filterbank,
-            n_mels,
-            power,
+            win_length: stft.win_length,
+            filterbank: &filters.dense,
+            n_mels: filters.n_mels,
+            power: stft.power,
             log: spec.log,
             dtype: spec.dtype,
         })?;
@@ -362,22 +136,22 @@ impl MelPlan {
             spec: spec.resolved(),
             sample_rate: a.sample_rate,
             clip_samples,
-            long_count,
-            short_count,
-            segment_len,
-            distinct_offsets,
-            segment_map,
-            n_fft,
-            hop_length,
-            n_freqs,
-            n_frames,
-            n_mels,
+            long_count: segmentation.long_count,
+            short_count: segmentation.short_count,
+            segment_len: segmentation.segment.len,
+            distinct_offsets: segmentation.distinct_offsets,
+            segment_map: segmentation.segment_map,
+            n_fft: stft.n_fft,
+            hop_length: stft.hop_length,
+            n_freqs: filters.n_freqs,
+            n_frames: stft.n_frames,
+            n_mels: filters.n_mels,
             center: m.center,
             pad_mode: m.pad_mode,
-            power,
+            power: stft.power,
             window,
-            filterbank,
-            sparse_filterbank,
+            filterbank: filters.dense,
+            sparse_filterbank: filters.sparse,
             log: spec.log,
             dtype: spec.dtype,
             full_scale_peak: range.full_scale_peak,
@@ -555,6 +329,356 @@ impl MelPlan {
     pub fn db_multiplier(&self) -> f64 {
         if self.power == 2 { 10.0 } else { 20.0 }
     }
+}
+
+/// Checks the sample rate and clip length; returns the samples per clip.
+fn check_clip(a: &AudioConfig) -> Result<usize> {
+    if a.sample_rate == 0 || a.sample_rate > MAX_SAMPLE_RATE {
+        return Err(Error::config(
+            "audio.sample_rate",
+            format!("= {} Hz must be 1 to {MAX_SAMPLE_RATE} Hz", a.sample_rate),
+        ));
+    }
+    if !(a.clip_seconds.is_finite() && a.clip_seconds > 0.0) {
+        return Err(Error::config(
+            "audio.clip_seconds",
+            format!("= {} must be a positive number of seconds", a.clip_seconds),
+        ));
+    }
+    let clip_samples = a.clip_samples();
+    if clip_samples == 0 || clip_samples > MAX_CLIP_SAMPLES {
+        return Err(Error::config(
+            "audio.clip_seconds",
+            format!(
+                "= {} s gives {clip_samples} samples at {} Hz; the limit is 1..={MAX_CLIP_SAMPLES}",
+                a.clip_seconds, a.sample_rate
+            ),
+        ));
+    }
+    Ok(clip_samples)
+}
+
+/// A stretch of the clip each segmentation stage cuts into windows: its length, and
+/// how messages name it.
+struct Region {
+    len: usize,
+    name: String,
+}
+
+/// The clip cut by the long and short stages into segments, the signals the STFT sees.
+struct Segmentation {
+    /// Number of long windows, if that stage is on.
+    long_count: Option<usize>,
+    /// Number of short windows per long window, if that stage is on.
+    short_count: Option<usize>,
+    /// One segment: its length and name.
+    segment: Region,
+    /// Segments per clip.
+    segments: usize,
+    /// Start offsets (in the clip) of the distinct segments, ascending.
+    distinct_offsets: Vec<usize>,
+    /// For each segment in `[long][short]` order, its index in `distinct_offsets`.
+    segment_map: Vec<u32>,
+}
+
+impl Segmentation {
+    /// Checks the stages against the clip of `clip_samples` samples and lays out the segments.
+    fn new(spec: &MelSpec, clip_samples: usize) -> Result<Segmentation> {
+        let mut region = Region {
+            len: clip_samples,
+            name: format!(
+                "the clip ({clip_samples} samples = audio.sample_rate × audio.clip_seconds)"
+            ),
+        };
+        let long = spec.segment.long.get();
+        let long_count = narrow(&mut region, "segment.long", long)?;
+        let short = spec.segment.short.get();
+        let short_count = narrow(&mut region, "segment.short", short)?;
+        let segments = long_count
+            .unwrap_or(1)
+            .saturating_mul(short_count.unwrap_or(1));
+        if segments > MAX_SEGMENTS {
+            return Err(Error::config(
+                "segment",
+                format!(
+                    "the windows and hops give {segments} segments per clip; the limit is {MAX_SEGMENTS} (use larger hops)"
+                ),
+            ));
+        }
+        let (distinct_offsets, segment_map) = segment_offsets(
+            segments,
+            (long_count.unwrap_or(1), long.map_or(0, |x| x.hop)),
+            (short_count.unwrap_or(1), short.map_or(0, |x| x.hop)),
+        );
+        Ok(Segmentation {
+            long_count,
+            short_count,
+            segment: region,
+            segments,
+            distinct_offsets,
+            segment_map,
+        })
+    }
+}
+
+/// Checks one segmentation stage (`None` when off) against `region` and narrows the
+/// region to the stage's window; returns the stage's window count.
+fn narrow(region: &mut Region, field: &str, stage: Option<Stage>) -> Result<Option<usize>> {
+    let Some(s) = stage else {
+        return Ok(None);
+    };
+    check_stage(field, s.window, s.hop, region.len, &region.name)?;
+    let n = 1 + (region.len - s.window) / s.hop;
+    *region = Region {
+        len: s.window,
+        name: format!("{field}.window ({} samples)", s.window),
+    };
+    Ok(Some(n))
+}
+
+/// The start offsets of the `segments` segments, from the long and short stages'
+/// (count, hop), as the distinct offsets (ascending) and each segment's index among them.
+fn segment_offsets(
+    segments: usize,
+    (long_count, long_hop): (usize, usize),
+    (short_count, short_hop): (usize, usize),
+) -> (Vec<usize>, Vec<u32>) {
+    let mut offsets = Vec::with_capacity(segments);
+    for l in 0..long_count {
+        for s in 0..short_count {
+            offsets.push(l * long_hop + s * short_hop);
+        }
+    }
+    let mut distinct_offsets = offsets.clone();
+    distinct_offsets.sort_unstable();
+    distinct_offsets.dedup();
+    let segment_map = offsets
+        .iter()
+        .map(|o| {
+            distinct_offsets
+                .binary_search(o)
+                .expect("offset is present") as u32
+        })
+        .collect();
+    (distinct_offsets, segment_map)
+}
+
+/// The STFT of each segment: its sizes, checked against the segment, and its frames.
+struct Stft {
+    n_fft: usize,
+    win_length: usize,
+    hop_length: usize,
+    /// STFT frames per segment.
+    n_frames: usize,
+    /// 1 (magnitude) or 2 (power).
+    power: u8,
+}
+
+impl Stft {
+    /// Checks the FFT, window and hop sizes, the padding, the values per clip and the power.
+    fn new(m: &MelConfig, segmentation: &Segmentation) -> Result<Stft> {
+        let n_fft = m.n_fft;
+        if !(2..=MAX_N_FFT).contains(&n_fft) {
+            return Err(Error::config(
+                "mel.n_fft",
+                format!("= {n_fft} must be 2 to {MAX_N_FFT}"),
+            ));
+        }
+        let win_length = m.win_length();
+        if win_length == 0 || win_length > n_fft {
+            return Err(Error::config(
+                "mel.win_length",
+                format!("= {win_length} must be between 1 and mel.n_fft ({n_fft})"),
+            ));
+        }
+        let hop_length = m.hop_length();
+        if hop_length == 0 {
+            return Err(Error::config("mel.hop_length", "must be at least 1 sample"));
+        }
+        check_padding(m, &segmentation.segment)?;
+        let n_frames = frame_count(segmentation.segment.len, n_fft, hop_length, m.center);
+        let segments = segmentation.segments;
+        let values = (segments as u128) * (m.n_mels as u128) * (n_frames as u128);
+        if values > MAX_VALUES_PER_CLIP as u128 {
+            return Err(Error::config(
+                "mel.n_mels",
+                format!(
+                    "{segments} segments × {} mels × {n_frames} frames = {values} values per clip; the limit is {MAX_VALUES_PER_CLIP} (fewer mels, larger hops or shorter clips)",
+                    m.n_mels
+                ),
+            ));
+        }
+        Ok(Stft {
+            n_fft,
+            win_length,
+            hop_length,
+            n_frames,
+            power: power_exponent(m.power)?,
+        })
+    }
+}
+
+/// Refuses an `n_fft` the segment cannot give frames for: reflect padding as long as the
+/// segment, or (uncentred) a frame longer than it.
+fn check_padding(m: &MelConfig, segment: &Region) -> Result<()> {
+    let n_fft = m.n_fft;
+    let region_name = &segment.name;
+    if m.center {
+        let pad = n_fft / 2;
+        if m.pad_mode == PadMode::Reflect && pad >= segment.len {
+            return Err(Error::config(
+                "mel.n_fft",
+                format!(
+                    "= {n_fft} needs reflect padding of {pad} samples on each side, which must be shorter than \
+                     each segment, {region_name}; use a smaller n_fft, a longer window or pad_mode = \"constant\""
+                ),
+            ));
+        }
+    } else if n_fft > segment.len {
+        return Err(Error::config(
+            "mel.n_fft",
+            format!(
+                "= {n_fft} is longer than each segment, {region_name}, and mel.center is false"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `mel.power` as the exponent the kernels take: 2 (power) or 1 (magnitude).
+fn power_exponent(power: f64) -> Result<u8> {
+    if power == 2.0 {
+        Ok(2)
+    } else if power == 1.0 {
+        Ok(1)
+    } else {
+        Err(Error::config(
+            "mel.power",
+            format!("= {power} is not supported; use 2 (power) or 1 (magnitude)"),
+        ))
+    }
+}
+
+/// The mel filterbank, dense in f64 and sparse in f32, every filter covering an FFT bin.
+struct Filters {
+    /// Frequency bins, `n_fft / 2 + 1`.
+    n_freqs: usize,
+    n_mels: usize,
+    /// `[n_freqs][n_mels]`.
+    dense: Vec<f64>,
+    /// The non-zero spans.
+    sparse: SparseFilterbank,
+}
+
+impl Filters {
+    /// Checks the band edges and the number of mels for an `n_fft` FFT, and builds the filters.
+    fn new(a: &AudioConfig, m: &MelConfig, n_fft: usize) -> Result<Filters> {
+        let f_max = check_band(a, m)?;
+        let n_mels = m.n_mels;
+        let n_freqs = n_fft / 2 + 1;
+        if n_freqs.saturating_mul(n_mels) > MAX_FILTERBANK {
+            return Err(Error::config(
+                "mel.n_mels",
+                format!(
+                    "= {n_mels} with {n_freqs} FFT bins makes a filterbank of {} weights; the limit is {MAX_FILTERBANK}",
+                    n_freqs * n_mels
+                ),
+            ));
+        }
+        if n_mels == 0 || n_mels > n_freqs {
+            return Err(Error::config(
+                "mel.n_mels",
+                format!(
+                    "= {n_mels} must be 1 to the number of FFT bins, {n_freqs} (mel.n_fft / 2 + 1)"
+                ),
+            ));
+        }
+        let dense = melscale_fbanks(
+            n_freqs,
+            m.f_min,
+            f_max,
+            n_mels,
+            a.sample_rate,
+            m.norm,
+            m.mel_scale,
+        );
+        let sparse = SparseFilterbank::from_dense(&dense, n_freqs, n_mels);
+        if let Some(empty) = range::empty_filter(&sparse) {
+            let (lo, hi) = filter_edges(m.f_min, f_max, n_mels, m.mel_scale, empty);
+            return Err(Error::config(
+                "mel.n_mels",
+                format!(
+                    "= {n_mels} is too many: filter {empty} ({lo:.1}–{hi:.1} Hz) covers no FFT bin (bins are {:.2} Hz \
+                     apart); use fewer mels, a larger mel.n_fft or a wider mel.f_min..mel.f_max",
+                    (a.sample_rate / 2) as f64 / (n_freqs - 1) as f64
+                ),
+            ));
+        }
+        Ok(Filters {
+            n_freqs,
+            n_mels,
+            dense,
+            sparse,
+        })
+    }
+}
+
+/// Checks `mel.f_min` and `mel.f_max` against each other and the Nyquist frequency;
+/// returns `f_max` with its default resolved.
+fn check_band(a: &AudioConfig, m: &MelConfig) -> Result<f64> {
+    let nyquist = a.sample_rate as f64 / 2.0;
+    let f_max = m.f_max(a.sample_rate);
+    if !(m.f_min.is_finite() && m.f_min >= 0.0) {
+        return Err(Error::config(
+            "mel.f_min",
+            format!("= {} must be ≥ 0 Hz", m.f_min),
+        ));
+    }
+    if !(f_max.is_finite() && f_max <= nyquist) {
+        return Err(Error::config(
+            "mel.f_max",
+            format!(
+                "= {f_max} Hz is above the Nyquist frequency {nyquist} Hz (audio.sample_rate / 2)"
+            ),
+        ));
+    }
+    if f_max <= m.f_min {
+        return Err(Error::config(
+            "mel.f_max",
+            format!("= {f_max} Hz must be above mel.f_min ({} Hz)", m.f_min),
+        ));
+    }
+    Ok(f_max)
+}
+
+/// Refuses log settings that are not positive (or, for `top_db`, non-negative) finite
+/// numbers; [`range::check_log`] then checks them in f32.
+fn check_log_positive(log: &LogScale) -> Result<()> {
+    match *log {
+        LogScale::Db { amin, top_db } => {
+            if !(amin.is_finite() && amin > 0.0) {
+                return Err(Error::config(
+                    "log.amin",
+                    format!("= {amin} must be a positive number"),
+                ));
+            }
+            if let Some(t) = top_db
+                && !(t.is_finite() && t >= 0.0)
+            {
+                return Err(Error::config("log.top_db", format!("= {t} must be ≥ 0 dB")));
+            }
+        }
+        LogScale::Ln { offset } => {
+            if !(offset.is_finite() && offset > 0.0) {
+                return Err(Error::config(
+                    "log.offset",
+                    format!("= {offset} must be a positive number"),
+                ));
+            }
+        }
+        LogScale::None => {}
+    }
+    Ok(())
 }
 
 fn check_stage(

@@ -22,9 +22,10 @@ use std::time::{Duration, Instant};
 use super::checks::CheckPool;
 use super::finite::{self, Rejected, Screen};
 use super::metrics::{QueueMetrics, StageMetrics};
-use super::queue::bounded;
+use super::queue::{Rx, Tx, bounded};
 use crate::buffer::OutputBuf;
 use crate::error::{Error, Result};
+use crate::plan::MelPlan;
 use crate::traits::{
     AudioLoader, ClipBatch, ClipFailure, ClipMeta, Finished, LoaderStats, MelBackend, Sink,
 };
@@ -101,11 +102,31 @@ type WriteOutcome = (
 
 type LoadOutcome = (Vec<ClipFailure>, LoaderStats, StageMetrics);
 
+/// What every stage shares: the plan, the run's options and the stop signal.
+#[derive(Clone, Copy)]
+struct StageContext<'a> {
+    plan: &'a MelPlan,
+    opts: &'a RunOptions,
+    /// Set by a stage that failed, so the others stop.
+    failed: &'a AtomicBool,
+}
+
+impl StageContext<'_> {
+    /// Whether a stage failed or the run was cancelled from outside.
+    fn stopped(self) -> bool {
+        self.failed.load(Ordering::Relaxed) || self.opts.cancel.load(Ordering::Relaxed)
+    }
+
+    /// Tells the other stages to stop: this one failed.
+    fn stop_others(self) {
+        self.failed.store(true, Ordering::Relaxed);
+    }
+}
+
 /// Runs `loader` → `backend` → `sink` to completion and finishes the sink (the caller
 /// publishes the output).
 /// `meta(i)` gives the index, label and path of file `i` (its source comes from the
 /// loader's batch); `progress(n)` is called as clips finish.
-#[allow(clippy::too_many_lines)] // on tests/tidy.rs's shrinking list: cut it into named phases
 pub fn run(
     loader: Box<dyn AudioLoader>,
     backend: &mut dyn MelBackend,
@@ -120,175 +141,37 @@ pub fn run(
     let depth = opts.queue_depth.max(1);
     let (load_tx, load_rx) = bounded::<Loaded>("load->mel", depth);
     let (mel_tx, mel_rx) = bounded::<Computed>("mel->write", depth);
-    // A fixed set of output buffers, recycled first-in first-out: the queue's worth, one
-    // being computed and one being written. Peak memory does not depend on the run's length.
-    let (free_tx, free_rx) = mpsc::channel::<OutputBuf>();
-    for buf in take_outputs(
-        &opts.buffers,
-        backend.plan().dtype(),
-        super::batches_in_flight(depth),
-    ) {
-        let _ = free_tx.send(buf);
-    }
-    let stop_flag = AtomicBool::new(false);
-    let stop = &stop_flag;
-    let stopped = move || stop.load(Ordering::Relaxed) || opts.cancel.load(Ordering::Relaxed);
+    let (free_tx, free_rx) = recycled_outputs(opts, backend.plan().dtype(), depth);
+    let failed = AtomicBool::new(false);
     let plan = backend.plan().clone();
-    let plan = &plan;
-    let backend_name = backend.name().to_string();
+    let cx = StageContext {
+        plan: &plan,
+        opts,
+        failed: &failed,
+    };
+    let mut mel_metrics = StageMetrics::new("mel", backend.name());
 
     std::thread::scope(|scope| {
         let loader_thread = std::thread::Builder::new()
             .name("melctl-load".into())
-            .spawn_scoped(scope, move || -> Result<LoadOutcome> {
-                let mut loader = loader;
-                let mut m = StageMetrics::new("load", loader.name());
-                let mut row = 0;
-                let r = (|| {
-                    loop {
-                        if stopped() {
-                            return Err(Error::Cancelled);
-                        }
-                        let t = Instant::now();
-                        let next = loader.next_batch();
-                        m.busy(t.elapsed());
-                        if opts.stop_on_failure
-                            && let Some(f) = loader.failures().first()
-                        {
-                            return Err(f.to_error());
-                        }
-                        let Some(batch) = next else { break };
-                        let batch = batch?;
-                        let n = batch.indices.len();
-                        let t = Instant::now();
-                        let samples = batch.samples.samples();
-                        let rejected = opts
-                            .checks
-                            .install(|| finite::reject_samples(plan, samples))?;
-                        m.busy(t.elapsed());
-                        m.items += n as u64;
-                        m.batches += 1;
-                        m.bytes += (batch.samples.samples().len() * 4) as u64;
-                        match load_tx.send(Loaded::Batch(row, batch, rejected)) {
-                            Ok(w) => m.wait_output(w),
-                            Err(()) => return Err(Error::Cancelled),
-                        }
-                        row += n;
-                    }
-                    load_tx
-                        .send(Loaded::End(row))
-                        .map_err(|()| Error::Cancelled)?;
-                    Ok(())
-                })();
-                if r.is_err() {
-                    stop.store(true, Ordering::Relaxed);
-                }
-                r.map(|()| (loader.failures().to_vec(), loader.stats(), m))
-            })
+            .spawn_scoped(scope, move || load_stage(loader, load_tx, cx))
             .map_err(|e| Error::io("load thread", e))?;
-
         let sink_thread = std::thread::Builder::new()
             .name("melctl-write".into())
-            .spawn_scoped(scope, move || -> Result<WriteOutcome> {
-                let mut sink = sink;
-                let mut m = StageMetrics::new("write", sink.name());
-                let mut screen = Screen::new(plan, opts.stop_on_failure);
-                let r = loop {
-                    let (msg, waited) = mel_rx.recv();
-                    m.wait_input(waited);
-                    match msg {
-                        Some(Computed::Batch(row, indices, mut metas, mut data, rejected)) => {
-                            let t = Instant::now();
-                            // The check and the sink's write (its statistics) on the
-                            // check pool, whose parallel loops they use.
-                            let written = opts.checks.install(|| {
-                                let row =
-                                    screen.apply(row, &indices, &mut metas, &mut data, rejected)?;
-                                if !metas.is_empty() {
-                                    sink.write(row, &metas, &data)?;
-                                }
-                                Ok(())
-                            });
-                            if let Err(e) = written.and_then(|r| r) {
-                                break Err(e);
-                            }
-                            m.busy(t.elapsed());
-                            m.items += metas.len() as u64;
-                            m.batches += 1;
-                            m.bytes += data.as_bytes().len() as u64;
-                            let _ = free_tx.send(data);
-                            progress(metas.len());
-                        }
-                        Some(Computed::End(rows)) => {
-                            let t = Instant::now();
-                            let rows = screen.rows(rows);
-                            let out = sink.finish(rows);
-                            m.busy(t.elapsed());
-                            m.finish_seconds = t.elapsed().as_secs_f64();
-                            break out.map(|p| (p, rows));
-                        }
-                        // Upstream stopped without an end: never commit.
-                        None => break Err(Error::Cancelled),
-                    }
-                };
-                if r.is_err() {
-                    stop.store(true, Ordering::Relaxed);
-                }
-                let q = mel_rx.metrics();
-                r.map(|(p, rows)| (p, rows, screen.failures, m, q))
+            .spawn_scoped(scope, move || {
+                write_stage(sink, free_tx, mel_rx, progress, cx)
             })
             .map_err(|e| Error::io("write thread", e))?;
 
         // The mel stage, on this thread (the backend's device context lives here).
-        let mut m = StageMetrics::new("mel", &backend_name);
-        let mel_result = (|| -> Result<()> {
-            loop {
-                let (msg, waited) = load_rx.recv();
-                m.wait_input(waited);
-                if stopped() {
-                    return Err(Error::Cancelled);
-                }
-                match msg {
-                    Some(Loaded::Batch(row, batch, rejected)) => {
-                        let n = batch.indices.len();
-                        let (out, waited) = {
-                            let t = Instant::now();
-                            (free_rx.recv().map_err(|_| Error::Cancelled)?, t.elapsed())
-                        };
-                        m.wait_output(waited);
-                        let mut out = out;
-                        out.resize(n * plan.values_per_clip());
-                        let t = Instant::now();
-                        backend.compute(batch.samples.samples(), out.as_mut_slice())?;
-                        m.busy(t.elapsed());
-                        m.items += n as u64;
-                        m.batches += 1;
-                        m.bytes += (batch.samples.samples().len() * 4) as u64;
-                        let metas = batch
-                            .indices
-                            .iter()
-                            .zip(&batch.sources)
-                            .map(|(&i, &source)| ClipMeta { source, ..meta(i) })
-                            .collect();
-                        let indices = batch.indices;
-                        drop(batch.samples);
-                        match mel_tx.send(Computed::Batch(row, indices, metas, out, rejected)) {
-                            Ok(w) => m.wait_output(w),
-                            Err(()) => return Err(Error::Cancelled),
-                        }
-                    }
-                    Some(Loaded::End(rows)) => {
-                        return mel_tx
-                            .send(Computed::End(rows))
-                            .map(|_| ())
-                            .map_err(|()| Error::Cancelled);
-                    }
-                    None => return Err(Error::Cancelled),
-                }
-            }
-        })();
+        let mel_queues = MelQueues {
+            input: &load_rx,
+            output: &mel_tx,
+            free: &free_rx,
+        };
+        let mel_result = mel_stage(backend, &mel_queues, meta, cx, &mut mel_metrics);
         if mel_result.is_err() {
-            stop.store(true, Ordering::Relaxed);
+            cx.stop_others();
         }
         let load_probe = load_rx.probe();
         drop(load_rx);
@@ -298,27 +181,242 @@ pub fn run(
         // Every buffer the sink handed back is kept for the next run.
         opts.buffers.give(free_rx.try_iter());
         let load_q = load_probe.metrics();
-        match (loaded, mel_result, written) {
-            (
-                Ok((mut failures, loader_stats, load_m)),
-                Ok(()),
-                Ok((output, rows, mut screened, write_m, mel_q)),
-            ) => {
-                failures.append(&mut screened);
-                failures.sort_by_key(|f| f.index);
-                Ok(RunResult {
-                    output,
-                    rows,
-                    failures,
-                    loader: loader_stats,
-                    stages: vec![load_m, m, write_m],
-                    queues: vec![load_q, mel_q],
-                    wall: started.elapsed(),
-                })
-            }
-            (l, me, w) => Err(root_cause([l.err(), me.err(), w.err()])),
-        }
+        let mel = mel_result.map(|()| mel_metrics);
+        outcome(loaded, mel, written, load_q, started)
     })
+}
+
+/// A fixed set of output buffers, recycled first-in first-out: the queue's worth, one
+/// being computed and one being written. Peak memory does not depend on the run's length.
+fn recycled_outputs(
+    opts: &RunOptions,
+    dtype: crate::spec::Dtype,
+    depth: usize,
+) -> (mpsc::Sender<OutputBuf>, mpsc::Receiver<OutputBuf>) {
+    let (free_tx, free_rx) = mpsc::channel::<OutputBuf>();
+    for buf in take_outputs(&opts.buffers, dtype, super::batches_in_flight(depth)) {
+        let _ = free_tx.send(buf);
+    }
+    (free_tx, free_rx)
+}
+
+/// The load stage, on its own thread: the loader's batches, their samples screened, sent
+/// to the mel stage with their first rows, then the end with the row count.
+fn load_stage(
+    loader: Box<dyn AudioLoader>,
+    load_tx: Tx<Loaded>,
+    cx: StageContext<'_>,
+) -> Result<LoadOutcome> {
+    let mut loader = loader;
+    let mut m = StageMetrics::new("load", loader.name());
+    let r = load_batches(loader.as_mut(), &load_tx, cx, &mut m);
+    if r.is_err() {
+        cx.stop_others();
+    }
+    r.map(|()| (loader.failures().to_vec(), loader.stats(), m))
+}
+
+/// The load stage's loop: until the loader runs out, the run stops, or (with
+/// `stop_on_failure`) a file fails.
+fn load_batches(
+    loader: &mut dyn AudioLoader,
+    load_tx: &Tx<Loaded>,
+    cx: StageContext<'_>,
+    m: &mut StageMetrics,
+) -> Result<()> {
+    let mut row = 0;
+    loop {
+        if cx.stopped() {
+            return Err(Error::Cancelled);
+        }
+        let t = Instant::now();
+        let next = loader.next_batch();
+        m.busy(t.elapsed());
+        if cx.opts.stop_on_failure
+            && let Some(f) = loader.failures().first()
+        {
+            return Err(f.to_error());
+        }
+        let Some(batch) = next else { break };
+        let batch = batch?;
+        let n = batch.indices.len();
+        let t = Instant::now();
+        let samples = batch.samples.samples();
+        let rejected = cx
+            .opts
+            .checks
+            .install(|| finite::reject_samples(cx.plan, samples))?;
+        m.busy(t.elapsed());
+        m.items += n as u64;
+        m.batches += 1;
+        m.bytes += (batch.samples.samples().len() * 4) as u64;
+        match load_tx.send(Loaded::Batch(row, batch, rejected)) {
+            Ok(w) => m.wait_output(w),
+            Err(()) => return Err(Error::Cancelled),
+        }
+        row += n;
+    }
+    load_tx
+        .send(Loaded::End(row))
+        .map_err(|()| Error::Cancelled)?;
+    Ok(())
+}
+
+/// The mel stage's queue ends: batches in, computed batches out, and the free output
+/// buffers the write stage hands back.
+struct MelQueues<'a> {
+    input: &'a Rx<Loaded>,
+    output: &'a Tx<Computed>,
+    free: &'a mpsc::Receiver<OutputBuf>,
+}
+
+/// The mel stage: each batch computed into a free output buffer and sent on with its
+/// clips' metadata, until the end (passed on), a stop or an error.
+fn mel_stage(
+    backend: &mut dyn MelBackend,
+    queues: &MelQueues<'_>,
+    meta: &(dyn Fn(usize) -> ClipMeta + Sync),
+    cx: StageContext<'_>,
+    m: &mut StageMetrics,
+) -> Result<()> {
+    loop {
+        let (msg, waited) = queues.input.recv();
+        m.wait_input(waited);
+        if cx.stopped() {
+            return Err(Error::Cancelled);
+        }
+        match msg {
+            Some(Loaded::Batch(row, batch, rejected)) => {
+                let n = batch.indices.len();
+                let (out, waited) = {
+                    let t = Instant::now();
+                    (
+                        queues.free.recv().map_err(|_| Error::Cancelled)?,
+                        t.elapsed(),
+                    )
+                };
+                m.wait_output(waited);
+                let mut out = out;
+                out.resize(n * cx.plan.values_per_clip());
+                let t = Instant::now();
+                backend.compute(batch.samples.samples(), out.as_mut_slice())?;
+                m.busy(t.elapsed());
+                m.items += n as u64;
+                m.batches += 1;
+                m.bytes += (batch.samples.samples().len() * 4) as u64;
+                let metas = batch
+                    .indices
+                    .iter()
+                    .zip(&batch.sources)
+                    .map(|(&i, &source)| ClipMeta { source, ..meta(i) })
+                    .collect();
+                let indices = batch.indices;
+                drop(batch.samples);
+                match queues
+                    .output
+                    .send(Computed::Batch(row, indices, metas, out, rejected))
+                {
+                    Ok(w) => m.wait_output(w),
+                    Err(()) => return Err(Error::Cancelled),
+                }
+            }
+            Some(Loaded::End(rows)) => {
+                return queues
+                    .output
+                    .send(Computed::End(rows))
+                    .map(|_| ())
+                    .map_err(|()| Error::Cancelled);
+            }
+            None => return Err(Error::Cancelled),
+        }
+    }
+}
+
+/// The write stage, on its own thread: each computed batch screened and written, its
+/// buffer handed back to the mel stage; the sink finished at the end, never without one.
+fn write_stage(
+    sink: Box<dyn Sink>,
+    free_tx: mpsc::Sender<OutputBuf>,
+    mel_rx: Rx<Computed>,
+    progress: &(dyn Fn(usize) + Sync),
+    cx: StageContext<'_>,
+) -> Result<WriteOutcome> {
+    let mut sink = sink;
+    let mut m = StageMetrics::new("write", sink.name());
+    let mut screen = Screen::new(cx.plan, cx.opts.stop_on_failure);
+    let r = loop {
+        let (msg, waited) = mel_rx.recv();
+        m.wait_input(waited);
+        match msg {
+            Some(Computed::Batch(row, indices, mut metas, mut data, rejected)) => {
+                let t = Instant::now();
+                // The check and the sink's write (its statistics) on the
+                // check pool, whose parallel loops they use.
+                let written = cx.opts.checks.install(|| {
+                    let row = screen.apply(row, &indices, &mut metas, &mut data, rejected)?;
+                    if !metas.is_empty() {
+                        sink.write(row, &metas, &data)?;
+                    }
+                    Ok(())
+                });
+                if let Err(e) = written.and_then(|r| r) {
+                    break Err(e);
+                }
+                m.busy(t.elapsed());
+                m.items += metas.len() as u64;
+                m.batches += 1;
+                m.bytes += data.as_bytes().len() as u64;
+                let _ = free_tx.send(data);
+                progress(metas.len());
+            }
+            Some(Computed::End(rows)) => {
+                let t = Instant::now();
+                let rows = screen.rows(rows);
+                let out = sink.finish(rows);
+                m.busy(t.elapsed());
+                m.finish_seconds = t.elapsed().as_secs_f64();
+                break out.map(|p| (p, rows));
+            }
+            // Upstream stopped without an end: never commit.
+            None => break Err(Error::Cancelled),
+        }
+    };
+    if r.is_err() {
+        cx.stop_others();
+    }
+    let q = mel_rx.metrics();
+    r.map(|(p, rows)| (p, rows, screen.failures, m, q))
+}
+
+/// The run's result from its stages' outcomes (the mel stage's is its metrics), or the
+/// error that caused the others.
+fn outcome(
+    loaded: Result<LoadOutcome>,
+    mel: Result<StageMetrics>,
+    written: Result<WriteOutcome>,
+    load_q: QueueMetrics,
+    started: Instant,
+) -> Result<RunResult> {
+    match (loaded, mel, written) {
+        (
+            Ok((mut failures, loader_stats, load_m)),
+            Ok(mel_m),
+            Ok((output, rows, mut screened, write_m, mel_q)),
+        ) => {
+            failures.append(&mut screened);
+            failures.sort_by_key(|f| f.index);
+            Ok(RunResult {
+                output,
+                rows,
+                failures,
+                loader: loader_stats,
+                stages: vec![load_m, mel_m, write_m],
+                queues: vec![load_q, mel_q],
+                wall: started.elapsed(),
+            })
+        }
+        (l, me, w) => Err(root_cause([l.err(), me.err(), w.err()])),
+    }
 }
 
 fn panicked(stage: &str) -> Error {
