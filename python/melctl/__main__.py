@@ -12,8 +12,10 @@ def main() -> int:
     """Runs ``melctl`` with this process's arguments and exits with its status."""
     from ._melctl import _cli_main
 
-    sys.stdout.flush()
-    sys.stderr.flush()
+    # Python's own buffers first (None when the stream was closed: `melctl ... >&-`).
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
     sys.exit(_cli_main(["melctl", *sys.argv[1:]]))
 
 

@@ -252,7 +252,12 @@ pub fn build<'py>(
     overrides: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     check_callable(progress)?;
-    let resolved = crate::config::resolve(preset, config, backend, overrides)?;
+    let cache_dir = cache_dir.map(|d| d.display().to_string());
+    let named = [
+        ("run.backend", "backend", backend.map(str::to_string)),
+        ("run.cache_dir", "cache_dir", cache_dir),
+    ];
+    let resolved = crate::config::resolve(preset, config, &named, overrides)?;
     let mut request = BuildRequest::new(
         source(&input, split_ratios(split_ratio)?, seed)?,
         output,
@@ -264,7 +269,6 @@ pub fn build<'py>(
     request.only = split_names(splits)?;
     request.resume = resume;
     request.shard = shard.map(parse_shard).transpose()?;
-    request.cache_dir = cache_dir;
     request.host = Host::with_env(|name| std::env::var_os(name));
     let threads = match request.config.run.threads {
         0 => crate::default_threads(),
@@ -374,7 +378,8 @@ fn parse_shard(value: &Bound<'_, PyAny>) -> PyResult<Shard> {
             "shard must be (k, n) or \"k/n\": shard k of n, numbered from 0",
         ));
     };
-    shard.map_err(|e| PyValueError::new_err(e.to_string()))
+    // A shard melkit refuses (k >= n, n = 0) is a configuration error, as the CLI says it.
+    shard.map_err(crate::errors::build_to_py)
 }
 
 /// Merges the shards of a sharded build under `output/shards/K-of-N/` into

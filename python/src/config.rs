@@ -19,6 +19,13 @@ fn to_toml(key: &str, v: &Bound<'_, PyAny>) -> PyResult<toml::Value> {
     if v.is_instance_of::<PyBool>() {
         return Ok(toml::Value::Boolean(v.extract()?));
     }
+    // numpy's integers (np.int64) are integers too: anything with `__index__`.
+    if !v.is_instance_of::<PyInt>()
+        && !v.is_instance_of::<PyFloat>()
+        && let Ok(i) = v.call_method0("__index__")
+    {
+        return to_toml(key, &i);
+    }
     if v.is_instance_of::<PyInt>() {
         let i: i64 = v
             .extract()
@@ -45,18 +52,27 @@ fn to_toml(key: &str, v: &Bound<'_, PyAny>) -> PyResult<toml::Value> {
 fn table(key: &str, d: &Bound<'_, PyDict>) -> PyResult<toml::Table> {
     let mut t = toml::Table::new();
     for (k, v) in d.iter() {
-        let k: String = k
-            .extract()
-            .map_err(|_| PyTypeError::new_err(format!("{key}: a key is not a str")))?;
+        let k: String = k.extract().map_err(|_| {
+            let whose = if key.is_empty() { "config" } else { key };
+            PyTypeError::new_err(format!("{whose}: a key is not a str"))
+        })?;
         let path = if key.is_empty() {
             k.clone()
         } else {
             format!("{key}.{k}")
         };
-        // None is TOML's absent key: the default (a stored configuration's
-        // `run.device = null`), so `split.config` can be given back as a configuration.
+        // None is TOML's absent key, for the keys that may be unset (a stored
+        // configuration's `run.device = null`, so `split.config` can be given back as a
+        // configuration); for any other key it would silently keep the preset's value.
         if v.is_none() {
-            continue;
+            let dotted = path.replace("__", ".");
+            if Config::optional_keys().contains(&dotted) {
+                continue;
+            }
+            return Err(PyValueError::new_err(format!(
+                "{path}: None is not a value for it (only {} may be None)",
+                Config::optional_keys().join(", ")
+            )));
         }
         t.insert(k, to_toml(&path, &v)?);
     }
@@ -64,11 +80,12 @@ fn table(key: &str, d: &Bound<'_, PyDict>) -> PyResult<toml::Table> {
 }
 
 /// The configuration: `preset`, then `config` (a path to a TOML file, or a dict of
-/// sections), then `backend` (unless None), then `overrides`.
+/// sections), then the `named` arguments given (key, argument, value: `backend=`,
+/// `cache_dir=`), then `overrides`; every key once.
 pub fn resolve(
     preset: &str,
     config: Option<&Bound<'_, PyAny>>,
-    backend: Option<&str>,
+    named: &[(&str, &str, Option<String>)],
     overrides: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Config> {
     let base = match config {
@@ -84,10 +101,12 @@ pub fn resolve(
         },
     };
     let mut words = Overrides::default();
-    if let Some(b) = backend {
-        words
-            .set("run.backend", "backend", toml::Value::String(b.to_string()))
-            .map_err(to_py)?;
+    for (key, word, value) in named {
+        if let Some(v) = value {
+            words
+                .set(key, word, toml::Value::String(v.clone()))
+                .map_err(to_py)?;
+        }
     }
     for (k, v) in overrides.into_iter().flat_map(|o| o.iter()) {
         let key: String = k.extract()?;

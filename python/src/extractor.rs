@@ -159,7 +159,8 @@ impl PyExtractor {
             }
             None => overrides.cloned(),
         };
-        let config = crate::config::resolve(preset, config, backend, overrides.as_ref())?;
+        let named = [("run.backend", "backend", backend.map(str::to_string))];
+        let config = crate::config::resolve(preset, config, &named, overrides.as_ref())?;
         let dtype = match dtype {
             Some(d) if !stored_name(d) => ItemDtype::parse(d)?,
             _ => ItemDtype::F32,

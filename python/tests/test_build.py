@@ -274,3 +274,33 @@ def test_the_progress_callback_is_told_each_change_once(demo_data, tmp_path):
     melctl.build(demo_data, tmp_path / "out", config=SHORT, loader="stream",
                  progress=lambda *a: calls.append(a))
     assert all(a != b for a, b in zip(calls, calls[1:])), calls
+
+
+def test_keywords_that_set_one_key_twice_or_say_nothing_are_refused(tmp_path, demo_data):
+    """Found by an attack: a section dict and a key inside it, `cache_dir=` and
+    `run__cache_dir=`, each silently let one value win (the stored configuration named a
+    cache folder the build never used); `None` for a key that cannot be unset kept the
+    preset's value; an array given for a section was read by position."""
+    out = tmp_path / "x"
+    with pytest.raises(melctl.ConfigError, match="mel.n_mels: set twice, as mel and n_mels"):
+        melctl.build(demo_data, out, mel={"n_mels": 16}, n_mels=64)
+    with pytest.raises(melctl.ConfigError, match="run.threads: set twice"):
+        melctl.build(demo_data, out, run={"threads": 1}, threads=2)
+    with pytest.raises(melctl.ConfigError, match="run.cache_dir: set twice, as cache_dir and run__cache_dir"):
+        melctl.build(demo_data, out, cache_dir=tmp_path / "a", run__cache_dir=str(tmp_path / "b"))
+    with pytest.raises(ValueError, match="audio.clip_seconds: None is not a value"):
+        melctl.build(demo_data, out, config={"audio": {"clip_seconds": None}})
+    with pytest.raises(melctl.ConfigParseError, match="`mel` is a section"):
+        melctl.build(demo_data, out, mel=[512])
+    with pytest.raises(melctl.ConfigError, match="shard"):
+        melctl.build(demo_data, out, shard=(1, 0))
+    assert not out.exists()
+
+
+def test_numpy_integers_are_integers_and_cache_dir_is_the_cache_used(tmp_path, demo_data):
+    cache = tmp_path / "cache"
+    melctl.build(demo_data, tmp_path / "o", config={"audio": {"clip_seconds": 1.0}},
+                 threads=np.int64(1), loader="memmap", cache_dir=cache, splits=["testing"])
+    split = melctl.open(tmp_path / "o", "testing")
+    assert split.config["run"]["cache_dir"] == str(cache)
+    assert any(cache.iterdir())

@@ -144,3 +144,16 @@ def test_verify_raises_naming_a_split_of_another_build(tmp_path, demo_data):
     assert not verdict["whole"]
     bad = [s for s in verdict["splits"] if s["problem"]]
     assert [s["name"] for s in bad] == ["training"]
+
+
+def test_python_dash_m_melctl_with_a_closed_stdout_is_the_binarys_status(tmp_path):
+    """`melctl config >&-`: the binary says nothing and exits 0 (a closed stdout is not an
+    error, as with `| head`); the Python command did the same only after a traceback
+    (`sys.stdout` is None there)."""
+    from conftest import melctl_binary
+
+    for command in ([sys.executable, "-m", "melctl"], [str(melctl_binary())]):
+        r = subprocess.run([*command, "config"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True, timeout=300, preexec_fn=lambda: os.close(1))
+        assert r.returncode == 0, (command, r.stderr)
+        assert "Traceback" not in r.stderr, r.stderr

@@ -22,7 +22,7 @@ mod verify;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Parser;
 use melkit::core::MelPlan;
 use std::ffi::OsString;
@@ -48,8 +48,12 @@ where
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
-            // Help and --version go to stdout with status 0, usage errors to stderr with 2.
-            let _ = e.print();
+            // Help and --version go to stdout with status 0, usage errors to stderr with 2;
+            // help that could not be written (a full disk) is a failed output, as elsewhere.
+            if let Err(failure) = e.print() {
+                errln!("error: {failure}");
+                return EXIT_OUTPUT_FAILED;
+            }
             return u8::try_from(e.exit_code()).unwrap_or(2);
         }
     };
@@ -271,11 +275,20 @@ fn start_workers(threads: usize) -> Result<()> {
     } else {
         threads
     };
-    rayon::ThreadPoolBuilder::new()
+    let started = rayon::ThreadPoolBuilder::new()
         .num_threads(n)
         .thread_name(|i| format!("melctl-worker-{i}"))
-        .build_global()
-        .with_context(|| format!("cannot start {n} worker threads (run.threads)"))
+        .build_global();
+    // A second command in one process (the Python package's `_cli_main` called twice)
+    // finds the pool started: fine if it is the size asked for.
+    match started {
+        Err(_) if rayon::current_num_threads() == n => Ok(()),
+        Err(_) => anyhow::bail!(
+            "cannot start {n} worker threads (run.threads): this process already runs melctl's worker pool with {} threads; run each command with another --threads in its own process",
+            rayon::current_num_threads()
+        ),
+        Ok(()) => Ok(()),
+    }
 }
 
 /// `melctl devices`: the CUDA devices and the wgpu adapters, or why there are none.

@@ -9,9 +9,15 @@ use crate::cli::ConfigFlags;
 
 /// The configuration the flags describe (not yet validated: see `MelPlan::new`), and the
 /// overrides the flags made (to say errors in their words: [`Overrides::in_words`]).
+/// The run options are checked here, before anything is sized by them: a worker pool of
+/// `--threads 99999999` was started before the plan refused it.
 pub fn resolve(flags: &ConfigFlags) -> Result<(Config, Overrides)> {
     let layers = layers(flags)?;
-    Ok((layers.resolve()?, layers.overrides))
+    let config = layers.resolve()?;
+    config
+        .check_options()
+        .map_err(|e| layers.overrides.in_words(e))?;
+    Ok((config, layers.overrides))
 }
 
 /// The flags as layers: `--preset`, `--config`, then one override per flag given.

@@ -167,6 +167,24 @@ fn a_value_refused_names_the_flag_that_gave_it_and_a_files_value_the_key() {
         .stderr_of_failure();
     assert!(stderr.contains("run.threads"), "{stderr}");
     assert!(!stderr.contains("--threads"), "{stderr}");
+    // Refused before anything is sized by it: a build's worker pool of 99,999,999
+    // threads was started before the plan refused it (an attack found it hanging).
+    let started = std::time::Instant::now();
+    let stderr = dir
+        .melctl()
+        .args([
+            "build",
+            "-i",
+            "data",
+            "-o",
+            "out",
+            "--dry-run",
+            "--threads",
+            "99999999",
+        ])
+        .stderr_of_failure();
+    assert!(stderr.contains("run.threads (--threads)"), "{stderr}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
     // The flag overrides the file, so the file's value never counts.
     let config = dir
         .melctl()
@@ -526,6 +544,14 @@ fn verify_names_a_split_left_by_another_build_and_a_missing_one() {
             .unwrap()
             .contains("testing.h5 for it, which is missing")),
         "{problems:?}"
+    );
+    // No record to name the build: splits carrying two builds' ids are still refused.
+    std::fs::copy(dir.join("a/training.h5"), dir.join("b/training.h5")).unwrap();
+    std::fs::remove_file(dir.join("b/melctl-build.json")).unwrap();
+    let err = dir.melctl().args(["verify", "b"]).stderr_of_failure();
+    assert!(
+        err.contains("the splits come from different builds") && err.contains("\"training\""),
+        "{err}"
     );
     // Not a folder of outputs: one line, status 1.
     let err = dir.melctl().args(["verify", "data/x"]).stderr_of_failure();

@@ -82,6 +82,19 @@ fn a_failed_write_to_stdout_or_stderr_is_an_error_not_a_panic() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(74), "{}", text(&o.stdout));
+    // Help, the version and the configuration to a full stdout: clap's own printing too.
+    for args in [vec!["--help"], vec!["--version"], vec!["config"]] {
+        let o = dir
+            .melctl()
+            .args(&args)
+            .command()
+            .stdout(full())
+            .output()
+            .unwrap();
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(74), "{args:?}: {err}");
+        assert!(err.contains("No space left on device"), "{args:?}: {err}");
+    }
     // inspect's table to a full stdout.
     let o = dir
         .melctl()

@@ -75,6 +75,12 @@ pub fn verify_folder(out: &Path) -> Result<FolderCheck> {
     if !out.is_dir() {
         return Err(bad(out, "not a folder of melctl outputs"));
     }
+    if let Some(busy) = in_use(out) {
+        return Ok(FolderCheck {
+            problems: vec![busy],
+            ..FolderCheck::default()
+        });
+    }
     let record = record::read(out)?;
     let mut check = FolderCheck {
         build: record.as_ref().and_then(|r| r.build.clone()),
@@ -104,7 +110,17 @@ pub fn verify_folder(out: &Path) -> Result<FolderCheck> {
             }
         }
     }
+    if record.is_none() {
+        one_build_without_a_record(&check.splits, &mut check.problems);
+    }
     compare_meanings(&opened, &mut check.problems);
+    // A build that started publishing while the folder was read mixes its splits with
+    // the last build's: that is a build in progress, not an interrupted one.
+    if !check.problems.is_empty()
+        && let Some(busy) = in_use(out)
+    {
+        check.problems = vec![busy];
+    }
     if check.splits.is_empty() {
         check.problems.push(format!(
             "{}: no split outputs (*{HDF5_SUFFIX}, *{NPY_SUFFIX}) here",
@@ -112,6 +128,19 @@ pub fn verify_folder(out: &Path) -> Result<FolderCheck> {
         ));
     }
     Ok(check)
+}
+
+/// Why the folder cannot be judged now, if a build or merge holds its lock (taken and
+/// let go at once: verifying never keeps a build waiting).
+fn in_use(out: &Path) -> Option<String> {
+    match mel_core::atomic::DirLock::try_now(out) {
+        Ok(_released) => None,
+        Err(e @ mel_core::Error::Output { .. }) => Some(format!(
+            "{}; verify again when it has finished",
+            mel_core::error::one_line(&e.to_string())
+        )),
+        Err(_) => None,
+    }
 }
 
 /// The split outputs in `out`, by name: `{name}.h5` and `{name}.npy.d`, hidden
@@ -161,6 +190,28 @@ fn open_one(name: String, output: PathBuf) -> (SplitCheck, Option<Split>) {
             },
             None,
         ),
+    }
+}
+
+/// With no build record to name the build, the splits that carry a build id must all
+/// carry the same one: splits copied together from two builds are not one set.
+fn one_build_without_a_record(splits: &[SplitCheck], problems: &mut Vec<String>) {
+    let carried: Vec<(&str, &str)> = splits
+        .iter()
+        .filter_map(|s| s.build.as_deref().map(|b| (s.name.as_str(), b)))
+        .collect();
+    if let Some((_, first)) = carried.first()
+        && carried.iter().any(|(_, b)| b != first)
+    {
+        let each: Vec<String> = carried
+            .iter()
+            .map(|(name, b)| format!("{name:?} from build {}", &b[..b.len().min(12)]))
+            .collect();
+        problems.push(format!(
+            "no {} names the build, and the splits come from different builds: {}",
+            record::FILE_NAME,
+            each.join(", ")
+        ));
     }
 }
 

@@ -68,15 +68,26 @@ impl Overrides {
     /// silently win.
     pub fn set(&mut self, key: &str, word: &str, value: toml::Value) -> Result<()> {
         let path = key_path(key)?;
-        let dotted = path.join(".");
-        if let Some((_, first)) = self.words.iter().find(|(k, _)| *k == dotted) {
-            return Err(Error::config(
-                dotted.clone(),
-                format!("set twice, as {first} and {word}: give it once"),
-            ));
+        // Every key the value sets (a section given as a table sets each of its keys), so
+        // `mel={"n_mels": 16}` and `n_mels=64` are one key given twice.
+        let mut leaves = Vec::new();
+        leaf_keys(&path.join("."), &value, &mut leaves);
+        for leaf in &leaves {
+            let overlaps = |k: &String| {
+                k == leaf
+                    || k.starts_with(&format!("{leaf}."))
+                    || leaf.starts_with(&format!("{k}."))
+            };
+            if let Some((_, first)) = self.words.iter().find(|(k, _)| overlaps(k)) {
+                return Err(Error::config(
+                    leaf.clone(),
+                    format!("set twice, as {first} and {word}: give it once"),
+                ));
+            }
         }
         set_path(&mut self.table, &path, value)?;
-        self.words.push((dotted, word.to_string()));
+        self.words
+            .extend(leaves.into_iter().map(|leaf| (leaf, word.to_string())));
         Ok(())
     }
 
@@ -150,6 +161,19 @@ fn key_path(key: &str) -> Result<Vec<String>> {
     }
 }
 
+/// The dotted path of every key `value` sets at `path`: the path itself for a value, each
+/// leaf for a table (an empty table sets nothing).
+fn leaf_keys(path: &str, value: &toml::Value, out: &mut Vec<String>) {
+    match value {
+        toml::Value::Table(t) => {
+            for (k, v) in t {
+                leaf_keys(&format!("{path}.{k}"), v, out);
+            }
+        }
+        _ => out.push(path.to_string()),
+    }
+}
+
 /// Sets `value` at `path` in `overlay`, making the tables on the way; a table given for a
 /// section already set is merged into it.
 fn set_path(overlay: &mut toml::Table, path: &[String], value: toml::Value) -> Result<()> {
@@ -212,6 +236,39 @@ mod tests {
             e.contains("mel.n_mels: set twice, as n_mels and mel__n_mels"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_section_and_a_key_inside_it_are_one_key_given_twice() {
+        let mel = toml::Value::Table(toml::toml! { n_mels = 16 });
+        let e = given(&[("mel", mel.clone()), ("n_mels", 64.into())])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("mel.n_mels: set twice, as mel and n_mels"),
+            "{e}"
+        );
+        let e = given(&[("n_mels", 64.into()), ("mel", mel.clone())])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("mel.n_mels: set twice"), "{e}");
+        // Other keys of the same section are not the same key.
+        let c = given(&[("mel", mel), ("mel__n_fft", 256.into())]).unwrap();
+        assert_eq!((c.mel.n_mels, c.mel.n_fft), (16, 256));
+    }
+
+    #[test]
+    fn a_section_given_an_array_is_refused_by_name() {
+        let list = toml::Value::Array(vec![512.into()]);
+        let e = given(&[("mel", list)]).unwrap_err().to_string();
+        assert!(
+            e.contains("`mel` is a section: expected a table of its keys, found array"),
+            "{e}"
+        );
+        let e = Config::from_toml("[segment]\nlong = [4096, 2048]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`segment.long` is a section"), "{e}");
     }
 
     #[test]

@@ -127,6 +127,20 @@ impl Config {
         paths.into_iter().collect()
     }
 
+    /// The keys a configuration may leave unset (`run.device`, `log.top_db`): those null
+    /// in a default configuration's JSON. A front end may take "none" for these, and only
+    /// these (torchaudio's derived values are the word `"default"`, not none).
+    pub fn optional_keys() -> Vec<String> {
+        let mut paths = std::collections::BTreeSet::new();
+        let v = serde_json::to_value(Config::default()).expect("a Config always serialises");
+        leaf_paths(&v, "", &mut paths);
+        paths
+            .into_iter()
+            .filter(|p| pointer(&v, p).is_some_and(serde_json::Value::is_null))
+            .chain(["log.top_db".to_string()])
+            .collect()
+    }
+
     /// Serialises to TOML.
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("a Config always serialises to TOML")
@@ -148,7 +162,7 @@ fn merge_table(base: &Config, overlay: toml::Table, source_name: Option<&str>) -
         message,
     };
     let mut merged = toml::Table::try_from(base).map_err(|e| parse_err(e.to_string()))?;
-    merge_tables(&mut merged, overlay);
+    merge_tables(&mut merged, overlay, "").map_err(parse_err)?;
     toml::Value::Table(merged)
         .try_into()
         .map_err(|e: toml::de::Error| parse_err(crate::error::one_line(&e.to_string())))
@@ -168,6 +182,11 @@ fn toml_error(e: &toml::de::Error, text: &str) -> String {
         }
         None => message,
     }
+}
+
+/// The value at dotted `path` in `v`.
+fn pointer<'a>(v: &'a serde_json::Value, path: &str) -> Option<&'a serde_json::Value> {
+    v.pointer(&format!("/{}", path.replace('.', "/")))
 }
 
 /// Adds the dotted path of every leaf of `v` (a value that is not an object; `null`
@@ -190,23 +209,42 @@ fn leaf_paths(v: &serde_json::Value, prefix: &str, paths: &mut std::collections:
     }
 }
 
-/// Deep-merges `overlay` into `base`. A table that carries a `kind` tag different
-/// from the base's replaces it whole (its other keys belong to the new kind).
-fn merge_tables(base: &mut toml::Table, overlay: toml::Table) {
+/// Deep-merges `overlay` into `base` (`prefix`: the dotted path of both, for errors). A
+/// table that carries a `kind` tag different from the base's replaces it whole (its other
+/// keys belong to the new kind). A section given an array is refused: serde would read
+/// it as the section's fields by position (`mel = [512]` as n_fft). (A string may stand
+/// for a section: `segment.long = "off"`.)
+fn merge_tables(
+    base: &mut toml::Table,
+    overlay: toml::Table,
+    prefix: &str,
+) -> std::result::Result<(), String> {
     for (key, value) in overlay {
+        let path = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
         match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(_)), v) if v.is_array() => {
+                return Err(format!(
+                    "`{path}` is a section: expected a table of its keys, found {}",
+                    v.type_str()
+                ));
+            }
             (Some(toml::Value::Table(b)), toml::Value::Table(o))
                 if b.get("kind").is_none()
                     || o.get("kind").is_none()
                     || b.get("kind") == o.get("kind") =>
             {
-                merge_tables(b, o)
+                merge_tables(b, o, &path)?
             }
             (_, v) => {
                 base.insert(key, v);
             }
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -221,6 +259,15 @@ mod tests {
         assert_eq!(c.audio.clip_samples(), 40_960);
         let back = Config::from_toml(&c.to_toml()).unwrap();
         assert_eq!(back, c);
+    }
+
+    #[test]
+    fn optional_keys_are_those_a_configuration_may_leave_unset() {
+        let optional = Config::optional_keys();
+        for key in ["run.device", "log.top_db"] {
+            assert!(optional.iter().any(|k| k == key), "{key}: {optional:?}");
+        }
+        assert!(!optional.iter().any(|k| k == "audio.clip_seconds"));
     }
 
     #[test]
