@@ -22,12 +22,13 @@ echo "wheel-check: installed $(basename "$wheel") in $(( $(date +%s) - start )) 
 "$work/venv/bin/python" -m pip install --quiet --disable-pip-version-check \
     pytest h5py mypy kubernetes-validate
 # The tests and what they use from the checkout besides the package: the stubtest
-# settings, the audio fixtures, the cluster recipes and scripts, the speech corpus script.
+# settings, the audio fixtures, the cluster recipes and scripts, the speech corpus script, the docs whose snippets run.
 mkdir -p "$work/check/python" "$work/check/docs"
 cp -r python/tests python/pyproject.toml python/stubtest-allowlist.txt "$work/check/python/"
 cp -r fixtures "$work/check/fixtures"
 cp -r scripts "$work/check/scripts"
 cp -r docs/cluster "$work/check/docs/cluster"
+cp docs/reading.md "$work/check/docs/"
 cd "$work/check"
 # PATH: the venv first, and no cargo or rustc anywhere on it.
 path=$work/venv/bin
