@@ -10,7 +10,7 @@ use melkit::core::Config;
 use melkit::core::dsp::{hz_to_mel, mel_to_hz};
 use plotters::prelude::*;
 
-/// Most classes `--class-means` draws side by side.
+/// Most classes `--class-means` draws (a grid of [`PANELS_PER_ROW`] a row).
 const MAX_PANELS: usize = 16;
 
 /// Most columns a panel draws; wider images are averaged down to this many.
@@ -177,6 +177,45 @@ struct Axes {
     x_desc: &'static str,
     /// Frames per drawn column (more than 1 when a wide image was averaged down).
     x_scale: f64,
+    /// Seconds per frame (the hop), when the x axis is time: one segment, or a clip
+    /// that is not segmented (segments overlap, so their frames side by side are not).
+    seconds_per_frame: Option<f64>,
+}
+
+impl Axes {
+    /// The x axis' extent for `cols` drawn columns, in its unit.
+    fn x_extent(&self, cols: usize) -> f64 {
+        cols as f64 * self.x_scale * self.seconds_per_frame.unwrap_or(1.0)
+    }
+
+    /// Drawn column `x`'s left edge, in the x axis' unit.
+    fn x_at(&self, x: usize) -> f64 {
+        x as f64 * self.x_scale * self.seconds_per_frame.unwrap_or(1.0)
+    }
+}
+
+/// Most panels a row of `--class-means` holds; more classes wrap to further rows.
+const PANELS_PER_ROW: usize = 4;
+
+/// A tick value as people write it: whole numbers without a fraction (`200`, not
+/// `200.0`), others with as few decimals as their step needs.
+fn tick(v: f64, step: f64) -> String {
+    let decimals = if step >= 1.0 {
+        0
+    } else {
+        (-step.log10()).ceil().clamp(0.0, 6.0) as usize
+    };
+    let text = format!("{v:.decimals$}");
+    // "-0" is zero.
+    if text
+        .trim_start_matches('-')
+        .chars()
+        .all(|c| c == '0' || c == '.')
+    {
+        "0".into()
+    } else {
+        text
+    }
 }
 
 /// `img` with its columns averaged down to at most [`MAX_COLUMNS`].
@@ -209,7 +248,9 @@ fn draw(png: &Path, title: &str, panels: &[(String, Vec<Vec<f32>>)], axes: &Axes
         bail!("nothing to draw: no finite values");
     }
     let span = (hi - lo).max(1e-6);
-    let (width, height) = ((360 * panels.len().max(2) as u32 + 130).max(900), 520);
+    let (rows, per_row) = grid(panels.len());
+    let width = (360 * per_row.max(2) as u32 + 130).max(900);
+    let height = 80 + 440 * rows as u32;
     let mut pixels = vec![0u8; width as usize * height as usize * 3];
     {
         let root = BitMapBackend::with_buffer(&mut pixels, (width, height)).into_drawing_area();
@@ -278,6 +319,18 @@ fn check_picture_path(file: &Path, png: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Whether panels are narrow enough (several to a row) to want fewer x ticks.
+fn per_panel_narrow(n: usize) -> bool {
+    n > 2
+}
+
+/// Rows and panels per row for `n` panels: one row up to [`PANELS_PER_ROW`], then as
+/// few rows as that allows, filled evenly (5 panels: 3 + 2, not 4 + 1).
+fn grid(n: usize) -> (usize, usize) {
+    let rows = n.max(1).div_ceil(PANELS_PER_ROW);
+    (rows, n.max(1).div_ceil(rows))
+}
+
 /// Draws the panels and the colour bar (values `lo..hi`, `span` wide) on `root`.
 fn plot(
     root: DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
@@ -289,19 +342,27 @@ fn plot(
     root.fill(&WHITE)?;
     let root = root.titled(title, ("sans-serif", 18))?;
     let (main, bar) = root.split_horizontally(root.dim_in_pixel().0 - 110);
-    let areas = main.split_evenly((1, panels.len()));
+    let areas = main.split_evenly(grid(panels.len()));
     for ((name, img), area) in panels.iter().zip(areas) {
         let (rows, cols) = (img.len(), img.first().map_or(0, Vec::len));
+        let x_end = axes.x_extent(cols);
         let mut chart = ChartBuilder::on(&area)
             .caption(name, ("sans-serif", 14))
             .margin(8)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d(0f64..cols as f64 * axes.x_scale, 0f64..rows as f64)?;
+            .build_cartesian_2d(0f64..x_end, 0f64..rows as f64)?;
         let c = axes.centres.clone();
+        let x_step = x_end / 10.0;
         chart
             .configure_mesh()
             .disable_mesh()
+            .x_labels(if per_panel_narrow(panels.len()) {
+                5
+            } else {
+                10
+            })
+            .x_label_formatter(&move |x| tick(*x, x_step))
             .x_desc(axes.x_desc)
             .y_desc(if c.is_some() {
                 "mel band centre (Hz)"
@@ -319,22 +380,24 @@ fn plot(
         chart.draw_series(img.iter().enumerate().flat_map(|(m, row)| {
             row.iter().enumerate().map(move |(x, &v)| {
                 let t = ((v - lo) / span) as f64;
-                let (x0, x1) = (x as f64 * axes.x_scale, (x + 1) as f64 * axes.x_scale);
+                let (x0, x1) = (axes.x_at(x), axes.x_at(x + 1));
                 Rectangle::new([(x0, m as f64), (x1, m as f64 + 1.0)], colour(t).filled())
             })
         }))?;
     }
     // The colour bar, in dB (or the stored unit).
     let mut cb = ChartBuilder::on(&bar)
-        .margin_top(40)
+        .caption(axes.unit, ("sans-serif", 12))
+        .margin_top(24)
         .margin_bottom(48)
         .margin_right(8)
         .y_label_area_size(55)
         .build_cartesian_2d(0f64..1f64, lo as f64..hi as f64)?;
+    let bar_step = span as f64 / 10.0;
     cb.configure_mesh()
         .disable_mesh()
         .disable_x_axis()
-        .y_desc(axes.unit)
+        .y_label_formatter(&move |v| tick(*v, bar_step))
         .label_style(("sans-serif", 12))
         .draw()?;
     let steps = 100;
@@ -367,12 +430,17 @@ pub fn show(
     let mut axes = Axes {
         centres: out.config.as_ref().map(|c| band_centres(c, split.n_mels())),
         unit: unit(out.config.as_ref()),
-        x_desc: if segment.is_some() || !segmented {
-            "frame"
-        } else {
-            "frames of the clip's segments, in time order"
+        x_desc: match (segment.is_some() || !segmented, &out.config) {
+            (true, Some(_)) if segment.is_some() => "time from the segment's start (s)",
+            (true, Some(_)) => "time (s)",
+            (true, None) => "frame",
+            (false, _) => "frames of the segments, side by side in time order",
         },
         x_scale: 1.0,
+        seconds_per_frame: match (segment.is_some() || !segmented, &out.config) {
+            (true, Some(c)) => Some(c.mel.hop_length() as f64 / f64::from(c.audio.sample_rate)),
+            _ => None,
+        },
     };
     let (title, panels) = if class_means {
         let names = split.label_names();
@@ -435,5 +503,58 @@ pub fn show(
         .collect();
     let drawn = panels[0].1.first().map_or(0, Vec::len).max(1);
     axes.x_scale = cols as f64 / drawn as f64;
+    // Overlapping segments drawn side by side: their frames are not a time axis; say so
+    // where it is read.
+    let title = if segmented && segment.is_none() {
+        format!("{title}; segments overlap, so x counts frames, not time")
+    } else {
+        title
+    };
     draw(png, &title, &panels, &axes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Dark pixels' columns of `text` drawn at x = 100 in a 40 px sans-serif font.
+    fn ink_columns(text: &str) -> Vec<u32> {
+        register_font().expect("a font (the setup installs fonts-dejavu-core)");
+        let (w, h) = (300u32, 60u32);
+        let mut px = vec![255u8; (w * h * 3) as usize];
+        {
+            let root = BitMapBackend::with_buffer(&mut px, (w, h)).into_drawing_area();
+            root.fill(&WHITE).unwrap();
+            root.draw(&Text::new(text, (100, 20), ("sans-serif", 40).into_font()))
+                .unwrap();
+            root.present().unwrap();
+        }
+        (0..w)
+            .filter(|&x| (0..h).any(|y| px[((y * w + x) * 3) as usize] < 128))
+            .collect()
+    }
+
+    #[test]
+    fn glyphs_are_drawn_at_the_pen_plus_their_side_bearing() {
+        // An "l" has a left side bearing (DejaVu Sans: 0.12 em, 5 px here); plotters 0.3.7
+        // drew every glyph at the pen, so "cl" touched and "clip" read "dip".
+        let l = ink_columns("l");
+        assert!(l[0] >= 102, "the l's ink starts at x = {}", l[0]);
+        // In "cl" a blank column parts the c from the l.
+        let cl = ink_columns("cl");
+        let gaps = cl.windows(2).filter(|w| w[1] > w[0] + 1).count();
+        assert!(gaps >= 1, "c and l touch: ink columns {cl:?}");
+    }
+
+    #[test]
+    fn ticks_read_as_people_write_them() {
+        assert_eq!(tick(200.0, 20.0), "200");
+        assert_eq!(tick(-10.0, 5.0), "-10");
+        assert_eq!(tick(0.04, 0.016), "0.04");
+        assert_eq!(tick(-0.0001, 0.5), "0");
+        assert_eq!(grid(10), (3, 4));
+        assert_eq!(grid(3), (1, 3));
+        assert_eq!(grid(5), (2, 3));
+        assert_eq!(grid(16), (4, 4));
+    }
 }
