@@ -262,7 +262,8 @@ pub struct VerifyArgs {
 /// `melctl show`.
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// An HDF5 file or an npy folder written by melctl.
+    /// An HDF5 file or an npy folder written by melctl; or an audio file, drawn as its
+    /// samples above the spectrogram a build with the configuration flags would store.
     pub file: PathBuf,
     /// The clip to draw (its row).
     #[arg(long, visible_alias = "clip", default_value_t = 0)]
@@ -274,9 +275,13 @@ pub struct ShowArgs {
     /// time order.
     #[arg(long, value_name = "L,S", value_parser = parse_segment)]
     pub segment: Option<(usize, usize)>,
-    /// Each class's mean spectrogram, side by side.
+    /// Each class's mean spectrogram, in a grid.
     #[arg(long, conflicts_with = "index")]
     pub class_means: bool,
+    /// The configuration an audio file is shown with (ignored for an output, which
+    /// carries its own).
+    #[command(flatten)]
+    pub flags: ConfigFlags,
 }
 
 fn parse_segment(s: &str) -> Result<(usize, usize), String> {

@@ -155,6 +155,23 @@ fn run(cli: Cli, interrupted: &Arc<AtomicBool>) -> Result<u8> {
             Ok(0)
         }
         Command::Verify(args) => verify::run(&args),
+        Command::Show(args) if !show::is_output(&args.file) => {
+            if args.class_means {
+                anyhow::bail!(
+                    "--class-means: {} is not a melctl output (an .h5 file or a folder)",
+                    args.file.display()
+                );
+            }
+            let (config, flags) = settings::resolve(&args.flags)?;
+            show::show_audio(&args.file, &args.png, args.segment, &config).map_err(|e| {
+                match e.downcast::<melkit::core::Error>() {
+                    Ok(e) => flags.in_words(e).into(),
+                    Err(e) => e,
+                }
+            })?;
+            errln!("wrote {}", args.png.display());
+            Ok(0)
+        }
         Command::Show(args) => {
             show::show(
                 &args.file,

@@ -234,8 +234,26 @@ fn narrowed(img: Vec<Vec<f32>>) -> Vec<Vec<f32>> {
         .collect()
 }
 
-/// Draws panels (title, image) side by side into `png`, with one colour bar.
-fn draw(png: &Path, title: &str, panels: &[(String, Vec<Vec<f32>>)], axes: &Axes) -> Result<()> {
+/// Audio samples drawn above the spectrogram (`melctl show AUDIO_FILE`).
+struct Wave {
+    /// The clip's samples as the build decodes them (mono, resampled, padded or trimmed).
+    samples: Vec<f32>,
+    /// Their rate in Hz.
+    rate: u32,
+}
+
+/// Height of the waveform's strip, in pixels.
+const WAVE_HEIGHT: u32 = 220;
+
+/// Draws panels (title, image) side by side into `png`, with one colour bar, under the
+/// waveform when there is one.
+fn draw(
+    png: &Path,
+    title: &str,
+    panels: &[(String, Vec<Vec<f32>>)],
+    axes: &Axes,
+    wave: Option<&Wave>,
+) -> Result<()> {
     register_font()?;
     let (lo, hi) = panels
         .iter()
@@ -250,11 +268,22 @@ fn draw(png: &Path, title: &str, panels: &[(String, Vec<Vec<f32>>)], axes: &Axes
     let span = (hi - lo).max(1e-6);
     let (rows, per_row) = grid(panels.len());
     let width = (360 * per_row.max(2) as u32 + 130).max(900);
-    let height = 80 + 440 * rows as u32;
+    let height = 80 + 440 * rows as u32 + wave.map_or(0, |_| WAVE_HEIGHT);
     let mut pixels = vec![0u8; width as usize * height as usize * 3];
     {
         let root = BitMapBackend::with_buffer(&mut pixels, (width, height)).into_drawing_area();
-        plot(root, title, panels, axes, (lo, hi, span))?;
+        root.fill(&WHITE)?;
+        let root = root.titled(title, ("sans-serif", 18))?;
+        let root = match wave {
+            Some(w) => {
+                let (top, rest) = root.split_vertically(WAVE_HEIGHT);
+                let (top, _) = top.split_horizontally(width - 110);
+                draw_wave(&top, w)?;
+                rest
+            }
+            None => root,
+        };
+        plot(root, panels, axes, (lo, hi, span))?;
     }
     write_png(png, &pixels, width, height)
 }
@@ -331,16 +360,65 @@ fn grid(n: usize) -> (usize, usize) {
     (rows, n.max(1).div_ceil(rows))
 }
 
+/// The waveform as a min/max envelope (at most ~2,000 columns), time in seconds.
+fn draw_wave(
+    area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
+    w: &Wave,
+) -> Result<()> {
+    let seconds = w.samples.len() as f64 / f64::from(w.rate);
+    let peak = w
+        .samples
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold(0f32, |m, v| m.max(v.abs()))
+        .max(1e-6) as f64;
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            "the samples the build decodes (mono, resampled, padded or trimmed)",
+            ("sans-serif", 14),
+        )
+        .margin(8)
+        .x_label_area_size(36)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..seconds.max(1e-6), -peak..peak)?;
+    let (x_step, y_step) = (seconds / 10.0, peak / 2.0);
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_desc("time (s)")
+        .y_desc("amplitude")
+        .x_label_formatter(&move |x| tick(*x, x_step))
+        .y_label_formatter(&move |y| tick(*y, y_step))
+        .y_labels(5)
+        .label_style(("sans-serif", 12))
+        .draw()?;
+    let per_column = w.samples.len().div_ceil(2000).max(1);
+    let colour = RGBColor(31, 119, 180);
+    chart.draw_series(w.samples.chunks(per_column).enumerate().map(|(i, chunk)| {
+        let (lo, hi) = chunk
+            .iter()
+            .filter(|v| v.is_finite())
+            .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &v| {
+                (a.min(v), b.max(v))
+            });
+        let t = (i * per_column) as f64 / f64::from(w.rate);
+        let (lo, hi) = if lo.is_finite() {
+            (lo as f64, hi as f64)
+        } else {
+            (0.0, 0.0)
+        };
+        PathElement::new(vec![(t, lo), (t, hi)], colour)
+    }))?;
+    Ok(())
+}
+
 /// Draws the panels and the colour bar (values `lo..hi`, `span` wide) on `root`.
 fn plot(
     root: DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
-    title: &str,
     panels: &[(String, Vec<Vec<f32>>)],
     axes: &Axes,
     (lo, hi, span): (f32, f32, f32),
 ) -> Result<()> {
-    root.fill(&WHITE)?;
-    let root = root.titled(title, ("sans-serif", 18))?;
     let (main, bar) = root.split_horizontally(root.dim_in_pixel().0 - 110);
     let areas = main.split_evenly(grid(panels.len()));
     for ((name, img), area) in panels.iter().zip(areas) {
@@ -413,6 +491,31 @@ fn plot(
     Ok(())
 }
 
+/// The axes of a clip's picture: mel band centres and time where the configuration is
+/// known, frames of overlapping segments side by side otherwise.
+fn axes_for(
+    config: Option<&Config>,
+    n_mels: usize,
+    segmented: bool,
+    segment: Option<(usize, usize)>,
+) -> Axes {
+    Axes {
+        centres: config.map(|c| band_centres(c, n_mels)),
+        unit: unit(config),
+        x_desc: match (segment.is_some() || !segmented, config) {
+            (true, Some(_)) if segment.is_some() => "time from the segment's start (s)",
+            (true, Some(_)) => "time (s)",
+            (true, None) => "frame",
+            (false, _) => "frames of the segments, side by side in time order",
+        },
+        x_scale: 1.0,
+        seconds_per_frame: match (segment.is_some() || !segmented, config) {
+            (true, Some(c)) => Some(c.mel.hop_length() as f64 / f64::from(c.audio.sample_rate)),
+            _ => None,
+        },
+    }
+}
+
 /// `melctl show`.
 pub fn show(
     file: &Path,
@@ -427,21 +530,7 @@ pub fn show(
     let clips = split.clips();
     let clip_shape = split.clip_shape().to_vec();
     let segmented = clip_shape.len() > 2;
-    let mut axes = Axes {
-        centres: out.config.as_ref().map(|c| band_centres(c, split.n_mels())),
-        unit: unit(out.config.as_ref()),
-        x_desc: match (segment.is_some() || !segmented, &out.config) {
-            (true, Some(_)) if segment.is_some() => "time from the segment's start (s)",
-            (true, Some(_)) => "time (s)",
-            (true, None) => "frame",
-            (false, _) => "frames of the segments, side by side in time order",
-        },
-        x_scale: 1.0,
-        seconds_per_frame: match (segment.is_some() || !segmented, &out.config) {
-            (true, Some(c)) => Some(c.mel.hop_length() as f64 / f64::from(c.audio.sample_rate)),
-            _ => None,
-        },
-    };
+    let mut axes = axes_for(out.config.as_ref(), split.n_mels(), segmented, segment);
     let (title, panels) = if class_means {
         let names = split.label_names();
         if names.len() > MAX_PANELS {
@@ -510,7 +599,7 @@ pub fn show(
     } else {
         title
     };
-    draw(png, &title, &panels, &axes)
+    draw(png, &title, &panels, &axes, None)
 }
 
 #[cfg(test)]
@@ -557,4 +646,69 @@ mod tests {
         assert_eq!(grid(5), (2, 3));
         assert_eq!(grid(16), (4, 4));
     }
+}
+
+/// Whether `path` is a melctl output (an `.h5` file or a folder: an npy split) rather
+/// than an audio file.
+pub fn is_output(path: &Path) -> bool {
+    path.is_dir()
+        || path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("h5"))
+}
+
+/// `melctl show AUDIO_FILE`: the file's samples as a build decodes them, above the
+/// spectrogram a build with `config` would store for it (the same decoder, plan and
+/// backend choice).
+pub fn show_audio(
+    file: &Path,
+    png: &Path,
+    segment: Option<(usize, usize)>,
+    config: &Config,
+) -> Result<()> {
+    check_picture_path(file, png)?;
+    let plan = melkit::core::MelPlan::from_config(config)?;
+    let audio = plan.spec().audio.clone();
+    let mut samples = vec![0f32; audio.clip_samples()];
+    melkit::audio::decode_into(file, &audio, &mut samples)?;
+    let request = melkit::BackendRequest {
+        kind: config.run.backend,
+        device: config.run.device.clone(),
+        ..melkit::BackendRequest::default()
+    };
+    let mut extractor = melkit::Extractor::new(plan.spec(), &request)?;
+    let features = extractor.clips(&samples)?;
+    let clip = features.clip_f32(0);
+    let clip_shape = clip.shape().to_vec();
+    let values: Vec<f32> = clip.iter().copied().collect();
+    let segmented = clip_shape.len() > 2;
+    let mut axes = axes_for(Some(config), plan.n_mels(), segmented, segment);
+    let img = narrowed(image(&values, &clip_shape, segment)?);
+    let drawn = img.first().map_or(0, Vec::len).max(1);
+    let columns = image(&values, &clip_shape, segment)?
+        .first()
+        .map_or(0, Vec::len);
+    axes.x_scale = columns as f64 / drawn as f64;
+    let which = segment.map_or(String::new(), |(l, s)| format!(", segment ({l}, {s})"));
+    let title = format!(
+        "{} as a build stores it ({} backend{which})",
+        crate::term::visible(&file.display().to_string()),
+        extractor.choice().kind.name()
+    );
+    let caption = if segmented && segment.is_none() {
+        "spectrogram; segments overlap, so x counts frames, not time"
+    } else {
+        "spectrogram"
+    };
+    let wave = Wave {
+        samples,
+        rate: audio.sample_rate,
+    };
+    draw(
+        png,
+        &title,
+        &[(caption.to_string(), img)],
+        &axes,
+        Some(&wave),
+    )
 }

@@ -557,3 +557,48 @@ fn verify_names_a_split_left_by_another_build_and_a_missing_one() {
     let err = dir.melctl().args(["verify", "data/x"]).stderr_of_failure();
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+#[test]
+fn show_draws_an_audio_file_as_a_build_would_store_it() {
+    let dir = Dir::demo(10);
+    let wav = dir
+        .names("data/training/leak")
+        .into_iter()
+        .next()
+        .expect("a demo clip");
+    let wav = format!("data/training/leak/{wav}");
+    let o = dir
+        .melctl()
+        .args(["show", &wav, "-o", "w.png"])
+        .expect_code(0);
+    assert!(
+        text(&o.stderr).contains("wrote w.png"),
+        "{}",
+        text(&o.stderr)
+    );
+    // The waveform's strip above one spectrogram panel.
+    assert_eq!(png_size(&dir.join("w.png")), (900, 740));
+    // Another configuration: another picture, drawn at its own rate.
+    dir.melctl()
+        .args(["show", &wav, "-o", "s.png", "--preset", "speech-16k"])
+        .expect_code(0);
+    assert_ne!(
+        std::fs::read(dir.join("w.png")).unwrap(),
+        std::fs::read(dir.join("s.png")).unwrap()
+    );
+    // Class means need an output; a file that is not audio is its one-line error.
+    for args in [
+        vec!["show", &wav, "-o", "m.png", "--class-means"],
+        vec!["show", "no-such.wav", "-o", "m.png"],
+    ] {
+        let err = dir.melctl().args(&args).stderr_of_failure();
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+    dir.create("notes.txt", "not audio at all");
+    let err = dir
+        .melctl()
+        .args(["show", "notes.txt", "-o", "m.png"])
+        .stderr_of_failure();
+    assert!(err.contains("notes.txt"), "{err}");
+    assert!(!dir.join("m.png").exists());
+}
