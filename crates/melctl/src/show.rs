@@ -602,52 +602,6 @@ pub fn show(
     draw(png, &title, &panels, &axes, None)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Dark pixels' columns of `text` drawn at x = 100 in a 40 px sans-serif font.
-    fn ink_columns(text: &str) -> Vec<u32> {
-        register_font().expect("a font (the setup installs fonts-dejavu-core)");
-        let (w, h) = (300u32, 60u32);
-        let mut px = vec![255u8; (w * h * 3) as usize];
-        {
-            let root = BitMapBackend::with_buffer(&mut px, (w, h)).into_drawing_area();
-            root.fill(&WHITE).unwrap();
-            root.draw(&Text::new(text, (100, 20), ("sans-serif", 40).into_font()))
-                .unwrap();
-            root.present().unwrap();
-        }
-        (0..w)
-            .filter(|&x| (0..h).any(|y| px[((y * w + x) * 3) as usize] < 128))
-            .collect()
-    }
-
-    #[test]
-    fn glyphs_are_drawn_at_the_pen_plus_their_side_bearing() {
-        // An "l" has a left side bearing (DejaVu Sans: 0.12 em, 5 px here); plotters 0.3.7
-        // drew every glyph at the pen, so "cl" touched and "clip" read "dip".
-        let l = ink_columns("l");
-        assert!(l[0] >= 102, "the l's ink starts at x = {}", l[0]);
-        // In "cl" a blank column parts the c from the l.
-        let cl = ink_columns("cl");
-        let gaps = cl.windows(2).filter(|w| w[1] > w[0] + 1).count();
-        assert!(gaps >= 1, "c and l touch: ink columns {cl:?}");
-    }
-
-    #[test]
-    fn ticks_read_as_people_write_them() {
-        assert_eq!(tick(200.0, 20.0), "200");
-        assert_eq!(tick(-10.0, 5.0), "-10");
-        assert_eq!(tick(0.04, 0.016), "0.04");
-        assert_eq!(tick(-0.0001, 0.5), "0");
-        assert_eq!(grid(10), (3, 4));
-        assert_eq!(grid(3), (1, 3));
-        assert_eq!(grid(5), (2, 3));
-        assert_eq!(grid(16), (4, 4));
-    }
-}
-
 /// Whether `path` is a melctl output (an `.h5` file or a folder: an npy split) rather
 /// than an audio file.
 pub fn is_output(path: &Path) -> bool {
@@ -711,4 +665,50 @@ pub fn show_audio(
         &axes,
         Some(&wave),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Dark pixels' columns of `text` drawn at x = 100 in a 40 px sans-serif font.
+    fn ink_columns(text: &str) -> Vec<u32> {
+        register_font().expect("a font (the setup installs fonts-dejavu-core)");
+        let (w, h) = (300u32, 60u32);
+        let mut px = vec![255u8; (w * h * 3) as usize];
+        {
+            let root = BitMapBackend::with_buffer(&mut px, (w, h)).into_drawing_area();
+            root.fill(&WHITE).unwrap();
+            root.draw(&Text::new(text, (100, 20), ("sans-serif", 40).into_font()))
+                .unwrap();
+            root.present().unwrap();
+        }
+        (0..w)
+            .filter(|&x| (0..h).any(|y| px[((y * w + x) * 3) as usize] < 128))
+            .collect()
+    }
+
+    #[test]
+    fn glyphs_are_drawn_at_the_pen_plus_their_side_bearing() {
+        // An "l" has a left side bearing (DejaVu Sans: 0.12 em, 5 px here); plotters 0.3.7
+        // drew every glyph at the pen, so "cl" touched and "clip" read "dip".
+        let l = ink_columns("l");
+        assert!(l[0] >= 102, "the l's ink starts at x = {}", l[0]);
+        // In "cl" a blank column parts the c from the l.
+        let cl = ink_columns("cl");
+        let gaps = cl.windows(2).filter(|w| w[1] > w[0] + 1).count();
+        assert!(gaps >= 1, "c and l touch: ink columns {cl:?}");
+    }
+
+    #[test]
+    fn ticks_read_as_people_write_them() {
+        assert_eq!(tick(200.0, 20.0), "200");
+        assert_eq!(tick(-10.0, 5.0), "-10");
+        assert_eq!(tick(0.04, 0.016), "0.04");
+        assert_eq!(tick(-0.0001, 0.5), "0");
+        assert_eq!(grid(10), (3, 4));
+        assert_eq!(grid(3), (1, 3));
+        assert_eq!(grid(5), (2, 3));
+        assert_eq!(grid(16), (4, 4));
+    }
 }
