@@ -31,12 +31,14 @@ pub struct Cli {
 /// melctl's subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Build one HDF5 file of mel spectrograms per split (or one shard of the build).
+    /// Build one HDF5 file (or npy folder) of mel spectrograms per split (or one shard of
+    /// the build).
     Build(BuildArgs),
     /// Merge the shards of a sharded build (OUT/shards/K-of-N/) into OUT/{split}.h5:
     /// the datasets one build of the whole tree writes.
     Merge(MergeArgs),
-    /// Describe an HDF5 file written by melctl: shapes, labels, configuration, statistics.
+    /// Describe an HDF5 file or npy folder written by melctl: shapes, labels,
+    /// configuration, statistics.
     Inspect(InspectArgs),
     /// Check that an output folder is one whole set of splits: each opens with every
     /// reader check, the build record names each one, and they share labels and
@@ -122,7 +124,8 @@ pub struct BuildArgs {
     /// Seed of the manifest split assignment [default: 0].
     #[arg(long, conflicts_with = "input")]
     pub seed: Option<u64>,
-    /// Label map: one class name per line, the line number is the id (keeps ids stable).
+    /// Label map: one class name per line; ids count the class lines from 0, blank and `#`
+    /// lines skipped (keeps ids stable).
     #[arg(long, value_name = "FILE")]
     pub labels: Option<PathBuf>,
     /// Output folder; receives OUT/{split}.h5 (created if missing).
