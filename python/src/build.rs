@@ -252,6 +252,14 @@ pub fn build<'py>(
     overrides: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     check_callable(progress)?;
+    // An empty `cache_dir=""` is a mistake, not "the default" (which `run.cache_dir = ""`
+    // means in a configuration file): refused, naming it.
+    if cache_dir.as_ref().is_some_and(|d| d.as_os_str().is_empty()) {
+        return Err(crate::errors::to_py(melkit::core::Error::config(
+            "run.cache_dir (cache_dir)",
+            "an empty path",
+        )));
+    }
     let cache_dir = cache_dir.map(|d| d.display().to_string());
     let named = [
         ("run.backend", "backend", backend.map(str::to_string)),
