@@ -65,13 +65,13 @@ fn table(key: &str, d: &Bound<'_, PyDict>) -> PyResult<toml::Table> {
         // configuration's `run.device = null`, so `split.config` can be given back as a
         // configuration); for any other key it would silently keep the preset's value.
         if v.is_none() {
-            let dotted = path.replace("__", ".");
-            if Config::optional_keys().contains(&dotted) {
+            let optional = Config::optional_keys();
+            if optional.contains(&path.replace("__", ".")) {
                 continue;
             }
             return Err(PyValueError::new_err(format!(
                 "{path}: None is not a value for it (only {} may be None)",
-                Config::optional_keys().join(", ")
+                optional.join(", ")
             )));
         }
         t.insert(k, to_toml(&path, &v)?);

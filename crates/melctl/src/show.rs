@@ -637,11 +637,10 @@ pub fn show_audio(
     let values: Vec<f32> = clip.iter().copied().collect();
     let segmented = clip_shape.len() > 2;
     let mut axes = axes_for(Some(config), plan.n_mels(), segmented, segment);
-    let img = narrowed(image(&values, &clip_shape, segment)?);
+    let full = image(&values, &clip_shape, segment)?;
+    let columns = full.first().map_or(0, Vec::len);
+    let img = narrowed(full);
     let drawn = img.first().map_or(0, Vec::len).max(1);
-    let columns = image(&values, &clip_shape, segment)?
-        .first()
-        .map_or(0, Vec::len);
     axes.x_scale = columns as f64 / drawn as f64;
     let which = segment.map_or(String::new(), |(l, s)| format!(", segment ({l}, {s})"));
     let title = format!(
