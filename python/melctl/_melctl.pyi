@@ -74,6 +74,13 @@ class Split:
     def paths(self) -> list[str]:
         """Every clip's source path, relative to the dataset root."""
     @property
+    def meta_columns(self) -> list[str]:
+        """The metadata column names, in order (a manifest's columns beyond path, label
+        and split; ``group`` from ``group_pattern``); empty for a split built without."""
+    @property
+    def metadata(self) -> dict[str, list[str]]:
+        """Every clip's metadata as ``{column: [value per clip]}`` (strings)."""
+    @property
     def mean(self) -> npt.NDArray[np.float64] | None:
         """The stored per-mel-bin mean, or None."""
     @property
@@ -218,6 +225,8 @@ def build(
     shard: tuple[int, int] | str | None = None,
     split_ratio: dict[str, float] | str | None = None,
     seed: int | None = None,
+    group_by: str | None = None,
+    group_pattern: str | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
     """Builds ``input`` (a ``ROOT/{split}/{class}/`` folder, or a manifest CSV) into
@@ -236,7 +245,12 @@ def build(
     ``input`` is a folder or a manifest (CSV or JSONL). A manifest without a split
     column is split by ``split_ratio`` (``{"training": 0.8, "testing": 0.2}`` or
     ``"training=0.8,testing=0.2"``; 0.7/0.2/0.1 by default) from ``seed`` (0), as
-    ``--split-ratio`` and ``--seed`` do.
+    ``--split-ratio`` and ``--seed`` do; so is a ``ROOT/{class}/`` folder given either.
+    A manifest's columns beyond path, label and split are kept per clip
+    (``Split.metadata``). ``group_by="speaker"`` (a manifest column) or
+    ``group_pattern=r"([^/]+)_nohash_"`` (the first capture in each path) keeps every
+    clip of a group in one split: drawn by a hash of the group, or, where the source
+    names the splits, refused if a group is found in two.
 
     ``progress(split, done, total)`` is called from this thread as clips are computed;
     an exception it raises before the outputs are published stops the build (nothing

@@ -13,7 +13,7 @@ use melkit::audio::ManifestOptions;
 use melkit::dataset::merge::MergeSettings;
 use melkit::dataset::{
     BuildReport, BuildRequest, Host, Labels, Observer, OnError, PreparedBuild, Shard, ShardOutcome,
-    Source,
+    Source, Splitting,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -171,23 +171,15 @@ impl Progress {
     }
 }
 
-/// What to build: a folder `ROOT/{split}/{class}/*`, or a manifest (CSV or JSONL) file,
-/// split by `ratios` and `seed` where it names no split (as `--split-ratio` and `--seed`).
-fn source(input: &Path, ratios: Option<Vec<(String, f64)>>, seed: Option<u64>) -> PyResult<Source> {
+/// What to build: a folder `ROOT/{split}/{class}/*` (or `ROOT/{class}/*`), or a manifest
+/// (CSV or JSONL) file.
+fn source(input: &Path) -> PyResult<Source> {
     let meta = std::fs::metadata(input).map_err(|e| to_py(melkit::core::Error::io(input, e)))?;
-    if !meta.is_dir() {
-        return Ok(Source::Manifest {
-            path: input.to_path_buf(),
-            ratios,
-            seed,
-        });
-    }
-    if ratios.is_some() || seed.is_some() {
-        return Err(PyValueError::new_err(
-            "split_ratio and seed split a manifest without a split column; a folder's splits are its first-level folders",
-        ));
-    }
-    Ok(Source::Folder(input.to_path_buf()))
+    Ok(if meta.is_dir() {
+        Source::Folder(input.to_path_buf())
+    } else {
+        Source::Manifest(input.to_path_buf())
+    })
 }
 
 /// `split_ratio=`: `{"training": 0.8, "testing": 0.2}` (in that order) or
@@ -230,7 +222,7 @@ fn labels_of(labels: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Labels>> {
 #[pyo3(signature = (
     input, output, preset="leak-4k", config=None, backend=None, *, splits=None,
     resume=false, on_error="skip", labels=None, cache_dir=None, progress=None, shard=None,
-    split_ratio=None, seed=None, **overrides
+    split_ratio=None, seed=None, group_by=None, group_pattern=None, **overrides
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn build<'py>(
@@ -249,6 +241,8 @@ pub fn build<'py>(
     shard: Option<&Bound<'py, PyAny>>,
     split_ratio: Option<&Bound<'py, PyAny>>,
     seed: Option<u64>,
+    group_by: Option<String>,
+    group_pattern: Option<String>,
     overrides: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     check_callable(progress)?;
@@ -266,11 +260,13 @@ pub fn build<'py>(
         ("run.cache_dir", "cache_dir", cache_dir),
     ];
     let resolved = crate::config::resolve(preset, config, &named, overrides)?;
-    let mut request = BuildRequest::new(
-        source(&input, split_ratios(split_ratio)?, seed)?,
-        output,
-        resolved,
-    );
+    let mut request = BuildRequest::new(source(&input)?, output, resolved);
+    request.splitting = Splitting {
+        ratios: split_ratios(split_ratio)?,
+        seed,
+        group_by,
+        group_pattern,
+    };
     request.config_file = config.and_then(|c| c.extract::<PathBuf>().ok());
     request.labels = labels_of(labels)?;
     request.on_error = on_error_of(on_error)?;

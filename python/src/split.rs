@@ -10,7 +10,7 @@ use numpy::PyArray1;
 use pyo3::exceptions::{PyIndexError, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::dtype::{ItemDtype, read_item};
 use crate::errors::to_py;
@@ -248,6 +248,26 @@ impl PySplit {
     #[getter]
     fn paths<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         PyList::new(py, self.split(py)?.paths())
+    }
+
+    /// The metadata column names, in order (a manifest's columns beyond path, label and
+    /// split; ``group`` from ``group_pattern``); empty for a split built without.
+    #[getter]
+    fn meta_columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        PyList::new(py, self.split(py)?.meta_columns())
+    }
+
+    /// Every clip's metadata as ``{column: [value per clip]}`` (strings), in column order.
+    #[getter]
+    fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let split = self.split(py)?;
+        let meta = split.metadata();
+        let dict = PyDict::new(py);
+        for c in meta.columns() {
+            let values = meta.column(c).expect("a listed column has values");
+            dict.set_item(c, PyList::new(py, values)?)?;
+        }
+        Ok(dict)
     }
 
     /// The stored per-mel-bin mean (float64), or None if the output has no statistics.

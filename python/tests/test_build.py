@@ -115,7 +115,7 @@ def test_a_manifest_is_split_by_ratio_and_seed_as_the_cli_splits_it(demo_data, t
                     "training=0.6,testing=0.4", "--seed", "5"], check=True)
     for split in ("training", "testing"):
         assert melctl.open(tmp_path / "py", split).paths == melctl.open(tmp_path / "cli", split).paths
-    with pytest.raises(ValueError, match="split_ratio and seed"):
+    with pytest.raises(melctl.DatasetError, match="first-level folders name the splits"):
         melctl.build(demo_data, tmp_path / "x", config=SHORT, seed=1)
     with pytest.raises(ValueError, match="split_ratio"):
         melctl.build(manifest, tmp_path / "x", config=SHORT, split_ratio="training:1")

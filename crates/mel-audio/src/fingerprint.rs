@@ -6,7 +6,7 @@ use xxhash_rust::xxh3::Xxh3;
 
 use crate::scan::FileEntry;
 
-/// xxh3-128 over the audio settings and every file's relative path, label, size,
+/// xxh3-128 over the audio settings and every file's relative path, label, metadata, size,
 /// modification time and identity: device, inode and status-change time (a file that
 /// cannot be read hashes as missing). Any added, removed, renamed, relabelled, rewritten
 /// or touched file changes it, including a same-size file copied over another with its
@@ -37,6 +37,11 @@ pub fn files_fingerprint(files: &[FileEntry], audio: &AudioConfig) -> u128 {
         h.update(f.rel.as_bytes());
         h.update(&[0]);
         h.update(&f.label.to_le_bytes());
+        // Metadata (none for a folder without groups: the hash is then what it was).
+        for v in f.meta.iter() {
+            h.update(v.as_bytes());
+            h.update(&[0]);
+        }
         for v in identity {
             h.update(&v.to_le_bytes());
         }
@@ -54,6 +59,7 @@ mod tests {
         let p = t.path().join("a.wav");
         std::fs::write(&p, b"abc").unwrap();
         let mut files = vec![FileEntry {
+            meta: Default::default(),
             path: p.clone(),
             rel: "a.wav".into(),
             label: 0,
@@ -82,6 +88,7 @@ mod tests {
         let p = t.path().join("a.wav");
         std::fs::write(&p, b"abcd").unwrap();
         let files = vec![FileEntry {
+            meta: Default::default(),
             path: p.clone(),
             rel: "a.wav".into(),
             label: 0,

@@ -5,7 +5,9 @@
 mod clip;
 pub mod decode;
 pub mod fingerprint;
+pub mod folders;
 mod framing;
+pub mod groups;
 pub mod manifest;
 mod mix;
 pub mod open;
@@ -20,6 +22,8 @@ pub use decode::{
     DecodeInfo, decode_bytes_into, decode_into, fit_clip, probe, quiet_decoder_panics,
 };
 pub use fingerprint::files_fingerprint;
+pub use folders::{FolderOptions, scan_with};
+pub use groups::{GroupPattern, Grouping};
 pub use manifest::{ManifestOptions, check_label_names, from_manifest, read_label_map};
 pub use open::open_input;
 pub use scan::{Dataset, FileEntry, ScannedSplit, scan};

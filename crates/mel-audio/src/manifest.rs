@@ -20,8 +20,8 @@ use std::path::Component;
 
 use mel_core::input::read_bounded_text;
 use mel_core::{Error, Result};
-use xxhash_rust::xxh3::xxh3_64_with_seed;
 
+use crate::groups::{self, Grouping, Ratios};
 use crate::scan::{
     Dataset, FileEntry, Identity, ScannedSplit, check_distinct, check_name, identity,
 };
@@ -38,6 +38,8 @@ pub struct ManifestOptions {
     pub ratios_given: bool,
     /// Class names in id order; `None`: the manifest's labels, sorted.
     pub label_map: Option<Vec<String>>,
+    /// What puts clips into one group (one split per group); `None`: no groups.
+    pub group: Option<Grouping>,
 }
 
 impl Default for ManifestOptions {
@@ -51,6 +53,7 @@ impl Default for ManifestOptions {
             seed: 0,
             ratios_given: false,
             label_map: None,
+            group: None,
         }
     }
 }
@@ -82,27 +85,71 @@ pub const MAX_MANIFEST_BYTES: u64 = 1 << 30;
 /// output is meant to hold).
 pub const MAX_LABEL_MAP_BYTES: u64 = 16 << 20;
 
-/// One manifest row. An unknown column or key is refused: a misspelt `Split` column was
-/// ignored, and the rows meant for testing were re-split into training with exit 0.
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One manifest row: its file, class, split and metadata values (one per column of
+/// [`Parsed::columns`]). A column beyond `path`, `label` and `split` is metadata; one
+/// that looks like those (`Split`, `spilt`) is refused: a misspelt `Split` column was
+/// once ignored, and the rows meant for testing were re-split into training with exit 0.
+#[derive(Debug, Clone, PartialEq)]
 struct Row {
+    path: String,
+    label: String,
+    split: Option<String>,
+    meta: Vec<String>,
+}
+
+/// A JSONL line: the three named keys, and every other key as metadata.
+#[derive(Debug, serde::Deserialize)]
+struct JsonRow {
     path: String,
     label: String,
     #[serde(default)]
     split: Option<String>,
+    #[serde(flatten)]
+    extra: serde_json::Map<String, serde_json::Value>,
 }
 
-impl Row {
-    /// The row as every manifest format gives it: the label and split trimmed (white
-    /// space around a CSV field or a JSON string is never part of a name), the path
-    /// verbatim (a file's name may begin or end with a space).
-    fn tidied(self) -> Row {
-        Row {
-            path: self.path,
-            label: self.label.trim().to_string(),
-            split: self.split.map(|s| s.trim().to_string()),
-        }
+/// A manifest's rows with their line numbers, and its metadata columns in order.
+#[derive(Debug, Default)]
+struct Parsed {
+    columns: Vec<String>,
+    rows: Vec<(usize, Row)>,
+}
+
+/// A row as every manifest format gives it: the label, split and metadata trimmed (white
+/// space around a CSV field or a JSON string is never part of a name), the path verbatim
+/// (a file's name may begin or end with a space).
+fn tidy(path: String, label: &str, split: Option<&str>, meta: Vec<String>) -> Row {
+    Row {
+        path,
+        label: label.trim().to_string(),
+        split: split.map(|s| s.trim().to_string()),
+        meta: meta.into_iter().map(|m| m.trim().to_string()).collect(),
+    }
+}
+
+/// A metadata column's name checked, and the column count bounded.
+fn check_column(columns: &[String], name: &str) -> std::result::Result<(), String> {
+    mel_core::format::check_column_name(name)?;
+    if columns.len() >= mel_core::format::MAX_META_COLUMNS {
+        return Err(format!(
+            "more than {} metadata columns",
+            mel_core::format::MAX_META_COLUMNS
+        ));
+    }
+    Ok(())
+}
+
+/// A JSON value as metadata text: strings as they are, numbers and booleans as written,
+/// `null` as missing; a list or an object is refused.
+fn json_text(key: &str, v: &serde_json::Value) -> std::result::Result<Option<String>, String> {
+    use serde_json::Value;
+    match v {
+        Value::Null => Ok(None),
+        Value::String(s) => Ok(Some(s.clone())),
+        Value::Number(_) | Value::Bool(_) => Ok(Some(v.to_string())),
+        Value::Array(_) | Value::Object(_) => Err(format!(
+            "the value of {key:?} is a list or an object; metadata values are text or numbers"
+        )),
     }
 }
 
@@ -186,79 +233,148 @@ impl<'a> LineCounter<'a> {
     }
 }
 
-/// The rows of a manifest with their line numbers.
-fn parse(path: &Path, text: &str) -> Result<Vec<(usize, Row)>> {
-    let bad = |line: usize, why: String| Error::Dataset {
-        root: path.to_path_buf(),
-        reason: format!("line {line}: {why}"),
-    };
+/// The rows of a manifest with their line numbers, and its metadata columns.
+fn parse(path: &Path, text: &str) -> Result<Parsed> {
     let jsonl = path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
         ["jsonl", "ndjson", "json"]
             .iter()
             .any(|j| e.eq_ignore_ascii_case(j))
     });
-    let mut rows = Vec::new();
     // A byte-order mark (what some editors save first) is not part of the first row, in
     // JSONL as in CSV.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if jsonl {
-        for (i, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let row: Row = serde_json::from_str(line).map_err(|e| bad(i + 1, e.to_string()))?;
-            rows.push((i + 1, row.tidied()));
-        }
+        parse_jsonl(path, text)
     } else {
-        // Headers, labels and splits are trimmed; a path is taken verbatim, as in JSONL
-        // (csv's `Trim::All` also trimmed quoted fields, so the row `"sp.wav ",b` built
-        // the file `sp.wav`).
-        let mut reader = csv::ReaderBuilder::new()
-            .trim(csv::Trim::Headers)
-            .from_reader(text.as_bytes());
-        // Line numbers from byte offsets (csv's own count skips blank lines), counted
-        // forward from the last record, so the whole count is one pass over the text.
-        let mut lines = LineCounter::new(text);
-        let headers = match reader.headers() {
-            Ok(h) => h.clone(),
-            Err(e) => return Err(bad(lines.of(&e), e.to_string())),
-        };
-        if let Some(h) = headers
-            .iter()
-            .find(|h| !matches!(*h, "path" | "label" | "split"))
-        {
-            // Named only when it looks like a column name: the first line of a file given
-            // as a manifest by mistake (`/etc/shadow`) is not echoed.
-            let looks_like_a_name = h.len() <= 32
-                && h.chars()
-                    .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | ' ' | '.'));
-            let which = if looks_like_a_name {
-                format!("unknown column {h:?}")
-            } else {
-                "the first line is not a header of columns".to_string()
-            };
-            return Err(bad(
-                1,
-                format!("{which}: the columns are path, label and an optional split (lowercase)"),
-            ));
+        parse_csv(path, text)
+    }
+}
+
+/// The refusal of `manifest` at line `line`.
+fn at_line(manifest: &Path, line: usize, why: impl std::fmt::Display) -> Error {
+    Error::Dataset {
+        root: manifest.to_path_buf(),
+        reason: format!("line {line}: {why}"),
+    }
+}
+
+/// A JSONL manifest: one object per line; keys beyond `path`, `label` and `split` are
+/// metadata columns, in the order they first appear; a row without one holds "" there.
+fn parse_jsonl(path: &Path, text: &str) -> Result<Parsed> {
+    let mut parsed = Parsed::default();
+    let mut extras = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
         }
-        for rec in reader.records() {
-            let rec = rec.map_err(|e| bad(lines.of(&e), e.to_string()))?;
-            // The line the record starts on (a quoted field may span lines); csv reports where it began reading: blank lines before the record included.
-            let at = rec.position().map_or(0, |p| {
-                let start = text.as_bytes()[(p.byte() as usize).min(text.len())..]
-                    .iter()
-                    .take_while(|&&b| b == b'\n' || b == b'\r')
-                    .count();
-                lines.at(p.byte() + start as u64)
-            });
-            let row = rec
-                .deserialize::<Row>(Some(&headers))
-                .map_err(|e| bad(at, e.to_string()))?;
-            rows.push((at, row.tidied()));
+        let row: JsonRow = serde_json::from_str(line).map_err(|e| at_line(path, i + 1, e))?;
+        let mut values = Vec::with_capacity(row.extra.len());
+        for (key, v) in &row.extra {
+            let column = match parsed.columns.iter().position(|c| c == key) {
+                Some(c) => c,
+                None => {
+                    check_column(&parsed.columns, key).map_err(|why| at_line(path, i + 1, why))?;
+                    parsed.columns.push(key.clone());
+                    parsed.columns.len() - 1
+                }
+            };
+            if let Some(text) = json_text(key, v).map_err(|why| at_line(path, i + 1, why))? {
+                values.push((column, text));
+            }
+        }
+        extras.push(values);
+        let r = tidy(row.path, &row.label, row.split.as_deref(), vec![]);
+        parsed.rows.push((i + 1, r));
+    }
+    for ((_, row), values) in parsed.rows.iter_mut().zip(extras) {
+        row.meta = vec![String::new(); parsed.columns.len()];
+        for (column, text) in values {
+            row.meta[column] = text.trim().to_string();
         }
     }
-    Ok(rows)
+    Ok(parsed)
+}
+
+/// A CSV manifest: a header row; columns beyond `path`, `label` and `split` are metadata.
+fn parse_csv(path: &Path, text: &str) -> Result<Parsed> {
+    // Headers, labels, splits and metadata are trimmed; a path is taken verbatim, as in
+    // JSONL (csv's `Trim::All` also trimmed quoted fields, so the row `"sp.wav ",b` built
+    // the file `sp.wav`).
+    let mut reader = csv::ReaderBuilder::new()
+        .trim(csv::Trim::Headers)
+        .from_reader(text.as_bytes());
+    // Line numbers from byte offsets (csv's own count skips blank lines), counted
+    // forward from the last record, so the whole count is one pass over the text.
+    let mut lines = LineCounter::new(text);
+    let headers = match reader.headers() {
+        Ok(h) => h.clone(),
+        Err(e) => return Err(at_line(path, lines.of(&e), e)),
+    };
+    let mut parsed = Parsed::default();
+    let (mut at_path, mut at_label, mut at_split, mut at_meta) = (None, None, None, vec![]);
+    for (i, h) in headers.iter().enumerate() {
+        let slot = match h {
+            "path" => &mut at_path,
+            "label" => &mut at_label,
+            "split" => &mut at_split,
+            _ => {
+                if let Err(why) = check_column(&parsed.columns, h) {
+                    // Named only when it looks like a column name: the first line of a
+                    // file given as a manifest by mistake (`/etc/shadow`) is not echoed.
+                    let looks_like_a_name = h.len() <= 32
+                        && h.chars()
+                            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | ' ' | '.'));
+                    let why = if looks_like_a_name {
+                        why
+                    } else {
+                        "the first line is not a header of columns (path, label, an optional split, then metadata)".into()
+                    };
+                    return Err(at_line(path, 1, why));
+                }
+                if parsed.columns.iter().any(|c| c == h) {
+                    return Err(at_line(path, 1, format!("the column {h:?} is named twice")));
+                }
+                parsed.columns.push(h.to_string());
+                at_meta.push(i);
+                continue;
+            }
+        };
+        if slot.replace(i).is_some() {
+            return Err(at_line(path, 1, format!("the column {h:?} is named twice")));
+        }
+    }
+    let (Some(at_path), Some(at_label)) = (at_path, at_label) else {
+        let missing = if at_path.is_none() { "path" } else { "label" };
+        return Err(at_line(
+            path,
+            1,
+            format!(
+                "the header names no {missing} column: the columns are path, label, an optional split, then metadata"
+            ),
+        ));
+    };
+    for rec in reader.records() {
+        let rec = rec.map_err(|e| at_line(path, lines.of(&e), e))?;
+        // The line the record starts on (a quoted field may span lines); csv reports
+        // where it began reading: blank lines before the record included.
+        let at = rec.position().map_or(0, |p| {
+            let start = text.as_bytes()[(p.byte() as usize).min(text.len())..]
+                .iter()
+                .take_while(|&&b| b == b'\n' || b == b'\r')
+                .count();
+            lines.at(p.byte() + start as u64)
+        });
+        let field = |i: usize| rec.get(i).unwrap_or_default();
+        let meta = at_meta.iter().map(|&i| field(i).to_string()).collect();
+        let row = tidy(
+            field(at_path).to_string(),
+            field(at_label),
+            at_split.map(field),
+            meta,
+        );
+        parsed.rows.push((at, row));
+    }
+    Ok(parsed)
 }
 
 /// Reads the manifest at `path` into a dataset.
@@ -266,7 +382,10 @@ pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
     let err = |reason: String| refusal(path, reason);
     // Bounded by the bytes read, not st_size (a device or a growing file), never blocking.
     let text = read_bounded_text(path, MAX_MANIFEST_BYTES).map_err(|e| Error::io(path, e))?;
-    let numbered = parse(path, &text)?;
+    let Parsed {
+        mut columns,
+        rows: mut numbered,
+    } = parse(path, &text)?;
     if numbered.is_empty() {
         return Err(err("no clips listed".into()));
     }
@@ -276,6 +395,10 @@ pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
     let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let base = real.parent().unwrap_or(Path::new(".")).to_path_buf();
     check_one_row_per_file(path, &numbered, &base)?;
+    let group = match &opts.group {
+        Some(g) => Some(group_rows_by(path, g, &mut columns, &mut numbered)?),
+        None => None,
+    };
     let rows: Vec<Row> = numbered.into_iter().map(|(_, r)| r).collect();
     let label_names = class_names(path, &rows, opts)?;
     let with_split = rows.iter().filter(|r| r.split.is_some()).count();
@@ -285,9 +408,23 @@ pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
             rows.len()
         )));
     }
-    let (mut by_split, by_class) = group_rows(&rows, &label_names, &base);
+    let (mut by_split, unsplit) = split_rows(&rows, &label_names, &base);
     if with_split == 0 {
-        assign(by_class, opts, &mut by_split, path)?;
+        let r = Ratios {
+            ratios: &opts.ratios,
+            seed: opts.seed,
+            key_is: if group.is_some() {
+                "its group"
+            } else {
+                "its path"
+            },
+        };
+        let folder = manifest_folder(path);
+        let key = |f: &FileEntry| match group {
+            Some(c) => std::borrow::Cow::Owned(f.meta[c].clone()),
+            None => std::borrow::Cow::Owned(split_key(&f.path, &folder)),
+        };
+        by_split = groups::assign_by_ratio(unsplit, &r, key).map_err(err)?;
     } else if opts.ratios_given {
         return Err(err(
             "the manifest names each row's split, so split ratios and a seed do not apply: leave them out, or drop the split column".into(),
@@ -309,12 +446,63 @@ pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
             }
         })
         .collect();
-    Ok(Dataset {
+    let dataset = Dataset {
         root: base,
         label_names,
+        meta_columns: columns,
         ignored: vec![],
         splits,
-    })
+    };
+    if let (Some(g), true) = (&opts.group, with_split != 0) {
+        groups::check_groups_disjoint(&dataset, g).map_err(err)?;
+    }
+    Ok(dataset)
+}
+
+/// Finds each row's group by `grouping` (adding the column `group` for a pattern), and
+/// refuses a row without one, naming its line; returns the group's column.
+fn group_rows_by(
+    manifest: &Path,
+    grouping: &Grouping,
+    columns: &mut Vec<String>,
+    numbered: &mut [(usize, Row)],
+) -> Result<usize> {
+    if let Grouping::Pattern(p) = grouping {
+        if columns.iter().any(|c| c == mel_core::format::GROUP_COLUMN) {
+            return Err(refusal(
+                manifest,
+                format!(
+                    "a group pattern stores each clip's group in the column {:?}, which the manifest already has; group by that column instead",
+                    mel_core::format::GROUP_COLUMN
+                ),
+            ));
+        }
+        for (line, r) in numbered.iter_mut() {
+            let g = p.group_of(&r.path).ok_or_else(|| {
+                refusal(
+                    manifest,
+                    format!(
+                        "line {line}: the group pattern {:?} finds no group in {:?} (the group is the pattern's first capture, and must not be empty)",
+                        p.as_str(),
+                        r.path
+                    ),
+                )
+            })?;
+            r.meta.push(g.to_string());
+        }
+        columns.push(mel_core::format::GROUP_COLUMN.to_string());
+    }
+    let column = groups::group_column(columns, grouping).map_err(|why| refusal(manifest, why))?;
+    if let Some((line, _)) = numbered.iter().find(|(_, r)| r.meta[column].is_empty()) {
+        return Err(refusal(
+            manifest,
+            format!(
+                "line {line}: no {:?} value, and rows are grouped by it: every row needs one",
+                grouping.column()
+            ),
+        ));
+    }
+    Ok(column)
 }
 
 /// The manifest at `manifest` refused for `reason`.
@@ -337,6 +525,10 @@ fn check_rows(manifest: &Path, numbered: &[(usize, Row)]) -> Result<()> {
         }
         if r.path.is_empty() {
             return Err(err(format!("line {line}: the path is empty")));
+        }
+        for v in &r.meta {
+            mel_core::format::check_meta_value(v)
+                .map_err(|why| err(format!("line {line}: the metadata value {why}")))?;
         }
         if let Some(c) = r.path.chars().find(|c| c.is_control()) {
             return Err(err(format!(
@@ -411,17 +603,14 @@ fn class_names(manifest: &Path, rows: &[Row], opts: &ManifestOptions) -> Result<
     })
 }
 
-/// The rows as files: those naming a split by split, the others by class id.
-fn group_rows(
+/// The rows as files: those naming a split by split, the others in one list.
+fn split_rows(
     rows: &[Row],
     label_names: &[String],
     base: &Path,
-) -> (
-    BTreeMap<String, Vec<FileEntry>>,
-    BTreeMap<i64, Vec<FileEntry>>,
-) {
+) -> (BTreeMap<String, Vec<FileEntry>>, Vec<FileEntry>) {
     let mut by_split: BTreeMap<String, Vec<FileEntry>> = BTreeMap::new();
-    let mut by_class: BTreeMap<i64, Vec<FileEntry>> = BTreeMap::new();
+    let mut unsplit = Vec::new();
     for r in rows {
         let label = label_names
             .iter()
@@ -431,13 +620,14 @@ fn group_rows(
             path: full_path(base, &r.path),
             rel: r.path.clone(),
             label,
+            meta: r.meta.clone().into(),
         };
         match &r.split {
             Some(s) => by_split.entry(s.clone()).or_default().push(entry),
-            None => by_class.entry(label).or_default().push(entry),
+            None => unsplit.push(entry),
         }
     }
-    (by_split, by_class)
+    (by_split, unsplit)
 }
 
 /// `path` made absolute and normalised without touching the disk (`.` dropped, `..` taken
@@ -514,90 +704,10 @@ fn file_key(path: &Path) -> FileKey {
     }
 }
 
-/// Splits the rows by `opts.ratios`: each file goes to the split whose share of [0, 1)
-/// holds a seeded hash of its path, normalised (`./x`, `a//x`, `b/../x` and the absolute
-/// path are one key; relative to the manifest's folder when under it). A file's split thus
-/// depends on nothing but its own path and the seed: not on the row order, the spelling,
-/// nor on files added or removed (a rank-based cut moved files between training and
-/// testing when three files were added). Shares are met on average, per class, as
-/// Speech Commands' `which_set` does; a split that gets no file at all is refused.
-fn assign(
-    by_class: BTreeMap<i64, Vec<FileEntry>>,
-    opts: &ManifestOptions,
-    out: &mut BTreeMap<String, Vec<FileEntry>>,
-    manifest: &Path,
-) -> Result<()> {
-    let total: f64 = opts.ratios.iter().map(|(_, r)| r).sum();
-    let refuse = |reason: String| Error::Dataset {
-        root: manifest.to_path_buf(),
-        reason,
-    };
-    if opts.ratios.is_empty()
-        || opts
-            .ratios
-            .iter()
-            .any(|(_, r)| !(r.is_finite() && *r >= 0.0))
-    {
-        return Err(refuse("split ratios must be non-negative numbers".into()));
-    }
-    if (total - 1.0).abs() > 1e-6 {
-        return Err(refuse(format!(
-            "split ratios must sum to 1; {} sum to {}",
-            opts.ratios
-                .iter()
-                .map(|(n, r)| format!("{n}={r:?}"))
-                .collect::<Vec<_>>()
-                .join(","),
-            (total * 1e6).round() / 1e6
-        )));
-    }
-    for (i, (name, _)) in opts.ratios.iter().enumerate() {
-        check_name(name).map_err(|why| refuse(format!("split ratio name {why}")))?;
-        if opts.ratios[..i].iter().any(|(n, _)| n == name) {
-            return Err(refuse(format!(
-                "the split {name:?} is given two ratios; name each split once"
-            )));
-        }
-    }
-    let base = manifest_folder(manifest);
-    // Cumulative upper bounds of each split's share; a hash past the last bound (rounding)
-    // goes to the last split with a share.
-    let mut bounds = Vec::with_capacity(opts.ratios.len());
-    let mut acc = 0.0;
-    for (name, r) in &opts.ratios {
-        acc += r / total;
-        out.entry(name.clone()).or_default();
-        bounds.push(acc);
-    }
-    let last = opts
-        .ratios
-        .iter()
-        .rposition(|(_, r)| *r > 0.0)
-        .expect("the ratios sum to 1, so one is positive");
-    for f in by_class.into_values().flatten() {
-        let key = split_key(&f.path, &base);
-        // The hash's top 53 bits, as a fraction of 1.
-        let at = (xxh3_64_with_seed(key.as_bytes(), opts.seed) >> 11) as f64 / (1u64 << 53) as f64;
-        let i = bounds.iter().position(|&end| at < end).unwrap_or(last);
-        let name = &opts.ratios[i].0;
-        out.get_mut(name).expect("every split has an entry").push(f);
-    }
-    // A split asked for by a positive ratio but too small to get any file would vanish
-    // from the build without a word.
-    let files: usize = out.values().map(Vec::len).sum();
-    for (name, r) in &opts.ratios {
-        if *r > 0.0 && out.get(name).is_none_or(Vec::is_empty) {
-            return Err(refuse(format!(
-                "split ratio {name}={r:?} gives split {name:?} no file of the {files} (a file's split is drawn from a hash of its path); give it a larger ratio, or leave it out"
-            )));
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::GroupPattern;
 
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
         let p = dir.join(name);
@@ -712,7 +822,10 @@ mod tests {
         let e = from_manifest(&write(t.path(), "a.csv", "path,split\nx.wav,train\n"), &o)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("line 2") && e.contains("label"), "{e}");
+        assert!(
+            e.contains("line 1: the header names no label column"),
+            "{e}"
+        );
         let e = from_manifest(
             &write(
                 t.path(),
@@ -743,9 +856,10 @@ mod tests {
     }
 
     /// A misspelt or capitalised split column (or JSON key) was ignored, and the rows
-    /// meant for testing were re-split into training and validation with exit 0.
+    /// meant for testing were re-split into training and validation with exit 0. Other
+    /// columns are metadata now, but a look-alike of path, label or split is refused.
     #[test]
-    fn an_unknown_column_or_key_is_refused_by_name() {
+    fn a_look_alike_column_or_key_is_refused_by_name() {
         let t = tempfile::tempdir().unwrap();
         let o = ManifestOptions::default();
         let e = from_manifest(
@@ -754,7 +868,10 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("line 1: unknown column \"Split\""), "{e}");
+        assert!(
+            e.contains("line 1: the column \"Split\" looks like the manifest's \"split\""),
+            "{e}"
+        );
         // A file given as a manifest by mistake is not echoed (its first line may be a
         // secret: /etc/shadow's).
         let e = from_manifest(
@@ -780,10 +897,178 @@ mod tests {
             .unwrap_err()
             .to_string();
             assert!(
-                e.contains("line 1") && e.contains("unknown field `spilt`"),
+                e.contains("line 1") && e.contains("\"spilt\" looks like"),
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn metadata_columns_are_kept_per_clip_in_csv_and_jsonl() {
+        let t = tempfile::tempdir().unwrap();
+        let o = ManifestOptions::default();
+        let csv = write(
+            t.path(),
+            "m.csv",
+            "path,speaker,label,split,mic\nb.wav, bob ,yes,training,1\na.wav,ann,no,training,\"2, left\"\n",
+        );
+        let d = from_manifest(&csv, &o).unwrap();
+        assert_eq!(d.meta_columns, ["speaker", "mic"]);
+        let f = &d.splits[0].files;
+        assert_eq!(
+            (f[0].rel.as_str(), &f[0].meta[..]),
+            ("a.wav", &["ann".to_string(), "2, left".into()][..])
+        );
+        assert_eq!(&f[1].meta[..], ["bob", "1"], "trimmed as labels are");
+        let jsonl = write(
+            t.path(),
+            "m.jsonl",
+            "{\"path\": \"a.wav\", \"label\": \"no\", \"split\": \"t\", \"take\": 3}\n{\"path\": \"b.wav\", \"label\": \"no\", \"split\": \"t\", \"speaker\": \"bob\", \"take\": null}\n",
+        );
+        let d = from_manifest(&jsonl, &o).unwrap();
+        assert_eq!(
+            d.meta_columns,
+            ["take", "speaker"],
+            "in order of first appearance"
+        );
+        assert_eq!(&d.splits[0].files[0].meta[..], ["3", ""]);
+        assert_eq!(&d.splits[0].files[1].meta[..], ["", "bob"]);
+        for (name, text, why) in [
+            (
+                "l.jsonl",
+                "{\"path\": \"a.wav\", \"label\": \"no\", \"tags\": [1]}\n",
+                "line 1: the value of \"tags\" is a list",
+            ),
+            (
+                "c.csv",
+                "path,label,spk\na.wav,no,\"x\u{1b}[2J\"\n",
+                "line 2: the metadata value",
+            ),
+            (
+                "d.csv",
+                "path,label,spk,spk\na.wav,no,a,b\n",
+                "\"spk\" is named twice",
+            ),
+            ("n.csv", "spk,label\na.wav,no\n", "names no path column"),
+        ] {
+            let e = from_manifest(&write(t.path(), name, text), &o)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why), "{name}: {e}");
+        }
+    }
+
+    fn speakers_manifest(dir: &Path, split_column: bool) -> PathBuf {
+        let mut text = String::from(if split_column {
+            "path,label,speaker,split\n"
+        } else {
+            "path,label,speaker\n"
+        });
+        for spk in 0..30 {
+            for word in ["yes", "no"] {
+                for take in 0..3 {
+                    text += &format!("{word}/s{spk}_{take}.wav,{word},s{spk}");
+                    if split_column {
+                        text += if spk % 5 == 0 {
+                            ",testing"
+                        } else {
+                            ",training"
+                        };
+                    }
+                    text += "\n";
+                }
+            }
+        }
+        write(
+            dir,
+            if split_column {
+                "named.csv"
+            } else {
+                "ratio.csv"
+            },
+            &text,
+        )
+    }
+
+    #[test]
+    fn group_by_puts_each_speaker_in_one_split_and_refuses_a_leak() {
+        let t = tempfile::tempdir().unwrap();
+        let mut o = ManifestOptions {
+            group: Some(Grouping::Column("speaker".into())),
+            ..ManifestOptions::default()
+        };
+        let d = from_manifest(&speakers_manifest(t.path(), false), &o).unwrap();
+        let mut split_of = std::collections::HashMap::new();
+        for s in &d.splits {
+            for f in &s.files {
+                let first = split_of.entry(f.meta[0].clone()).or_insert(s.name.clone());
+                assert_eq!(*first, s.name, "{} in two splits", f.meta[0]);
+            }
+        }
+        assert_eq!(split_of.len(), 30);
+        assert_eq!(d.splits.len(), 3, "30 speakers reach all three splits");
+        // Without groups the same rows leak speakers across splits.
+        let plain = from_manifest(
+            &speakers_manifest(t.path(), false),
+            &ManifestOptions::default(),
+        )
+        .unwrap();
+        let leaks = (0..30).any(|spk| {
+            plain
+                .splits
+                .iter()
+                .filter(|s| s.files.iter().any(|f| f.meta[0] == format!("s{spk}")))
+                .count()
+                > 1
+        });
+        assert!(leaks, "the path hash splits a speaker's clips");
+        // A source naming its splits is checked.
+        let named = speakers_manifest(t.path(), true);
+        from_manifest(&named, &o).unwrap();
+        let text = std::fs::read_to_string(&named).unwrap().replacen(
+            "no/s1_2.wav,no,s1,training",
+            "no/s1_2.wav,no,s1,testing",
+            1,
+        );
+        let e = from_manifest(&write(t.path(), "leak.csv", &text), &o)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("\"s1\" has clips in the splits") && e.contains("no/s1_2.wav"),
+            "{e}"
+        );
+        // A row without a group, and a column that is not there, are named.
+        let text = std::fs::read_to_string(speakers_manifest(t.path(), false))
+            .unwrap()
+            .replacen("yes/s3_1.wav,yes,s3", "yes/s3_1.wav,yes,", 1);
+        let e = from_manifest(&write(t.path(), "gap.csv", &text), &o)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 21: no \"speaker\" value"), "{e}");
+        o.group = Some(Grouping::Column("session".into()));
+        let e = from_manifest(&speakers_manifest(t.path(), false), &o)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("grouping by the column \"session\": there is no such column (its metadata columns are speaker)"), "{e}");
+        // A pattern over the paths gives the same groups, stored as `group`.
+        o.group = Some(Grouping::Pattern(GroupPattern::new(r"/(s\d+)_").unwrap()));
+        let d = from_manifest(&speakers_manifest(t.path(), false), &o).unwrap();
+        assert_eq!(d.meta_columns, ["speaker", "group"]);
+        assert!(
+            d.splits
+                .iter()
+                .flat_map(|s| &s.files)
+                .all(|f| f.meta[0] == f.meta[1])
+        );
+        o.group = Some(Grouping::Pattern(GroupPattern::new(r"/(x\d+)_").unwrap()));
+        let e = from_manifest(&speakers_manifest(t.path(), false), &o)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("line 2: the group pattern")
+                && e.contains("finds no group in \"yes/s0_0.wav\""),
+            "{e}"
+        );
     }
 
     #[test]

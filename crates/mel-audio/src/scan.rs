@@ -54,6 +54,9 @@ pub struct FileEntry {
     pub rel: String,
     /// Class id (index into [`Dataset::label_names`]).
     pub label: i64,
+    /// Metadata values, one per [`Dataset::meta_columns`] (shared with every row the
+    /// file becomes).
+    pub meta: std::sync::Arc<[String]>,
 }
 
 /// An entry that is not part of the dataset, and why.
@@ -97,6 +100,9 @@ pub struct Dataset {
     pub root: PathBuf,
     /// Class names sorted; a label is an index into this list in every split.
     pub label_names: Vec<String>,
+    /// Metadata columns (a manifest's beyond `path`, `label` and `split`; `group` from a
+    /// `--group-pattern`), in order; every file holds one value per column.
+    pub meta_columns: Vec<String>,
     /// Splits sorted by name.
     pub splits: Vec<ScannedSplit>,
     /// Everything under the root that is not built and is no split's failure, with why:
@@ -535,7 +541,7 @@ fn not_audio(files: Vec<PathBuf>) -> impl Iterator<Item = Skipped> {
 
 /// The layouts a tree can fit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Layout {
+pub(crate) enum Layout {
     /// `ROOT/{split}/{class}/*.wav`.
     Splits,
     /// `ROOT/{class}/*.wav`: one split, `all`.
@@ -544,6 +550,11 @@ enum Layout {
 
 /// Scans `root`. See the module documentation for the rules.
 pub fn scan(root: &Path) -> Result<Dataset> {
+    scan_layout(root).map(|(d, _)| d)
+}
+
+/// Scans `root` and says which layout it fits.
+pub(crate) fn scan_layout(root: &Path) -> Result<(Dataset, Layout)> {
     let dataset_err = |reason: String| Error::Dataset {
         root: root.to_path_buf(),
         reason,
@@ -713,7 +724,12 @@ pub fn scan(root: &Path) -> Result<Dataset> {
                     .map(|c| c.as_os_str().to_string_lossy())
                     .collect::<Vec<_>>()
                     .join("/");
-                files.push(FileEntry { path, rel, label });
+                files.push(FileEntry {
+                    path,
+                    rel,
+                    label,
+                    meta: std::sync::Arc::from([]),
+                });
             }
         }
         files.sort_by(|a, b| a.rel.cmp(&b.rel));
@@ -735,12 +751,16 @@ pub fn scan(root: &Path) -> Result<Dataset> {
     walk.list_hidden();
     let mut ignored = walk.ignored;
     ignored.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(Dataset {
-        root: root.to_path_buf(),
-        label_names,
-        splits,
-        ignored,
-    })
+    Ok((
+        Dataset {
+            root: root.to_path_buf(),
+            label_names,
+            meta_columns: vec![],
+            splits,
+            ignored,
+        },
+        layout,
+    ))
 }
 
 #[cfg(test)]

@@ -237,6 +237,9 @@ pub struct ClipMeta {
     pub path: String,
     /// The clip's source file (rate, channels, length), when the loader knows it.
     pub source: SourceInfo,
+    /// Its metadata values, one per [`SinkSpec::meta_columns`] (shared: every row of a
+    /// file's windows, and every copy the pipeline makes, point at one list).
+    pub meta: std::sync::Arc<[String]>,
 }
 
 /// What a sink is told before the first write.
@@ -250,6 +253,8 @@ pub struct SinkSpec {
     pub plan: MelPlan,
     /// Class names, indexed by label.
     pub label_names: Vec<String>,
+    /// Metadata columns, in order; each row's [`ClipMeta::meta`] holds one value per column.
+    pub meta_columns: Vec<String>,
     /// What the output records as its provenance: the resolved configuration as JSON
     /// (stored as the `config` attribute or key).
     pub provenance: String,

@@ -236,6 +236,7 @@ fn go_poisoned(
         &mut backend,
         Box::new(sink),
         &|i| ClipMeta {
+            meta: Default::default(),
             index: i,
             source: SourceInfo::default(),
             label: i as i64 * 10,

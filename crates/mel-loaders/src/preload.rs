@@ -101,6 +101,7 @@ mod tests {
                 w.finalize().unwrap();
             }
             files.push(FileEntry {
+                meta: Default::default(),
                 path,
                 rel: format!("{i}.wav"),
                 label: 0,

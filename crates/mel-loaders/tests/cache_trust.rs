@@ -37,6 +37,7 @@ fn dataset(dir: &Path, n: usize, frames: usize) -> Vec<FileEntry> {
             }
             w.finalize().unwrap();
             FileEntry {
+                meta: Default::default(),
                 path,
                 rel: format!("c{i:03}.wav"),
                 label: (i % 3) as i64,

@@ -44,6 +44,7 @@ fn dataset(dir: &Path) -> Vec<FileEntry> {
                 _ => write_wav(&path, i, 50 + (i * 13) % 120),
             }
             FileEntry {
+                meta: Default::default(),
                 path,
                 rel: format!("c{i:03}.wav"),
                 label: (i % 3) as i64,
@@ -171,6 +172,7 @@ fn the_cache_is_rebuilt_after_touch_add_remove_corruption_and_truncation() {
     let p = dir.join("c999.wav");
     write_wav(&p, 999, 80);
     files.push(FileEntry {
+        meta: Default::default(),
         path: p,
         rel: "c999.wav".into(),
         label: 1,

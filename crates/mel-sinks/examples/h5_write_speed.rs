@@ -28,6 +28,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let meta: Vec<ClipMeta> = (0..batch)
             .map(|i| ClipMeta {
+                meta: Default::default(),
                 index: i,
                 source: mel_core::SourceInfo::default(),
                 label: (i % 5) as i64,
@@ -35,6 +36,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             })
             .collect();
         let spec = SinkSpec {
+            meta_columns: vec![],
             split: format!("chunk{chunk}"),
             rows: clips,
             plan: plan.clone(),

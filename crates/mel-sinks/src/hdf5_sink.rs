@@ -130,8 +130,11 @@ impl Hdf5Sink {
         } else {
             spec.rows as u64 * spec.plan.bytes_per_clip() as u64
         };
-        reserve(&handle, data + metadata_bound(spec.rows))
-            .map_err(|e| write_failed(&final_path, "reserving disk space", &e))?;
+        reserve(
+            &handle,
+            data + metadata_bound(spec.rows, spec.meta_columns.len()),
+        )
+        .map_err(|e| write_failed(&final_path, "reserving disk space", &e))?;
         drop(handle);
         let err = |e: hdf5::Error| hdf5_failed(&final_path, "creating the file", &e);
         let file = create_private(staged.path()).map_err(err)?;
@@ -177,9 +180,10 @@ impl Hdf5Sink {
                 file: Some(file),
                 mel: Some(mel),
                 columns: Vec::new(),
+                groups: Vec::new(),
             },
+            ledger: RowLedger::new(rows, spec.meta_columns.len()),
             spec,
-            ledger: RowLedger::new(rows),
             stats,
             opts,
             pool,
@@ -275,6 +279,7 @@ impl Hdf5Sink {
         self.column(h5::SOURCE_RATE, &rates)?;
         self.column(h5::SOURCE_CHANNELS, &channels)?;
         self.column(h5::SOURCE_FRAMES, &frames)?;
+        self.write_meta_columns(rows)?;
         let stats = self.stats.finish();
         self.column(h5::MEL_MEAN, &stats.mean)?;
         self.column(h5::MEL_STD, &stats.std)?;
@@ -327,6 +332,62 @@ impl Hdf5Sink {
         Ok(())
     }
 
+    /// Writes the metadata: the group `meta` with one string dataset per column, and the
+    /// columns' order as the root attribute `meta_columns` (nothing without columns).
+    fn write_meta_columns(&mut self, rows: usize) -> Result<()> {
+        if self.spec.meta_columns.is_empty() {
+            return Ok(());
+        }
+        // What is created is kept open until the flush (see `write_metadata`), on an
+        // error too.
+        let (mut made, mut groups) = (Vec::new(), Vec::new());
+        let written = self.create_meta_columns(rows, &mut made, &mut groups);
+        self.h5.columns.extend(made);
+        self.h5.groups.extend(groups);
+        written
+    }
+
+    /// Creates and writes what [`write_meta_columns`](Self::write_meta_columns) says,
+    /// handing each object created to `made` or `groups`.
+    fn create_meta_columns(
+        &self,
+        rows: usize,
+        made: &mut Vec<Dataset>,
+        groups: &mut Vec<hdf5::Group>,
+    ) -> Result<()> {
+        let file = self.h5.file.as_ref().expect("file is open until finish");
+        let e = self.h5err("writing the metadata");
+        let names = self
+            .spec
+            .meta_columns
+            .iter()
+            .map(|n| varlen(n))
+            .collect::<Result<Vec<_>>>()?;
+        file.new_attr_builder()
+            .with_data(&names)
+            .create(h5::META_COLUMNS)
+            .map_err(&e)?;
+        let group = file.create_group(h5::META).map_err(&e)?;
+        groups.push(group.clone());
+        for (i, column) in self.spec.meta_columns.iter().enumerate() {
+            let values = self
+                .ledger
+                .meta_column(i, rows)
+                .into_iter()
+                .map(varlen)
+                .collect::<Result<Vec<_>>>()?;
+            let ds = group
+                .new_dataset::<VarLenUnicode>()
+                .shape(values.len())
+                .create(column.as_str())
+                .map_err(&e)?;
+            let written = ds.write_raw(&values);
+            made.push(ds);
+            written.map_err(&e)?;
+        }
+        Ok(())
+    }
+
     /// Creates the one-dimensional dataset `name` holding `data`, kept open until the
     /// file is flushed (see [`write_metadata`](Self::write_metadata)).
     fn column<T: hdf5::H5Type>(&mut self, name: &str, data: &[T]) -> Result<()> {
@@ -356,6 +417,7 @@ impl Hdf5Sink {
             .flush();
         flushed.map_err(self.h5err("flushing the file"))?;
         self.h5.columns.clear();
+        self.h5.groups.clear();
         self.h5.mel = None;
         let file = self.h5.file.take().expect("file is open until finish");
         let open = hdf5::sync::sync(|| {
@@ -414,10 +476,12 @@ fn unlocked() -> hdf5::FileBuilder {
     options
 }
 
-/// A bound on the bytes HDF5 writes besides `mel` for `rows` clips: labels, paths (in
-/// its global heap), sources, statistics, attributes and object headers.
-fn metadata_bound(rows: usize) -> u64 {
-    (256 << 10) + rows as u64 * 512
+/// A bound on the bytes HDF5 writes besides `mel` for `rows` clips with `columns`
+/// metadata columns: labels, paths (in its global heap), sources, metadata (at a typical
+/// 64 bytes a value: the space is reserved early to fail early, not to cap the file),
+/// statistics, attributes and object headers.
+fn metadata_bound(rows: usize, columns: usize) -> u64 {
+    (256 << 10) + rows as u64 * (512 + 64 * columns as u64)
 }
 
 /// Allocates `bytes` of disk for `file` (`posix_fallocate`: `ENOSPC` now rather than
@@ -561,11 +625,14 @@ struct Handles {
     mel: Option<Dataset>,
     /// Datasets written at finishing, open until the file is flushed.
     columns: Vec<Dataset>,
+    /// Groups created at finishing (`meta`), open until the file is flushed.
+    groups: Vec<hdf5::Group>,
 }
 
 impl Drop for Handles {
     fn drop(&mut self) {
         std::mem::forget(std::mem::take(&mut self.columns));
+        std::mem::forget(std::mem::take(&mut self.groups));
         std::mem::forget(self.mel.take());
         std::mem::forget(self.file.take());
     }
@@ -652,6 +719,7 @@ mod tests {
             rows,
             plan: MelPlan::from_config(&c).unwrap(),
             label_names: vec!["a".into(), "b".into()],
+            meta_columns: vec!["speaker".into()],
             provenance: c.resolved_json(),
         }
     }
@@ -664,6 +732,7 @@ mod tests {
                 source: SourceInfo::default(),
                 label: (i % 2) as i64,
                 path: format!("c/{i}.wav"),
+                meta: std::sync::Arc::from([format!("spk{i}")]),
             })
             .collect();
         sink.write(0, &metas, &data).unwrap();
@@ -700,6 +769,11 @@ mod tests {
                 result.unwrap_or_else(|e| panic!("chunks {chunk_clips}, {kept} of {planned}: {e}"));
             let file = File::open(&path).unwrap();
             assert_eq!(file.dataset(h5::LABEL).unwrap().shape(), [kept]);
+            let speakers: Vec<VarLenUnicode> =
+                file.dataset("meta/speaker").unwrap().read_raw().unwrap();
+            let want: Vec<String> = (0..kept).map(|i| format!("spk{i}")).collect();
+            let got: Vec<&str> = speakers.iter().map(|s| s.as_str()).collect();
+            assert_eq!(got, want);
         }
     }
 }

@@ -434,6 +434,7 @@ mod tests {
 
     fn meta(i: usize) -> ClipMeta {
         ClipMeta {
+            meta: Default::default(),
             index: i,
             source: SourceInfo {
                 rate: 4096 + i as u32,

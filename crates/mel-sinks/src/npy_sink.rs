@@ -69,8 +69,8 @@ impl NpySink {
         Ok(NpySink {
             staged,
             mel: Some(file),
+            ledger: RowLedger::new(rows, spec.meta_columns.len()),
             spec,
-            ledger: RowLedger::new(rows),
             stats,
             opts,
             build_id: None,
@@ -106,7 +106,7 @@ impl NpySink {
         std::fs::write(&label_path, bytes).map_err(|e| io(&label_path, e))?;
         let plan = &self.spec.plan;
         let stats = self.stats.finish();
-        let meta = serde_json::json!({
+        let mut meta = serde_json::json!({
             (meta::FORMAT_VERSION): mel_core::format::VERSION,
             (meta::MELCTL_VERSION): env!("CARGO_PKG_VERSION"),
             (meta::SPLIT): self.spec.split,
@@ -125,6 +125,15 @@ impl NpySink {
             (meta::CONFIG): serde_json::from_str::<serde_json::Value>(&self.spec.provenance).unwrap_or_default(),
             (meta::BUILD_ID): self.build_id,
         });
+        if !self.spec.meta_columns.is_empty() {
+            let values: serde_json::Map<String, serde_json::Value> = (self.spec.meta_columns)
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.clone(), self.ledger.meta_column(i, rows).into()))
+                .collect();
+            meta[meta::META_COLUMNS] = self.spec.meta_columns.clone().into();
+            meta[meta::META] = values.into();
+        }
         let meta_path = dir.join(mel_core::format::NPY_META);
         std::fs::write(
             &meta_path,
@@ -217,6 +226,7 @@ mod tests {
             rows,
             plan: MelPlan::from_config(&c).unwrap(),
             label_names: vec!["a".into(), "b".into()],
+            meta_columns: vec![],
             provenance: c.resolved_json(),
         }
     }
@@ -234,6 +244,7 @@ mod tests {
                 source: mel_core::SourceInfo::default(),
                 label: (i % 2) as i64,
                 path: format!("c/{i}.wav"),
+                meta: std::sync::Arc::from([]),
             })
             .collect();
         (meta, data)

@@ -1,23 +1,29 @@
 //! Which rows a sink has received: the bookkeeping both sinks share, so that an output
 //! is committed only with every row written exactly once and nothing beyond.
 
+use std::sync::Arc;
+
 use mel_core::{ClipMeta, SourceInfo};
 
-/// Labels and paths of the rows received so far.
+/// Labels, paths, sources and metadata of the rows received so far.
 #[derive(Debug)]
 pub(crate) struct RowLedger {
     labels: Vec<Option<i64>>,
     paths: Vec<Option<String>>,
     sources: Vec<SourceInfo>,
+    metas: Vec<Arc<[String]>>,
+    meta_columns: usize,
 }
 
 impl RowLedger {
-    /// A ledger for at most `rows` rows.
-    pub(crate) fn new(rows: usize) -> Self {
+    /// A ledger for at most `rows` rows, each with `meta_columns` metadata values.
+    pub(crate) fn new(rows: usize, meta_columns: usize) -> Self {
         RowLedger {
             labels: vec![None; rows],
             paths: vec![None; rows],
             sources: vec![SourceInfo::default(); rows],
+            metas: vec![Arc::from([]); rows],
+            meta_columns,
         }
     }
 
@@ -39,10 +45,19 @@ impl RowLedger {
         if let Some(i) = self.labels[first_row..end].iter().position(Option::is_some) {
             return Err(format!("row {} written twice", first_row + i));
         }
+        if let Some(m) = meta.iter().find(|m| m.meta.len() != self.meta_columns) {
+            return Err(format!(
+                "{} has {} metadata values for {} columns",
+                m.path,
+                m.meta.len(),
+                self.meta_columns
+            ));
+        }
         for (i, m) in meta.iter().enumerate() {
             self.labels[first_row + i] = Some(m.label);
             self.paths[first_row + i] = Some(m.path.clone());
             self.sources[first_row + i] = m.source;
+            self.metas[first_row + i] = m.meta.clone();
         }
         Ok(())
     }
@@ -83,6 +98,14 @@ impl RowLedger {
         &self.sources[..rows]
     }
 
+    /// Column `column`'s value for each of rows `0..rows` (after [`check`](Self::check)).
+    pub(crate) fn meta_column(&self, column: usize, rows: usize) -> Vec<&str> {
+        self.metas[..rows]
+            .iter()
+            .map(|m| m.get(column).map_or("", String::as_str))
+            .collect()
+    }
+
     /// Paths of rows `0..rows` (after [`check`](Self::check)).
     pub(crate) fn paths(&self, rows: usize) -> Vec<&str> {
         self.paths[..rows]
@@ -103,13 +126,21 @@ mod tests {
                 source: SourceInfo::default(),
                 label: i as i64,
                 path: format!("{i}.wav"),
+                meta: Arc::from([format!("spk{}", i % 2)]),
             })
             .collect()
     }
 
     #[test]
     fn twice_beyond_missing_and_extra_rows_are_refused() {
-        let mut l = RowLedger::new(5);
+        let mut l = RowLedger::new(5, 1);
+        let mut wrong = meta(1);
+        wrong[0].meta = Arc::from([]);
+        assert!(
+            l.record(0, &wrong)
+                .unwrap_err()
+                .contains("0 metadata values for 1 columns")
+        );
         l.record(0, &meta(2)).unwrap();
         assert!(
             l.record(1, &meta(1))
@@ -128,6 +159,7 @@ mod tests {
         l.check(4).unwrap();
         assert_eq!(l.labels(4), [0, 1, 0, 0]);
         assert_eq!(l.paths(2), ["0.wav", "1.wav"]);
+        assert_eq!(l.meta_column(0, 2), ["spk0", "spk1"]);
         assert!(l.check(6).is_err());
     }
 }

@@ -13,6 +13,7 @@ use melkit::core::config::Overrides;
 pub use melkit::dataset::BuildReport;
 use melkit::dataset::{
     BuildRequest, Error, Host, Labels, Observer, PreparedBuild, Shard, ShardOutcome, Source,
+    Splitting,
 };
 
 use crate::cli::BuildArgs;
@@ -23,19 +24,21 @@ use crate::{EXIT_SKIPPED, dryrun, report};
 pub fn request(args: &BuildArgs, config: Config, shard: Option<Shard>) -> Result<BuildRequest> {
     let source = match (&args.input, &args.manifest) {
         (Some(root), _) => Source::Folder(root.clone()),
-        (None, Some(path)) => Source::Manifest {
-            path: path.clone(),
-            ratios: args
-                .split_ratio
-                .as_deref()
-                .map(melkit::audio::ManifestOptions::parse_ratios)
-                .transpose()
-                .map_err(|why| anyhow::anyhow!("--split-ratio: {why}"))?,
-            seed: args.seed,
-        },
+        (None, Some(path)) => Source::Manifest(path.clone()),
         (None, None) => anyhow::bail!("give --input ROOT or --manifest FILE"),
     };
     let mut request = BuildRequest::new(source, &args.output, config);
+    request.splitting = Splitting {
+        ratios: args
+            .split_ratio
+            .as_deref()
+            .map(melkit::audio::ManifestOptions::parse_ratios)
+            .transpose()
+            .map_err(|why| anyhow::anyhow!("--split-ratio: {why}"))?,
+        seed: args.seed,
+        group_by: args.group_by.clone(),
+        group_pattern: args.group_pattern.clone(),
+    };
     request.labels = args.labels.clone().map(Labels::File);
     request.config_file = args.flags.config.clone();
     request.on_error = args.on_error;
@@ -97,7 +100,7 @@ pub fn dry_run(prepared: &PreparedBuild, flags: &Overrides) -> Result<u8> {
         dryrun::text(
             &prepared.chosen_tree(),
             match &prepared.request().source {
-                Source::Manifest { path, .. } => Some(path),
+                Source::Manifest(path) => Some(path),
                 Source::Folder(_) => None,
             },
             config,

@@ -33,7 +33,7 @@ pub struct Cli {
 pub enum Command {
     /// Build one HDF5 file (or npy folder) of mel spectrograms per split (or one shard of
     /// the build).
-    Build(BuildArgs),
+    Build(Box<BuildArgs>),
     /// Merge the shards of a sharded build (OUT/shards/K-of-N/) into OUT/{split}.h5:
     /// the datasets one build of the whole tree writes.
     Merge(MergeArgs),
@@ -101,6 +101,12 @@ pub struct ConfigFlags {
     pub cache_dir: Option<PathBuf>,
 }
 
+/// `--group-pattern`'s parser: a regular expression with a capture group (checked here,
+/// so a bad one is a usage error naming the flag).
+fn group_pattern(text: &str) -> Result<String, String> {
+    melkit::audio::GroupPattern::new(text).map(|_| text.to_string())
+}
+
 /// `melctl build`.
 #[derive(Debug, Args)]
 pub struct BuildArgs {
@@ -113,17 +119,28 @@ pub struct BuildArgs {
         conflicts_with = "manifest"
     )]
     pub input: Option<PathBuf>,
-    /// A manifest instead of folders: CSV (header `path,label[,split]`) or JSONL
-    /// (`{"path": ..., "label": ..., "split": ...}`); paths relative to the manifest's folder.
+    /// A manifest instead of folders: CSV (header `path,label[,split]`, then any metadata
+    /// columns, e.g. `speaker`, kept per clip) or JSONL (`{"path": ..., "label": ...,
+    /// "split": ..., "speaker": ...}`); paths relative to the manifest's folder.
     #[arg(long, value_name = "FILE.csv|FILE.jsonl")]
     pub manifest: Option<PathBuf>,
-    /// Splits and ratios for a manifest without a `split` column, each file's split drawn
-    /// from a seeded hash of its path [default: training=0.7,validation=0.2,testing=0.1].
-    #[arg(long, value_name = "NAME=R,...", conflicts_with = "input")]
+    /// Splits and ratios for a manifest without a `split` column or a ROOT/{class} folder,
+    /// each file's split drawn from a seeded hash of its group, or of its path without
+    /// groups [default: training=0.7,validation=0.2,testing=0.1].
+    #[arg(long, value_name = "NAME=R,...")]
     pub split_ratio: Option<String>,
-    /// Seed of the manifest split assignment [default: 0].
-    #[arg(long, conflicts_with = "input")]
+    /// Seed of the split draw [default: 0].
+    #[arg(long)]
     pub seed: Option<u64>,
+    /// Keep every clip of a group in one split: the group is this manifest column's value
+    /// (e.g. `speaker`, so no voice is in both training and testing).
+    #[arg(long, value_name = "COLUMN", conflicts_with_all = ["input", "group_pattern"])]
+    pub group_by: Option<String>,
+    /// Keep every clip of a group in one split: the group is this regular expression's
+    /// first capture in each clip's path (`([^/]+)_nohash_` for Speech Commands), stored
+    /// as the metadata column `group`.
+    #[arg(long, value_name = "REGEX", value_parser = group_pattern)]
+    pub group_pattern: Option<String>,
     /// Label map: one class name per line; ids count the class lines from 0, blank and `#`
     /// lines skipped (keeps ids stable).
     #[arg(long, value_name = "FILE")]

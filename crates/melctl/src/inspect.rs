@@ -25,6 +25,8 @@ pub struct Summary {
     pub chunks: Option<Vec<usize>>,
     /// (class, clips) in label order.
     pub classes: Vec<(String, usize)>,
+    /// Each metadata column: its name, distinct values and the first few.
+    pub metadata: Vec<Column>,
     /// Value statistics over the first clips.
     pub values: Option<Values>,
     /// Stored per-mel-bin means and standard deviations, when present.
@@ -35,6 +37,37 @@ pub struct Summary {
     pub version: String,
     /// The resolved configuration (JSON).
     pub config: serde_json::Value,
+}
+
+/// A metadata column in brief.
+#[derive(Debug, serde::Serialize)]
+pub struct Column {
+    /// The column's name.
+    pub name: String,
+    /// Distinct values over the split.
+    pub distinct: usize,
+    /// The first distinct values, in clip order (at most [`EXAMPLES`]).
+    pub examples: Vec<String>,
+}
+
+/// Distinct values a column's summary shows.
+const EXAMPLES: usize = 4;
+
+impl Column {
+    fn of(name: &str, values: &[String]) -> Column {
+        let mut seen = std::collections::HashSet::new();
+        let mut examples = Vec::new();
+        for v in values {
+            if seen.insert(v.as_str()) && examples.len() < EXAMPLES {
+                examples.push(v.clone());
+            }
+        }
+        Column {
+            name: name.to_string(),
+            distinct: seen.len(),
+            examples,
+        }
+    }
 }
 
 /// Statistics of the sampled values.
@@ -156,6 +189,11 @@ pub fn summarize(path: &Path, sample: usize) -> Result<Summary> {
         dims: split.dims().join(","),
         chunks,
         classes: class_counts(split.label_names(), split.labels()),
+        metadata: split
+            .meta_columns()
+            .iter()
+            .map(|c| Column::of(c, split.metadata().column(c).unwrap_or_default()))
+            .collect(),
         values: sampled.finish(),
         mel_mean: stats.map(|s| s.mean.clone()),
         mel_std: stats.map(|s| s.std.clone()),
@@ -188,6 +226,24 @@ pub fn text(s: &Summary) -> Result<String> {
     writeln!(t, "classes     {}", s.classes.len())?;
     for (i, (n, c)) in s.classes.iter().enumerate() {
         writeln!(t, "  {i:>3} {n:<20} {c:>8} clips")?;
+    }
+    for c in &s.metadata {
+        let more = if c.distinct > c.examples.len() {
+            ", ..."
+        } else {
+            ""
+        };
+        writeln!(
+            t,
+            "metadata    {}: {} distinct ({}{more})",
+            c.name,
+            c.distinct,
+            c.examples
+                .iter()
+                .map(|e| format!("{e:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )?;
     }
     if let Some(v) = &s.values {
         writeln!(

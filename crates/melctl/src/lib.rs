@@ -221,6 +221,8 @@ fn run(cli: Cli, interrupted: &Arc<AtomicBool>) -> Result<u8> {
                     manifest: None,
                     split_ratio: None,
                     seed: None,
+                    group_by: None,
+                    group_pattern: None,
                     labels: None,
                     output: args.dir.join("out"),
                     flags: args.flags,

@@ -217,7 +217,7 @@ mod tests {
         let mut argv = vec!["melctl", "build", "-i", "in", "-o", "out"];
         argv.extend(flags);
         match crate::cli::Cli::parse_from(argv).command {
-            crate::cli::Command::Build(a) => a,
+            crate::cli::Command::Build(a) => *a,
             _ => unreachable!(),
         }
     }

@@ -373,16 +373,25 @@ fn every_format_the_decoder_reads_is_built_from_folders_and_foreign_audio_is_cou
 #[test]
 fn split_flags_that_cannot_apply_are_refused_not_ignored() {
     let dir = scenario(&["in/training/leak/x.wav", "in/training/quiet/y.wav"]);
-    for flag in [&["--split-ratio", "garbage"][..], &["--seed", "9"]] {
+    // Folders that name their splits refuse ratios and a seed (a ROOT/{class} tree takes
+    // them); --group-by names a manifest column, so it is a usage error with folders.
+    for flag in [&["--split-ratio", "a=0.5,b=0.5"][..], &["--seed", "9"]] {
         let mut b = melctl_build(&dir, &[&["-i", "in", "-o", "out"][..], flag].concat());
         let o = b.output();
         b.check(
             &o,
-            o.status.code() == Some(2)
-                && text(&o.stderr).contains("'--input <ROOT>' cannot be used with"),
-            &format!("{flag:?} with folders is a usage error"),
+            o.status.code() == Some(1)
+                && text(&o.stderr).contains("first-level folders name the splits"),
+            &format!("{flag:?} with split folders is refused"),
         );
     }
+    let mut b = melctl_build(&dir, &["-i", "in", "-o", "out", "--group-by", "speaker"]);
+    let o = b.output();
+    b.check(
+        &o,
+        o.status.code() == Some(2) && text(&o.stderr).contains("cannot be used with"),
+        "--group-by with folders is a usage error",
+    );
     dir.create(
         "m.csv",
         "path,label,split\nin/training/leak/x.wav,leak,training\nin/training/quiet/y.wav,quiet,training\n",

@@ -104,17 +104,16 @@ impl H5Input {
             len,
             path: path.to_path_buf(),
         };
-        input.refuse_links()?;
+        input.refuse_links(&input.h5, "the root group")?;
         Ok(input)
     }
 
-    /// Refuses soft and external links (and user-defined ones) in the root group: the
-    /// reader follows none.
-    fn refuse_links(&self) -> Result<()> {
-        let links = self
-            .h5
+    /// Refuses soft and external links (and user-defined ones) in `group` (`what` in
+    /// words): the reader follows none.
+    pub fn refuse_links(&self, group: &hdf5::Group, what: &str) -> Result<()> {
+        let links = group
             .links(IndexType::Name, IterationOrder::Native)
-            .map_err(|e| bad(&self.path, format!("listing the root group: {e}")))?;
+            .map_err(|e| bad(&self.path, format!("listing {what}: {e}")))?;
         for (name, info) in links {
             let what = match info.link_type {
                 LinkType::Hard => continue,

@@ -571,3 +571,66 @@ fn the_format_version_is_written_and_checked() {
         );
     }
 }
+
+/// Metadata a file may claim (issue 37): each hostile variant of the `meta` group and the
+/// `meta_columns` attribute beside one well-formed file.
+const MAKE_META: &str = r#"
+import sys
+import h5py, numpy as np
+d = sys.argv[1]
+S = h5py.string_dtype()
+def split(name, columns=("speaker",), values=None, attr=True):
+    f = h5py.File(f"{d}/{name}.h5", "w")
+    f.create_dataset("mel", data=np.ones((2, 2, 3), "f4"))
+    f.create_dataset("label", data=np.zeros(2, "i8"))
+    f.create_dataset("path", data=["x0.wav", "x1.wav"], dtype=S)
+    f.attrs["label_names"] = np.array(["a", "b"], dtype=S)
+    if attr:
+        f.attrs["meta_columns"] = np.array(list(columns), dtype=S)
+    if values is not None:
+        for c in columns:
+            f.create_dataset(f"meta/{c}", data=values, dtype=S)
+    return f
+split("meta_ok", values=["ann", "bob"]).close()
+split("meta_missing").close()
+split("meta_short", values=["ann"]).close()
+split("meta_long", values=["ann", "b" * 2000]).close()
+split("meta_escape", values=["ann", "\x1b[2J"]).close()
+split("meta_own_name", columns=("split",), values=["a", "b"]).close()
+split("meta_twice", columns=("speaker", "speaker"), attr=True).close()
+f = split("meta_link")
+f.create_dataset("elsewhere", data=["ann", "bob"], dtype=S)
+f["meta/speaker"] = h5py.SoftLink("/elsewhere")
+f.close()
+f = split("meta_external")
+f.create_dataset("meta/speaker", shape=(2,), dtype="i8", external=[("/etc/passwd", 0, 16)])
+f.close()
+"#;
+
+#[test]
+fn metadata_a_file_claims_is_checked_before_it_is_believed() {
+    let t = tempfile::tempdir().unwrap();
+    python(MAKE_META, &[t.path().to_str().unwrap()]);
+    let d = t.path();
+    let ok = Split::open(d.join("meta_ok.h5")).unwrap();
+    assert_eq!(ok.meta_columns(), ["speaker"]);
+    assert_eq!(ok.metadata().column("speaker").unwrap(), ["ann", "bob"]);
+    assert_eq!(ok.clip_meta(1), ["bob"]);
+    assert_refused(&d.join("meta_missing.h5"), &["`meta` is not a group"]);
+    assert_refused(
+        &d.join("meta_short.h5"),
+        &["meta/speaker has shape [1]; [2] is expected"],
+    );
+    assert_refused(&d.join("meta_long.h5"), &["clip 1", "the limit is 1024"]);
+    assert_refused(&d.join("meta_escape.h5"), &["clip 1", "control character"]);
+    assert_refused(
+        &d.join("meta_own_name.h5"),
+        &["metadata column", "own columns"],
+    );
+    assert_refused(&d.join("meta_twice.h5"), &["\"speaker\" is named twice"]);
+    assert_refused(&d.join("meta_link.h5"), &["`speaker` is a soft link"]);
+    assert_refused(
+        &d.join("meta_external.h5"),
+        &["keeps its values outside this file"],
+    );
+}

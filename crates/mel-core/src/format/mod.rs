@@ -26,6 +26,96 @@ pub const MAX_NAME_BYTES: usize = 200;
 /// what its own readers refuse.
 pub const MAX_CHUNK_BYTES: usize = 256 << 20;
 
+/// The most metadata columns a split holds (manifest columns beyond `path`, `label` and
+/// `split`, or the group a `--group-pattern` finds): writer and reader share the bound.
+pub const MAX_META_COLUMNS: usize = 64;
+
+/// The longest metadata value, in bytes (a speaker id, a session, a recording's name).
+pub const MAX_META_VALUE_BYTES: usize = 1024;
+
+/// The longest metadata column name, in bytes.
+pub const MAX_META_COLUMN_BYTES: usize = 64;
+
+/// The column a `--group-pattern` stores each clip's group in.
+pub const GROUP_COLUMN: &str = "group";
+
+/// Checks a metadata column's name: 1 to [`MAX_META_COLUMN_BYTES`] ASCII letters, digits,
+/// `_`, `-` or `.`, starting with a letter, and neither one of the manifest's own columns
+/// (`path`, `label`, `split`) nor a look-alike of one (`Split`, `labels`, `lable`): a
+/// misspelt `Split` column once re-split the rows meant for testing, and a look-alike is
+/// refused rather than kept as metadata. The error says what is wrong.
+pub fn check_column_name(name: &str) -> std::result::Result<(), String> {
+    let valid = !name.is_empty()
+        && name.len() <= MAX_META_COLUMN_BYTES
+        && name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !valid {
+        return Err(format!(
+            "{:?} is not a column name (1 to {MAX_META_COLUMN_BYTES} ASCII letters, digits, '_', '-' or '.', starting with a letter)",
+            name.chars().take(40).collect::<String>()
+        ));
+    }
+    let folded: String = name
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    for own in ["path", "label", "split"] {
+        if name == own {
+            return Err(format!("{name:?} is one of the manifest's own columns"));
+        }
+        if folded == own || edit_distance(&folded, own) <= 1 {
+            return Err(format!(
+                "the column {name:?} looks like the manifest's {own:?} column (they are lowercase: path, label, split); rename it if it is metadata"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Edits (insert, delete, substitute, swap two neighbours) between two short ASCII words.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+/// Checks a metadata value: at most [`MAX_META_VALUE_BYTES`], no control or invisible
+/// reordering character (values are printed), no NUL (HDF5 strings end at one).
+pub fn check_meta_value(value: &str) -> std::result::Result<(), String> {
+    if value.len() > MAX_META_VALUE_BYTES {
+        return Err(format!(
+            "{:?}... is {} bytes long; the limit is {MAX_META_VALUE_BYTES}",
+            value.chars().take(40).collect::<String>(),
+            value.len()
+        ));
+    }
+    if let Some(c) = value.chars().find(|&c| is_unprintable(c)) {
+        return Err(format!("{value:?} contains the control character {c:?}"));
+    }
+    Ok(())
+}
+
 /// A split's HDF5 output: `OUT/{split}.h5`.
 pub const HDF5_SUFFIX: &str = ".h5";
 /// A split's npy output folder: `OUT/{split}.npy.d/`.
@@ -77,6 +167,10 @@ pub mod h5 {
     pub const MEL_DIMS: &str = "mel_dims";
     /// `mel` attribute: the stored dtype in words.
     pub const DTYPE: &str = "dtype";
+    /// Group: one dataset of strings per metadata column, `meta/{column}`, one per clip.
+    pub const META: &str = "meta";
+    /// Root attribute: the metadata columns in order (absent: none).
+    pub const META_COLUMNS: &str = "meta_columns";
 }
 
 /// The output name of split `split` for a sink writing `suffix` ([`HDF5_SUFFIX`] or
@@ -107,6 +201,10 @@ pub mod meta {
     pub const DTYPE: &str = "dtype";
     /// How bf16 is stored, in words (empty for other dtypes).
     pub const DTYPE_NOTE: &str = "dtype_note";
+    /// The metadata columns in order (HDF5: the root attribute of that name).
+    pub const META_COLUMNS: &str = "meta_columns";
+    /// The metadata, `{column: [value per clip]}` (HDF5: the `meta` group).
+    pub const META: &str = "meta";
 }
 
 /// Checks a split or class name (folder names, manifest names, label map lines, and
@@ -188,5 +286,50 @@ mod tests {
         assert_eq!(split_of_name("training.npy.d"), Some("training"));
         assert_eq!(split_of_name("notes.txt"), None);
         assert_eq!(output_name("x", NPY_SUFFIX), "x.npy.d");
+    }
+
+    #[test]
+    fn column_names_refuse_the_manifests_own_and_their_look_alikes() {
+        for ok in [
+            "speaker",
+            "session_id",
+            "mic-2",
+            "take.1",
+            "group",
+            "pitch",
+            "page",
+        ] {
+            assert!(check_column_name(ok).is_ok(), "{ok}");
+        }
+        for own in ["path", "label", "split"] {
+            assert!(check_column_name(own).unwrap_err().contains("own columns"));
+        }
+        for alike in [
+            "Split", "SPLIT", "splits", "spilt", "lable", "Labels", "paths", "pat_h",
+        ] {
+            let e = check_column_name(alike).unwrap_err();
+            assert!(e.contains("looks like"), "{alike}: {e}");
+        }
+        for bad in ["", "1st", "sp ace", "ü", "a/b", &"x".repeat(65)] {
+            assert!(
+                check_column_name(bad)
+                    .unwrap_err()
+                    .contains("not a column name"),
+                "{bad}"
+            );
+        }
+        assert!(check_meta_value("spk-01").is_ok());
+        assert!(check_meta_value("").is_ok());
+        assert!(
+            check_meta_value("a\u{1b}[31m")
+                .unwrap_err()
+                .contains("control")
+        );
+        assert!(check_meta_value("a\0b").is_err());
+        assert!(
+            check_meta_value(&"x".repeat(1025))
+                .unwrap_err()
+                .contains("limit is 1024")
+        );
     }
 }

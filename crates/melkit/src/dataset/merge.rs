@@ -155,6 +155,7 @@ pub fn merge(
     for (name, part) in &first.splits {
         let clips: usize = found.iter().map(|f| f.record.splits[name].clips).sum();
         let spec = SinkSpec {
+            meta_columns: first.meta_columns.clone(),
             split: name.clone(),
             rows: clips,
             plan: plan.clone(),
@@ -182,7 +183,10 @@ pub fn merge(
         for (name, _, _, sink, row, last) in &mut splits {
             let path = f.dir.join(&f.record.splits[name.as_str()].output);
             let sink = sink.as_mut();
-            *row += copy_rows(&path, name, &plan, *row, last, sink, observer, cancel)?;
+            let columns = &first.meta_columns;
+            *row += copy_rows(
+                &path, name, &plan, columns, *row, last, sink, observer, cancel,
+            )?;
         }
     }
     observer.split_finished("merge");
@@ -306,6 +310,7 @@ fn copy_rows(
     path: &Path,
     name: &str,
     plan: &MelPlan,
+    columns: &[String],
     first_row: usize,
     last: &mut Option<String>,
     sink: &mut dyn mel_core::Sink,
@@ -328,6 +333,16 @@ fn copy_rows(
                 split.dtype().name(),
                 plan.clip_shape(),
                 plan.dtype().name()
+            ),
+        ));
+    }
+    if split.meta_columns() != columns {
+        return Err(bad(
+            path,
+            format!(
+                "holds the metadata columns [{}]; the shards' record names [{}]",
+                split.meta_columns().join(", "),
+                columns.join(", ")
             ),
         ));
     }
@@ -356,6 +371,7 @@ fn copy_rows(
             follows(path, last, &split.paths()[i])?;
             bytes.extend_from_slice(reader.raw(i, None)?);
             metas.push(ClipMeta {
+                meta: split.clip_meta(i).into(),
                 index: first_row + i,
                 source: source(i),
                 label: split.labels()[i],
@@ -538,6 +554,9 @@ fn check_consistent(found: &[Found]) -> Result<()> {
         }
         if r.label_names != first.label_names {
             return differs("label map");
+        }
+        if r.meta_columns != first.meta_columns {
+            return differs("metadata columns");
         }
         if r.splits.keys().ne(first.splits.keys()) {
             return differs("set of splits");

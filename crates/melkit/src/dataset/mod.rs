@@ -51,7 +51,7 @@ pub use error::{Error, Result};
 pub use merge::{MergeReport, MergedSplit, merge};
 pub use outputs::{check_split_names, final_path};
 pub use report::{BuildReport, KeptSplit, SplitReport, peak_rss_bytes};
-pub use request::{BuildRequest, Host, Labels, PreparedBuild, Source};
+pub use request::{BuildRequest, Host, Labels, PreparedBuild, Source, Splitting};
 pub use shard::{Shard, ShardOutcome, build_shard};
 
 /// What a build does with a file it cannot decode.
@@ -327,6 +327,7 @@ pub fn class_counts(
 fn clip_meta(split: &ScannedSplit, index: usize) -> ClipMeta {
     let f = &split.files[index];
     ClipMeta {
+        meta: f.meta.clone(),
         index,
         source: SourceInfo::default(),
         label: f.label,

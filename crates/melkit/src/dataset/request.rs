@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use mel_audio::{Dataset, ManifestOptions};
+use mel_audio::{Dataset, GroupPattern, Grouping, ManifestOptions};
 use mel_core::config::{BackendKind, LoaderKind};
 use mel_core::outputs::{Guard, Output, Written};
 use mel_core::{Config, MelPlan};
@@ -21,34 +21,83 @@ use super::{Build, BuildReport, BuildSettings, Error, Observer, OnError, Result}
 /// Where a build's files are listed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Source {
-    /// A folder `ROOT/{split}/{class}/*` (or `ROOT/{class}/*`: one split `all`).
+    /// A folder `ROOT/{split}/{class}/*` (or `ROOT/{class}/*`: one split `all`, unless
+    /// [`Splitting`] asks for ratios or groups).
     Folder(PathBuf),
-    /// A manifest (CSV or JSONL); where it names no split, its rows are split by `ratios`
-    /// (default: training 0.7, validation 0.2, testing 0.1) with `seed` (default 0).
-    Manifest {
-        /// The manifest file.
-        path: PathBuf,
-        /// Split names and their shares, in order.
-        ratios: Option<Vec<(String, f64)>>,
-        /// The split's seed.
-        seed: Option<u64>,
-    },
+    /// A manifest (CSV or JSONL): `path`, `label`, an optional `split`, and metadata
+    /// columns; where it names no split, its rows are split by [`Splitting`].
+    Manifest(PathBuf),
+}
+
+/// How files are put into splits beyond what the source names, and which clips must
+/// share one: ratios drawn by a seeded hash of each clip's group (or path), for a
+/// manifest without a `split` column or a `ROOT/{class}` folder; groups from a manifest
+/// column or a pattern over the paths (a source that names its splits is checked to
+/// hold each group in one).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Splitting {
+    /// Split names and their shares, in order (default: training 0.7, validation 0.2,
+    /// testing 0.1).
+    pub ratios: Option<Vec<(String, f64)>>,
+    /// The draw's seed (default 0).
+    pub seed: Option<u64>,
+    /// A manifest column whose value is each clip's group (`--group-by`).
+    pub group_by: Option<String>,
+    /// A regular expression whose first capture in each clip's path is its group
+    /// (`--group-pattern`), stored as the column `group`.
+    pub group_pattern: Option<String>,
+}
+
+impl Splitting {
+    /// The grouping asked for, checked: one of a column and a pattern, the pattern a
+    /// regular expression with a capture group.
+    fn grouping(&self) -> Result<Option<Grouping>> {
+        match (&self.group_by, &self.group_pattern) {
+            (Some(_), Some(_)) => Err(mel_core::Error::config(
+                "group_by",
+                "give a column or a pattern (group_pattern), not both",
+            )
+            .into()),
+            (Some(c), None) => Ok(Some(Grouping::Column(c.clone()))),
+            (None, Some(p)) => GroupPattern::new(p)
+                .map(|p| Some(Grouping::Pattern(p)))
+                .map_err(|why| mel_core::Error::config("group_pattern", why).into()),
+            (None, None) => Ok(None),
+        }
+    }
 }
 
 impl Source {
     /// The folder or manifest named.
     pub fn path(&self) -> &Path {
         match self {
-            Source::Folder(p) | Source::Manifest { path: p, .. } => p,
+            Source::Folder(p) | Source::Manifest(p) => p,
         }
     }
 
-    /// Lists the dataset, its label ids fixed by `labels` when given.
-    fn load(&self, labels: Option<&Labels>) -> Result<Dataset> {
+    /// Lists the dataset, split by `splitting`, its label ids fixed by `labels` when given.
+    fn load(&self, labels: Option<&Labels>, splitting: &Splitting) -> Result<Dataset> {
         let names = labels.map(Labels::names).transpose()?;
+        let group = splitting.grouping()?;
         match self {
             Source::Folder(root) => {
-                let mut dataset = mel_audio::scan(root)?;
+                let group = match group {
+                    Some(Grouping::Column(_)) => {
+                        return Err(mel_core::Error::config(
+                            "group_by",
+                            "a folder has no columns; its clips' groups come from their paths (group_pattern)",
+                        )
+                        .into());
+                    }
+                    Some(Grouping::Pattern(p)) => Some(p),
+                    None => None,
+                };
+                let opts = mel_audio::FolderOptions {
+                    ratios: splitting.ratios.clone(),
+                    seed: splitting.seed,
+                    group,
+                };
+                let mut dataset = mel_audio::scan_with(root, &opts)?;
                 if let Some(names) = names {
                     dataset.relabel(names).map_err(|e| match (labels, e) {
                         // A file's classes are named with the file.
@@ -60,13 +109,14 @@ impl Source {
                 }
                 Ok(dataset)
             }
-            Source::Manifest { path, ratios, seed } => {
+            Source::Manifest(path) => {
                 let defaults = ManifestOptions::default();
                 let opts = ManifestOptions {
-                    ratios_given: ratios.is_some() || seed.is_some(),
-                    ratios: ratios.clone().unwrap_or(defaults.ratios),
-                    seed: seed.unwrap_or(0),
+                    ratios_given: splitting.ratios.is_some() || splitting.seed.is_some(),
+                    ratios: splitting.ratios.clone().unwrap_or(defaults.ratios),
+                    seed: splitting.seed.unwrap_or(0),
                     label_map: names,
+                    group,
                 };
                 Ok(mel_audio::from_manifest(path, &opts)?)
             }
@@ -123,6 +173,8 @@ impl Host {
 pub struct BuildRequest {
     /// The folder or manifest.
     pub source: Source,
+    /// Split ratios, seed and groups.
+    pub splitting: Splitting,
     /// Label ids fixed by a list or a label-map file; `None`: classes in sorted order.
     pub labels: Option<Labels>,
     /// The output folder (a shard writes into `OUTPUT/shards/K-of-N/`).
@@ -154,6 +206,7 @@ impl BuildRequest {
     pub fn new(source: Source, output: impl Into<PathBuf>, config: Config) -> Self {
         BuildRequest {
             source,
+            splitting: Splitting::default(),
             labels: None,
             output: output.into(),
             config,
@@ -192,7 +245,7 @@ impl BuildRequest {
             return Err(Error::ShardOfSomeSplits { shard });
         }
         let prewarm = crate::backend::prewarm(config.run.backend);
-        let whole = self.source.load(self.labels.as_ref())?;
+        let whole = self.source.load(self.labels.as_ref(), &self.splitting)?;
         super::check_split_names(&whole, &self.only)?;
         let part = self.shard.map(|s| s.part(&whole));
         let cache_dir = self.cache_folder()?;
@@ -312,7 +365,7 @@ impl PreparedBuild {
     /// The manifest the dataset was listed from, if one.
     fn manifest(&self) -> Option<&Path> {
         match &self.request.source {
-            Source::Manifest { path, .. } => Some(path),
+            Source::Manifest(path) => Some(path),
             Source::Folder(_) => None,
         }
     }
@@ -343,7 +396,7 @@ impl PreparedBuild {
         let mut guard = Guard::new();
         // Every audio file of the whole tree: a shard must not write over another's input.
         super::outputs::protect_inputs(&mut guard, &self.build.whole);
-        if let Source::Manifest { path, .. } = &request.source {
+        if let Source::Manifest(path) = &request.source {
             guard.input(path, "the manifest");
         }
         if let Some(p) = &request.config_file {

@@ -326,6 +326,7 @@ impl Build<'_> {
     /// The sink of `split`'s final output.
     fn sink(&self, run: &Run<'_>, split: &ScannedSplit) -> Result<Box<dyn mel_core::Sink>> {
         let spec = SinkSpec {
+            meta_columns: self.dataset.meta_columns.clone(),
             split: split.name.clone(),
             rows: split.files.len(),
             plan: self.plan.clone(),

@@ -134,6 +134,7 @@ impl Shard {
         Dataset {
             root: dataset.root.clone(),
             label_names: dataset.label_names.clone(),
+            meta_columns: dataset.meta_columns.clone(),
             splits,
             ignored: dataset.ignored.clone(),
         }
@@ -227,6 +228,10 @@ pub struct ShardRecord {
     pub config: serde_json::Value,
     /// The whole tree's class names, in id order.
     pub label_names: Vec<String>,
+    /// The metadata columns every output holds, in order (absent from records written
+    /// before metadata: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub meta_columns: Vec<String>,
     /// Each split's part, by name.
     pub splits: BTreeMap<String, ShardSplit>,
     /// What the scan of the whole tree left out of every split (hidden audio, files that
@@ -308,6 +313,7 @@ impl ShardRecord {
             },
             config: serde_json::from_str(&config.resolved_json()).expect("a config is JSON"),
             label_names: dataset.label_names.clone(),
+            meta_columns: dataset.meta_columns.clone(),
             splits,
             ignored: dataset.ignored.iter().map(IgnoredEntry::of).collect(),
             root: std::path::absolute(&dataset.root).ok(),
@@ -351,6 +357,7 @@ impl ShardRecord {
             && self.melctl_version == planned.melctl_version
             && self.values_config() == planned.values_config()
             && self.label_names == planned.label_names
+            && self.meta_columns == planned.meta_columns
             && same_parts
     }
 

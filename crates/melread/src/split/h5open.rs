@@ -11,7 +11,9 @@ use mel_core::{Dtype, Error, Result};
 use super::checks::{check_labels, check_shape};
 use super::chunks::ChunkStore;
 use super::store::{Library, Store, contiguous, h5err};
-use super::{Access, Format, OpenOptions, Provenance, ReadMode, Split, default_dims, stem};
+use super::{
+    Access, Format, Metadata, OpenOptions, Provenance, ReadMode, Split, default_dims, stem,
+};
 use crate::h5file::{Checked, H5Input, Storage};
 use crate::limits::bad;
 
@@ -211,6 +213,7 @@ pub(super) fn open_hdf5(path: &Path, opts: &OpenOptions) -> Result<Split> {
     // Labels, paths, names, provenance, statistics.
     let labels = read_labels(&input, rows)?;
     let paths = read_paths(&input, rows)?;
+    let meta = read_meta(&input, rows)?;
     let label_names = read_label_names(&input)?;
     check_labels(path, &labels, label_names.len())?;
     let dims = mel_dims(path, h5, shape.len())?;
@@ -231,6 +234,7 @@ pub(super) fn open_hdf5(path: &Path, opts: &OpenOptions) -> Result<Split> {
         label_names,
         labels,
         paths,
+        meta,
         config,
         version: attr_string(h5, key::MELCTL_VERSION),
         build: attr_string(h5, key::BUILD_ID),
@@ -314,6 +318,48 @@ fn read_paths(input: &H5Input, rows: usize) -> Result<Vec<String>> {
     strings(path, key::PATH, pds.ds.read_raw::<VarLenUnicode>(), || {
         pds.ds.read_raw::<VarLenAscii>()
     })
+}
+
+/// The metadata: the columns the root attribute `meta_columns` names (none without it),
+/// each a dataset of `rows` strings in the group `meta`, which may hold no links.
+fn read_meta(input: &H5Input, rows: usize) -> Result<Metadata> {
+    let path = input.path();
+    let Ok(attr) = input.h5.attr(key::META_COLUMNS) else {
+        return Ok(Metadata::default());
+    };
+    input.check_attr(&attr, key::META_COLUMNS)?;
+    let columns = strings(
+        path,
+        key::META_COLUMNS,
+        attr.read_raw::<VarLenUnicode>(),
+        || attr.read_raw::<VarLenAscii>(),
+    )?;
+    Metadata::check_columns(path, &columns)?;
+    let group = input.h5.group(key::META).map_err(|e| {
+        bad(
+            path,
+            format!("`meta_columns` names columns but `meta` is not a group: {e}"),
+        )
+    })?;
+    input.refuse_links(&group, "the group `meta`")?;
+    let mut values = Vec::with_capacity(columns.len());
+    for c in &columns {
+        let name = format!("{}/{c}", key::META);
+        let ds = input.dataset(&name)?.ok_or_else(|| {
+            bad(
+                path,
+                format!("no `{name}` dataset, which `meta_columns` names"),
+            )
+        })?;
+        check_rows(path, &ds, &name, rows)?;
+        values.push(strings(
+            path,
+            &name,
+            ds.ds.read_raw::<VarLenUnicode>(),
+            || ds.ds.read_raw::<VarLenAscii>(),
+        )?);
+    }
+    Metadata::new(path, columns, values)
 }
 
 /// The `label_names` attribute (required), through [`H5Input`]'s checks.

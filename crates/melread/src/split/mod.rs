@@ -106,6 +106,78 @@ impl Default for OpenOptions {
     }
 }
 
+/// Per-clip metadata: a manifest's columns beyond `path`, `label` and `split`, and the
+/// `group` a `--group-pattern` found (none in outputs built without).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Metadata {
+    columns: Vec<String>,
+    /// One list per column, one value per clip.
+    values: Vec<Vec<String>>,
+}
+
+impl Metadata {
+    /// Checks column names a file gives: each a valid column name, each once, at most
+    /// [`MAX_META_COLUMNS`](mel_core::format::MAX_META_COLUMNS).
+    pub(crate) fn check_columns(path: &Path, columns: &[String]) -> Result<()> {
+        use mel_core::format::{MAX_META_COLUMNS, check_column_name};
+        if columns.len() > MAX_META_COLUMNS {
+            return Err(crate::limits::bad(
+                path,
+                format!(
+                    "{} metadata columns, more than the {MAX_META_COLUMNS} melctl writes",
+                    columns.len()
+                ),
+            ));
+        }
+        for (i, c) in columns.iter().enumerate() {
+            check_column_name(c)
+                .map_err(|why| crate::limits::bad(path, format!("metadata column {why}")))?;
+            if columns[..i].contains(c) {
+                return Err(crate::limits::bad(
+                    path,
+                    format!("the metadata column {c:?} is named twice"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `columns` with their `values` (one list per column, checked to be as long as the
+    /// split), each value within melctl's bound.
+    pub(crate) fn new(path: &Path, columns: Vec<String>, values: Vec<Vec<String>>) -> Result<Self> {
+        Self::check_columns(path, &columns)?;
+        for (c, v) in columns.iter().zip(&values) {
+            if let Some((i, why)) = v
+                .iter()
+                .enumerate()
+                .find_map(|(i, x)| mel_core::format::check_meta_value(x).err().map(|w| (i, w)))
+            {
+                return Err(crate::limits::bad(
+                    path,
+                    format!("metadata {c:?} of clip {i}: {why}"),
+                ));
+            }
+        }
+        Ok(Metadata { columns, values })
+    }
+
+    /// The columns, in order.
+    pub fn columns(&self) -> &[String] {
+        &self.columns
+    }
+
+    /// Every clip's value in `column`, if the split has that column.
+    pub fn column(&self, column: &str) -> Option<&[String]> {
+        let i = self.columns.iter().position(|c| c == column)?;
+        Some(&self.values[i])
+    }
+
+    /// Clip `clip`'s values, one per column.
+    pub fn clip(&self, clip: usize) -> Vec<String> {
+        self.values.iter().map(|v| v[clip].clone()).collect()
+    }
+}
+
 /// Per-clip facts about each source file (optional in the format; absent in outputs
 /// written before they existed).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -130,6 +202,7 @@ pub struct Split {
     label_names: Vec<String>,
     labels: Vec<i64>,
     paths: Vec<String>,
+    meta: Metadata,
     config: Option<serde_json::Value>,
     version: Option<String>,
     build: Option<String>,
@@ -242,6 +315,21 @@ impl Split {
     /// Every clip's source path, relative to the dataset root.
     pub fn paths(&self) -> &[String] {
         &self.paths
+    }
+
+    /// Per-clip metadata (manifest columns, groups); empty for a split built without.
+    pub fn metadata(&self) -> &Metadata {
+        &self.meta
+    }
+
+    /// The metadata columns, in order.
+    pub fn meta_columns(&self) -> &[String] {
+        self.meta.columns()
+    }
+
+    /// Clip `i`'s metadata values, one per column.
+    pub fn clip_meta(&self, i: usize) -> Vec<String> {
+        self.meta.clip(i)
     }
 
     /// The resolved configuration the output was built with (JSON), if readable.

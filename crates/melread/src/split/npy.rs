@@ -167,6 +167,7 @@ pub(super) fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
     let (access, store) = contiguous(&mel_path, mel_file, h.data_offset, h.data_len, opts.read)?;
     let labels = read_i64_vector(&dir.join(mel_core::format::NPY_LABEL), rows)?;
     let paths = meta.paths(rows)?;
+    let metadata = meta.metadata(rows)?;
     let label_names = meta.strings(meta::LABEL_NAMES)?;
     check_labels(
         &dir.join(mel_core::format::NPY_LABEL),
@@ -191,6 +192,7 @@ pub(super) fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
         label_names,
         labels,
         paths,
+        meta: metadata,
         config: Some(json[meta::CONFIG].clone()).filter(|c| !c.is_null()),
         version: json[meta::MELCTL_VERSION].as_str().map(str::to_string),
         build: json[meta::BUILD_ID].as_str().map(str::to_string),
@@ -301,6 +303,31 @@ impl<'a> MetaJson<'a> {
             .as_array()
             .and_then(|a| a.iter().map(|v| v.as_str().map(str::to_string)).collect())
             .ok_or_else(|| bad(self.path, format!("{key} is not a list of strings")))
+    }
+
+    /// The metadata: `meta_columns` (none without it), each a list of `rows` strings in
+    /// the object `meta`.
+    fn metadata(&self, rows: usize) -> Result<super::Metadata> {
+        if self.json[meta::META_COLUMNS].is_null() {
+            return Ok(super::Metadata::default());
+        }
+        let columns = self.strings(meta::META_COLUMNS)?;
+        super::Metadata::check_columns(self.path, &columns)?;
+        let mut values = Vec::with_capacity(columns.len());
+        for c in &columns {
+            let v: Vec<String> = self.json[meta::META][c.as_str()]
+                .as_array()
+                .and_then(|a| a.iter().map(|v| v.as_str().map(str::to_string)).collect())
+                .ok_or_else(|| bad(self.path, format!("meta.{c} is not a list of strings")))?;
+            if v.len() != rows {
+                return Err(bad(
+                    self.path,
+                    format!("meta.{c} holds {} values for {rows} rows of mel", v.len()),
+                ));
+            }
+            values.push(v);
+        }
+        super::Metadata::new(self.path, columns, values)
     }
 
     /// The list of `len` numbers at `key`, if present.

@@ -67,6 +67,7 @@ pub fn build_with_ids(
     let mut seed = 0u64;
     for &(split, clips) in splits {
         let spec = SinkSpec {
+            meta_columns: vec![],
             split: split.to_string(),
             rows: clips,
             plan: plan.clone(),
@@ -108,6 +109,7 @@ pub fn build_with_ids(
                 let class = k % CLASSES.len();
                 samples.extend(synth(class, n, plan.sample_rate() as f64, seed));
                 metas.push(ClipMeta {
+                    meta: Default::default(),
                     index: k,
                     label: id(class) as i64,
                     path: format!("{split}/{}/{split}_{k:06}.wav", CLASSES[class]),
