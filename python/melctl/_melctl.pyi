@@ -116,8 +116,11 @@ class Loader:
     (as torch's ``DistributedSampler``: without ``drop_last`` the last positions wrap to
     the epoch's first items, fewer than ``world`` seen twice; with it the rest is left out).
     ``normalize``: True (the stored statistics) or ``(mean, std)``. ``threads``: worker
-    threads (default: all cores). ``None`` is each option's default: uniform shuffle, no
-    normalisation, float32.
+    threads (default: all cores). ``crop_frames=N``: each item is N consecutive frames of
+    its own (every other axis kept) from an offset drawn anew each epoch from ``(seed,
+    epoch, item)``, in the Rust threads: the same batches whatever ``threads``, and again
+    after ``load_state_dict``; N is 1 to the split's frames. ``None`` is each option's
+    default: uniform shuffle, no normalisation, float32, no crop.
 
     Iteration continues from the loader's position: a whole epoch from its first batch,
     and once its last batch is handed out, the next epoch (another order). ``state_dict``
@@ -140,6 +143,7 @@ class Loader:
         prefetch: int = 2,
         with_index: bool = False,
         split: str | None = None,
+        crop_frames: int | None = None,
     ) -> Self: ...
     def __len__(self) -> int:
         """Batches per epoch for this shard."""

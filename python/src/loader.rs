@@ -70,7 +70,7 @@ impl PyLoader {
     #[pyo3(signature = (
         path, batch_size, unit="segment", shuffle=None, seed=0, epoch=0, drop_last=false,
         shard=None, normalize=None, dtype=None, threads=None, prefetch=2, with_index=false,
-        split=None,
+        split=None, crop_frames=None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -89,6 +89,7 @@ impl PyLoader {
         prefetch: usize,
         with_index: bool,
         split: Option<&str>,
+        crop_frames: Option<usize>,
     ) -> PyResult<Self> {
         let py_split = split_arg(py, path, split)?;
         let split = py_split.get().split(py)?;
@@ -118,6 +119,7 @@ impl PyLoader {
             world,
             output,
             normalize,
+            crop_frames,
         };
         let loader = Loader::new(split, opts).map_err(to_py)?;
         Ok(PyLoader {
@@ -239,7 +241,10 @@ impl PyLoader {
         };
         for (key, ours) in self.fingerprint() {
             let ours = ours.text();
-            let theirs: String = get(key)?.str()?.extract()?;
+            let theirs: String = match (key, state.get_item(key)?) {
+                ("crop_frames", None) => "0".into(),
+                _ => get(key)?.str()?.extract()?,
+            };
             if theirs != ours {
                 return Err(PyValueError::new_err(format!(
                     "state_dict is for {key} = {theirs}; this loader has {key} = {ours}"
@@ -297,6 +302,11 @@ impl PyLoader {
             ("rank", Setting::Int(o.rank as u64)),
             ("world", Setting::Int(o.world as u64)),
             ("drop_last", Setting::Bool(o.drop_last)),
+            // 0: no crop (and what a state saved before crops existed means).
+            (
+                "crop_frames",
+                Setting::Int(o.crop_frames.unwrap_or(0) as u64),
+            ),
             ("items", Setting::Int(self.loader.items_per_epoch() as u64)),
             // The build the split comes from: a state saved before the split was built
             // again (as many clips, other ones or in another order) is refused.

@@ -310,3 +310,56 @@ def test_the_last_epoch_number_iterates_without_overflow(h5):
     assert loader.epoch == 2**64 - 1
     loader.set_epoch(2**64 - 1)
     assert len(list(loader)) == len(loader) and loader.state_dict()["epoch"] == 2**64 - 1
+
+
+def test_random_crops_are_windows_that_replay_on_resume_and_with_any_threads(h5):
+    """crop_frames (issue 37): each item a window of its own, drawn in the Rust threads
+    from (seed, epoch, item); the same with 1 or 4 threads, after load_state_dict, and new
+    each epoch."""
+    split = melctl.open(h5)
+    n_mels, frames = split.segment_shape
+    crop = frames - 2
+    settings = dict(batch_size=16, seed=5, with_index=True, crop_frames=crop, unit="clip")
+    one = melctl.Loader(h5, threads=1, **settings)
+    assert one.item_shape == (*split.clip_shape[:-1], crop)
+    first = epoch_batches(one)
+    for p, q in zip(first, epoch_batches(melctl.Loader(h5, threads=4, **settings))):
+        for a, b in zip(p, q):
+            np.testing.assert_array_equal(a, b)
+    # Each item is a window of its clip: find its offset among those that fit.
+    offsets = []
+    for x, _, clips in first:
+        for item, clip in zip(x, clips):
+            whole = split[int(clip)]
+            fits = [o for o in range(frames - crop + 1)
+                    if np.array_equal(whole[..., o:o + crop], item)]
+            assert fits, f"clip {clip}: not a window of its clip"
+            offsets.append(fits[0])
+    assert len(set(offsets)) > 1, offsets
+    second = epoch_batches(one)
+    assert any(not np.array_equal(p[0], q[0]) for p, q in zip(first, second)), "new epoch, new crops"
+    # A state saved mid-epoch resumes the same crops.
+    stopped = melctl.Loader(h5, **settings)
+    it = iter(stopped)
+    next(it)
+    state = stopped.state_dict()
+    assert state["crop_frames"] == crop
+    resumed = melctl.Loader(h5, **settings)
+    resumed.load_state_dict(state)
+    for p, q in zip(epoch_batches(resumed), first[1:]):
+        np.testing.assert_array_equal(p[0], q[0])
+    # Another crop is another order; a state from before crops means none.
+    with pytest.raises(ValueError, match="crop_frames"):
+        melctl.Loader(h5, **{**settings, "crop_frames": crop - 1}).load_state_dict(state)
+    plain = melctl.Loader(h5, 16, seed=5).state_dict()
+    del plain["crop_frames"]
+    melctl.Loader(h5, 16, seed=5).load_state_dict(plain)
+    with pytest.raises(ValueError, match="crop_frames"):
+        melctl.Loader(h5, 16, seed=5, crop_frames=3).load_state_dict(plain)
+
+
+@pytest.mark.parametrize("crop", [0, 10_000])
+def test_a_crop_that_does_not_fit_is_one_line(h5, crop):
+    with pytest.raises(melctl.ConfigError, match=r"crop_frames: .* a crop is 1 to \d+ frames") as e:
+        melctl.Loader(h5, 16, crop_frames=crop)
+    assert "\n" not in str(e.value)

@@ -16,7 +16,7 @@ use mel_core::{Dtype, Error, Result};
 use ndarray::{ArrayD, ArrayViewD};
 
 use crate::convert::{Affine, OutSlice};
-use crate::order::{Items, ShardOrder, Shuffle, Unit};
+use crate::order::{Items, ShardOrder, Shuffle, Unit, mix64};
 use crate::split::Split;
 use mel_core::stats::MelStats;
 
@@ -60,6 +60,11 @@ pub struct LoaderOptions {
     pub output: Output,
     /// Per-mel-bin normalisation `(x - mean) / std` (f32 output only).
     pub normalize: Option<MelStats>,
+    /// A random crop: each item yields `N` consecutive frames of its own, from an offset
+    /// drawn anew each epoch from `(seed, epoch, item)` (so the same whatever the number
+    /// of workers, and again on a resume); every axis but the last is kept. `None`: the
+    /// whole item.
+    pub crop_frames: Option<usize>,
 }
 
 impl Default for LoaderOptions {
@@ -76,6 +81,7 @@ impl Default for LoaderOptions {
             world: 1,
             output: Output::F32,
             normalize: None,
+            crop_frames: None,
         }
     }
 }
@@ -87,12 +93,38 @@ pub struct Loader {
     opts: LoaderOptions,
     norm: Option<Arc<Affine>>,
     items: Items,
+    /// Values of one item as a batch holds it (after the crop).
     item_values: usize,
+    /// Values of one item as the split stores it (before the crop).
+    read_values: usize,
     item_shape: Vec<usize>,
 }
 
 /// The largest batch buffer the loader allocates: 4 GiB.
 pub const MAX_BATCH_BYTES: u64 = 4 << 30;
+
+/// Keeps the crops' draws apart from the shuffle's, which hash the same seed.
+const CROP_STREAM: u64 = 0x6372_6f70_2d66_726d;
+
+/// An item's values and shape after a crop of `crop` frames, checked against the split.
+fn cropped(
+    split: &Split,
+    crop: usize,
+    values: usize,
+    mut shape: Vec<usize>,
+) -> Result<(usize, Vec<usize>)> {
+    let frames = split.frames();
+    if crop == 0 || crop > frames {
+        return Err(Error::config(
+            "crop_frames",
+            format!(
+                "{crop} frames: a crop is 1 to {frames} frames (the split's items are {frames} frames long)"
+            ),
+        ));
+    }
+    *shape.last_mut().expect("an item has a frame axis") = crop;
+    Ok((values / frames * crop, shape))
+}
 
 impl Loader {
     /// A loader over `split` with `opts`, checked: batch size, workers, prefetch and
@@ -160,6 +192,11 @@ impl Loader {
             ),
             Unit::Clip => (1, split.values_per_clip(), split.clip_shape().to_vec()),
         };
+        let read_values = item_values;
+        let (item_values, item_shape) = match opts.crop_frames {
+            None => (item_values, item_shape),
+            Some(crop) => cropped(&split, crop, item_values, item_shape)?,
+        };
         let loader = Loader {
             items: Items {
                 clips: split.clips() as u64,
@@ -169,6 +206,7 @@ impl Loader {
             opts,
             norm,
             item_values,
+            read_values,
             item_shape,
         };
         let bytes = (loader.opts.batch_size as u64).checked_mul(loader.item_bytes() as u64);
@@ -183,6 +221,19 @@ impl Loader {
             ));
         }
         Ok(loader)
+    }
+
+    /// The first frame of item `id`'s crop in `epoch` (0 without a crop): a hash of the
+    /// seed, the epoch and the item, uniform over the offsets that fit.
+    pub fn crop_offset(&self, epoch: u64, item: ItemId) -> usize {
+        let Some(crop) = self.opts.crop_frames else {
+            return 0;
+        };
+        let room = (self.split.frames() - crop + 1) as u64;
+        let id = item.clip as u64 * self.items.per_clip + item.segment as u64;
+        let h = mix64(self.opts.seed ^ mix64(epoch ^ mix64(id ^ CROP_STREAM)));
+        // Lemire's multiply-shift: uniform enough for any room below 2^32.
+        ((h as u128 * room as u128) >> 64) as usize
     }
 
     /// The split read.
@@ -430,6 +481,8 @@ pub struct Batch {
     values: Option<Buffer>,
     labels: Vec<i64>,
     ids: Vec<ItemId>,
+    /// Each item's first frame (all 0 without a crop).
+    offsets: Vec<usize>,
     pool: Arc<Pool>,
     /// Whether the caller got it (else it is still the loader's, e.g. left unread).
     handed_out: bool,
@@ -498,6 +551,11 @@ impl Batch {
     /// Each item's clip and segment.
     pub fn ids(&self) -> &[ItemId] {
         &self.ids
+    }
+
+    /// Each item's first frame in its clip (its crop's offset; 0 without a crop).
+    pub fn offsets(&self) -> &[usize] {
+        &self.offsets
     }
 
     /// The values in their element type (f32, or f16/bf16 as stored).
@@ -783,6 +841,12 @@ fn worker(shared: &Shared) {
             Buffer::F32(vec![0.0; values])
         }
     };
+    // One item as stored, where a crop reads it whole first.
+    let mut scratch = if half {
+        Buffer::Half(Vec::new())
+    } else {
+        Buffer::F32(Vec::new())
+    };
     let finish = || {
         let mut d = shared.done.lock().expect("loader lock");
         d.workers_left -= 1;
@@ -811,7 +875,15 @@ fn worker(shared: &Shared) {
             o.0.take(loader.opts.batch_size as u64, &mut ids);
             index
         };
-        let result = fill(loader, &mut reader, &ids, &mut buffer).map(|(labels, item_ids)| {
+        let filled = fill(
+            loader,
+            &mut reader,
+            shared.epoch,
+            &ids,
+            &mut buffer,
+            &mut scratch,
+        );
+        let result = filled.map(|(labels, item_ids, offsets)| {
             let mut shape = vec![ids.len()];
             shape.extend(&loader.item_shape);
             Batch {
@@ -822,6 +894,7 @@ fn worker(shared: &Shared) {
                 values: Some(buffer),
                 labels,
                 ids: item_ids,
+                offsets,
                 pool: Arc::clone(&shared.pool),
                 handed_out: false,
             }
@@ -839,23 +912,54 @@ fn worker(shared: &Shared) {
     finish();
 }
 
-/// Reads the items `ids` into `buffer` (trimmed to their number of values).
+/// Reads the items `ids` of `epoch` into `buffer` (trimmed to their number of values),
+/// each cropped to its window where the loader crops (read whole into `scratch` first).
 fn fill(
     loader: &Loader,
     reader: &mut crate::Reader<'_>,
+    epoch: u64,
     ids: &[u64],
     buffer: &mut Buffer,
-) -> Result<(Vec<i64>, Vec<ItemId>)> {
-    let n = loader.item_values;
+    scratch: &mut Buffer,
+) -> Result<(Vec<i64>, Vec<ItemId>, Vec<usize>)> {
+    let (n, whole) = (loader.item_values, loader.read_values);
     let split = reader.split();
     let labels_all = split.labels();
     let norm = loader.norm.as_deref();
     let mut labels = Vec::with_capacity(ids.len());
     let mut item_ids = Vec::with_capacity(ids.len());
+    let mut offsets = Vec::with_capacity(ids.len());
     let total = ids.len() * n;
     match buffer {
         Buffer::F32(v) => v.resize(total, 0.0),
         Buffer::Half(v) => v.resize(total, 0),
+    }
+    if let Some(crop) = loader.opts.crop_frames {
+        match scratch {
+            Buffer::F32(v) => v.resize(whole, 0.0),
+            Buffer::Half(v) => v.resize(whole, 0),
+        }
+        let frames = split.frames();
+        for (j, &id) in ids.iter().enumerate() {
+            let item = loader.item_id(id);
+            let segment = (loader.opts.unit == Unit::Segment).then_some(item.segment);
+            let at = loader.crop_offset(epoch, item);
+            match (&mut *buffer, &mut *scratch) {
+                (Buffer::F32(out), Buffer::F32(s)) => {
+                    reader.read_into(item.clip, segment, OutSlice::F32(s), norm)?;
+                    crop_rows(s, &mut out[j * n..(j + 1) * n], frames, crop, at);
+                }
+                (Buffer::Half(out), Buffer::Half(s)) => {
+                    reader.read_into(item.clip, segment, OutSlice::Half(s), norm)?;
+                    crop_rows(s, &mut out[j * n..(j + 1) * n], frames, crop, at);
+                }
+                _ => unreachable!("a worker's scratch has its batches' element type"),
+            }
+            labels.push(labels_all[item.clip]);
+            item_ids.push(item);
+            offsets.push(at);
+        }
+        return Ok((labels, item_ids, offsets));
     }
     for (j, &id) in ids.iter().enumerate() {
         let item = loader.item_id(id);
@@ -867,6 +971,14 @@ fn fill(
         reader.read_into(item.clip, segment, out, norm)?;
         labels.push(labels_all[item.clip]);
         item_ids.push(item);
+        offsets.push(0);
     }
-    Ok((labels, item_ids))
+    Ok((labels, item_ids, offsets))
+}
+
+/// Copies frames `at..at + crop` of every row (`frames` values each) of `item` into `out`.
+fn crop_rows<T: Copy>(item: &[T], out: &mut [T], frames: usize, crop: usize, at: usize) {
+    for (row, dst) in item.chunks_exact(frames).zip(out.chunks_exact_mut(crop)) {
+        dst.copy_from_slice(&row[at..at + crop]);
+    }
 }

@@ -456,3 +456,112 @@ fn polling_with_a_timeout_hands_out_the_same_batches_as_waiting() {
         melread::Waited::Ready(None)
     ));
 }
+
+/// Random crops (issue 37): each item a window of `crop_frames` at an offset drawn from
+/// (seed, epoch, item), the same whatever the workers and on a resume, new each epoch.
+#[test]
+fn crops_are_windows_drawn_per_epoch_and_item_the_same_with_any_workers_and_on_resume() {
+    let t = tempfile::tempdir().unwrap();
+    let s = split(t.path(), Dtype::F16, 6);
+    let make = |workers: usize, crop: usize, unit: Unit, output: Output| {
+        Loader::new(
+            s.clone(),
+            LoaderOptions {
+                crop_frames: Some(crop),
+                workers,
+                unit,
+                output,
+                ..opts(Shuffle::Uniform, 64)
+            },
+        )
+        .unwrap()
+    };
+    let read = |l: &Loader, epoch: u64, from: usize| -> Vec<(Vec<ItemId>, Vec<usize>, Vec<f32>)> {
+        l.resume(epoch, from)
+            .map(|b| {
+                let b = b.unwrap();
+                (
+                    b.ids().to_vec(),
+                    b.offsets().to_vec(),
+                    b.to_f32().into_raw_vec_and_offset().0,
+                )
+            })
+            .collect()
+    };
+    let one = make(1, 3, Unit::Segment, Output::F32);
+    assert_eq!(one.item_shape(), &[32, 3]);
+    let a = read(&one, 0, 0);
+    assert_eq!(
+        a,
+        read(&make(4, 3, Unit::Segment, Output::F32), 0, 0),
+        "workers change nothing"
+    );
+    assert_eq!(read(&one, 0, 3), a[3..], "a resume reads the same crops");
+    let mut seen = HashSet::new();
+    for (ids, offsets, values) in &a {
+        for (k, (id, &at)) in ids.iter().zip(offsets).enumerate() {
+            seen.insert(at);
+            let whole = s.segment(id.clip, id.segment).unwrap();
+            let want = whole.slice(ndarray::s![.., at..at + 3]);
+            let got =
+                ndarray::ArrayView2::from_shape((32, 3), &values[k * 96..(k + 1) * 96]).unwrap();
+            assert_eq!(got, want, "{id:?} at {at}");
+        }
+    }
+    assert_eq!(
+        seen,
+        HashSet::from([0, 1, 2]),
+        "every offset that fits is drawn"
+    );
+    let offsets_of =
+        |r: &[(Vec<ItemId>, Vec<usize>, Vec<f32>)]| -> std::collections::BTreeMap<ItemId, usize> {
+            r.iter()
+                .flat_map(|(ids, o, _)| ids.iter().copied().zip(o.iter().copied()))
+                .collect()
+        };
+    let (e0, e1) = (offsets_of(&a), offsets_of(&read(&one, 1, 0)));
+    let moved = e0.iter().filter(|(id, at)| e1[id] != **at).count();
+    assert!(
+        moved > e0.len() / 2,
+        "a new epoch draws new crops: {moved} of {}",
+        e0.len()
+    );
+    // Whole clips and f16 as stored: every axis kept but the frames.
+    let clips = make(2, 2, Unit::Clip, Output::Stored);
+    let b = clips.epoch(0).next().unwrap().unwrap();
+    assert_eq!(&b.shape()[1..], &[79, 3, 32, 2]);
+    let (id, at) = (b.ids()[0], b.offsets()[0]);
+    let whole = s.clip(id.clip).unwrap();
+    let got = b.to_f32();
+    assert_eq!(
+        got.index_axis(ndarray::Axis(0), 0),
+        whole.slice(ndarray::s![.., .., .., at..at + 2]).into_dyn()
+    );
+    // A crop of every frame is the item itself; one longer, or of none, is refused.
+    let full = read(&make(2, 5, Unit::Segment, Output::F32), 0, 0);
+    assert!(full.iter().all(|(_, o, _)| o.iter().all(|&x| x == 0)));
+    let plain = Loader::new(s.clone(), opts(Shuffle::Uniform, 64)).unwrap();
+    let plain: Vec<Vec<f32>> = plain
+        .epoch(0)
+        .map(|b| b.unwrap().to_f32().into_raw_vec_and_offset().0)
+        .collect();
+    assert_eq!(
+        full.into_iter().map(|(_, _, v)| v).collect::<Vec<_>>(),
+        plain
+    );
+    for crop in [0, 6] {
+        let e = Loader::new(
+            s.clone(),
+            LoaderOptions {
+                crop_frames: Some(crop),
+                ..opts(Shuffle::Uniform, 64)
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("crop_frames") && e.contains("a crop is 1 to 5 frames"),
+            "{e}"
+        );
+    }
+}
