@@ -10,7 +10,11 @@ melctl warm, h5py warm, then melctl cold and h5py cold (the file evicted from th
 cache with posix_fadvise(DONTNEED) after every map of it is dropped; `fincore` reports
 the residency).
 
-    python3 python/benches/loader_vs_h5py.py SPLIT.h5 [--rounds 2] [--workers 4]
+    python3 python/benches/loader_vs_h5py.py SPLIT.h5 [--rounds 2] [--workers 4] [--crop N]
+
+`--crop N`: random crops of N frames; melctl's `crop_frames=N` (in its threads) against the
+peer reading each segment's window with an h5py hyperslab at a random offset, as a
+`Dataset.__getitem__` with a random crop does.
 
 Prints a JSON line per run and a Markdown table of segments/s and ratios.
 """
@@ -51,22 +55,26 @@ def warm(path):
             pass
 
 
-def run_melctl(path, batch, threads, epoch):
+def run_melctl(path, batch, threads, epoch, crop=None, epochs=1):
     gc.collect()
     t = time.perf_counter()
-    loader = melctl.Loader(path, batch, shuffle=True, seed=0, epoch=epoch, threads=threads, prefetch=4)
+    loader = melctl.Loader(path, batch, shuffle=True, seed=0, epoch=epoch, threads=threads, prefetch=4,
+                           crop_frames=crop)
     n = 0
-    for x, y in loader:
-        n += len(y)
+    for _ in range(epochs):
+        for x, y in loader:
+            n += len(y)
     seconds = time.perf_counter() - t
     del loader, x, y
     gc.collect()
     return {"reader": "melctl", "segments": n, "seconds": seconds, "segments_per_s": n / seconds}
 
 
-def run_h5py(path, ids_file, batch, workers):
+def run_h5py(path, ids_file, batch, workers, crop=None):
+    crop_args = ["--crop", str(crop)] if crop else []
     out = subprocess.run(
-        [sys.executable, str(PEER), str(path), ids_file, "--batch", str(batch), "--workers", str(workers)],
+        [sys.executable, str(PEER), str(path), ids_file, "--batch", str(batch), "--workers", str(workers),
+         *crop_args],
         check=True, capture_output=True, text=True,
     )
     r = json.loads(out.stdout.strip().splitlines()[-1])
@@ -81,6 +89,9 @@ def main():
     ap.add_argument("--workers", type=int, default=4, help="h5py worker processes")
     ap.add_argument("--threads", type=int, default=None, help="melctl loader threads (default: all cores)")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--crop", type=int, default=None, help="random crops of this many frames")
+    ap.add_argument("--epochs", type=int, default=1,
+                    help="epochs per run, one Loader (one worker pool for the peer): the steady rate")
     a = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -89,7 +100,8 @@ def main():
             split = melctl.open(a.split)
             per = int(np.prod(split.clip_shape[:-2]))
             plan = melctl.Loader(split, a.batch, shuffle=True, seed=0, epoch=r).plan(r)
-            np.save(ids_file, plan[:, 0] * per + plan[:, 1])
+            # The peer reads the same epoch `epochs` times (its crops differ each time anyway).
+            np.save(ids_file, np.tile(plan[:, 0] * per + plan[:, 1], a.epochs))
             # No map of the file may outlive this: a mapped page cannot be evicted.
             del split, plan
             gc.collect()
@@ -102,9 +114,9 @@ def main():
                         gc.collect()
                         residency = evict(a.split)
                     if reader == "melctl":
-                        res = run_melctl(a.split, a.batch, a.threads, r)
+                        res = run_melctl(a.split, a.batch, a.threads, r, a.crop, a.epochs)
                     else:
-                        res = run_h5py(a.split, ids_file, a.batch, a.workers)
+                        res = run_h5py(a.split, ids_file, a.batch, a.workers, a.crop)
                     res.update(round=r, state=state, resident_bytes_before=residency)
                     print(json.dumps(res), flush=True)
                     rows.append(res)

@@ -118,7 +118,7 @@ pub(crate) fn convert(
 
 /// Applies `norm` (if any) to `out`; whether the normalised values are still finite (a
 /// value far from the mean over a tiny std could overflow f32).
-fn normalised(out: &mut [f32], norm: Option<&Affine>) -> bool {
+pub(crate) fn normalised(out: &mut [f32], norm: Option<&Affine>) -> bool {
     match norm {
         Some(n) => {
             n.apply(out);

@@ -95,8 +95,6 @@ pub struct Loader {
     items: Items,
     /// Values of one item as a batch holds it (after the crop).
     item_values: usize,
-    /// Values of one item as the split stores it (before the crop).
-    read_values: usize,
     item_shape: Vec<usize>,
 }
 
@@ -182,7 +180,11 @@ impl Loader {
             Some(s) if let Some(why) = s.unusable() => {
                 return Err(Error::config("normalize", why));
             }
-            Some(s) => Some(Arc::new(Affine::from_stats(s, split.frames()))),
+            // Applied to what a batch holds: windows of `crop_frames` where it crops.
+            Some(s) => Some(Arc::new(Affine::from_stats(
+                s,
+                opts.crop_frames.unwrap_or(split.frames()),
+            ))),
         };
         let (per_clip, item_values, item_shape) = match opts.unit {
             Unit::Segment => (
@@ -192,7 +194,6 @@ impl Loader {
             ),
             Unit::Clip => (1, split.values_per_clip(), split.clip_shape().to_vec()),
         };
-        let read_values = item_values;
         let (item_values, item_shape) = match opts.crop_frames {
             None => (item_values, item_shape),
             Some(crop) => cropped(&split, crop, item_values, item_shape)?,
@@ -206,7 +207,6 @@ impl Loader {
             opts,
             norm,
             item_values,
-            read_values,
             item_shape,
         };
         let bytes = (loader.opts.batch_size as u64).checked_mul(loader.item_bytes() as u64);
@@ -841,12 +841,6 @@ fn worker(shared: &Shared) {
             Buffer::F32(vec![0.0; values])
         }
     };
-    // One item as stored, where a crop reads it whole first.
-    let mut scratch = if half {
-        Buffer::Half(Vec::new())
-    } else {
-        Buffer::F32(Vec::new())
-    };
     let finish = || {
         let mut d = shared.done.lock().expect("loader lock");
         d.workers_left -= 1;
@@ -875,14 +869,7 @@ fn worker(shared: &Shared) {
             o.0.take(loader.opts.batch_size as u64, &mut ids);
             index
         };
-        let filled = fill(
-            loader,
-            &mut reader,
-            shared.epoch,
-            &ids,
-            &mut buffer,
-            &mut scratch,
-        );
+        let filled = fill(loader, &mut reader, shared.epoch, &ids, &mut buffer);
         let result = filled.map(|(labels, item_ids, offsets)| {
             let mut shape = vec![ids.len()];
             shape.extend(&loader.item_shape);
@@ -913,16 +900,15 @@ fn worker(shared: &Shared) {
 }
 
 /// Reads the items `ids` of `epoch` into `buffer` (trimmed to their number of values),
-/// each cropped to its window where the loader crops (read whole into `scratch` first).
+/// each cropped to its window where the loader crops.
 fn fill(
     loader: &Loader,
     reader: &mut crate::Reader<'_>,
     epoch: u64,
     ids: &[u64],
     buffer: &mut Buffer,
-    scratch: &mut Buffer,
 ) -> Result<(Vec<i64>, Vec<ItemId>, Vec<usize>)> {
-    let (n, whole) = (loader.item_values, loader.read_values);
+    let n = loader.item_values;
     let split = reader.split();
     let labels_all = split.labels();
     let norm = loader.norm.as_deref();
@@ -934,33 +920,6 @@ fn fill(
         Buffer::F32(v) => v.resize(total, 0.0),
         Buffer::Half(v) => v.resize(total, 0),
     }
-    if let Some(crop) = loader.opts.crop_frames {
-        match scratch {
-            Buffer::F32(v) => v.resize(whole, 0.0),
-            Buffer::Half(v) => v.resize(whole, 0),
-        }
-        let frames = split.frames();
-        for (j, &id) in ids.iter().enumerate() {
-            let item = loader.item_id(id);
-            let segment = (loader.opts.unit == Unit::Segment).then_some(item.segment);
-            let at = loader.crop_offset(epoch, item);
-            match (&mut *buffer, &mut *scratch) {
-                (Buffer::F32(out), Buffer::F32(s)) => {
-                    reader.read_into(item.clip, segment, OutSlice::F32(s), norm)?;
-                    crop_rows(s, &mut out[j * n..(j + 1) * n], frames, crop, at);
-                }
-                (Buffer::Half(out), Buffer::Half(s)) => {
-                    reader.read_into(item.clip, segment, OutSlice::Half(s), norm)?;
-                    crop_rows(s, &mut out[j * n..(j + 1) * n], frames, crop, at);
-                }
-                _ => unreachable!("a worker's scratch has its batches' element type"),
-            }
-            labels.push(labels_all[item.clip]);
-            item_ids.push(item);
-            offsets.push(at);
-        }
-        return Ok((labels, item_ids, offsets));
-    }
     for (j, &id) in ids.iter().enumerate() {
         let item = loader.item_id(id);
         let segment = (loader.opts.unit == Unit::Segment).then_some(item.segment);
@@ -968,17 +927,15 @@ fn fill(
             Buffer::F32(v) => OutSlice::F32(&mut v[j * n..(j + 1) * n]),
             Buffer::Half(v) => OutSlice::Half(&mut v[j * n..(j + 1) * n]),
         };
-        reader.read_into(item.clip, segment, out, norm)?;
+        let at = loader.crop_offset(epoch, item);
+        match loader.opts.crop_frames {
+            // Only the window is read and converted.
+            Some(crop) => reader.read_window_into(item.clip, segment, (at, crop), out, norm)?,
+            None => reader.read_into(item.clip, segment, out, norm)?,
+        }
         labels.push(labels_all[item.clip]);
         item_ids.push(item);
-        offsets.push(0);
+        offsets.push(at);
     }
     Ok((labels, item_ids, offsets))
-}
-
-/// Copies frames `at..at + crop` of every row (`frames` values each) of `item` into `out`.
-fn crop_rows<T: Copy>(item: &[T], out: &mut [T], frames: usize, crop: usize, at: usize) {
-    for (row, dst) in item.chunks_exact(frames).zip(out.chunks_exact_mut(crop)) {
-        dst.copy_from_slice(&row[at..at + crop]);
-    }
 }

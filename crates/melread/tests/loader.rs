@@ -537,6 +537,31 @@ fn crops_are_windows_drawn_per_epoch_and_item_the_same_with_any_workers_and_on_r
         got.index_axis(ndarray::Axis(0), 0),
         whole.slice(ndarray::s![.., .., .., at..at + 2]).into_dyn()
     );
+    // Normalised windows: each row of the window by its mel bin's statistics.
+    let stats = s.stats(2).unwrap();
+    let (shift, scale) = stats.affine();
+    let normed = Loader::new(
+        s.clone(),
+        LoaderOptions {
+            crop_frames: Some(2),
+            normalize: Some(stats.clone()),
+            ..opts(Shuffle::Uniform, 64)
+        },
+    )
+    .unwrap();
+    let b = normed.epoch(2).next().unwrap().unwrap();
+    let view = b.view().unwrap();
+    for (k, (id, &at)) in b.ids().iter().zip(b.offsets()).enumerate().step_by(7) {
+        let mut want = s
+            .segment(id.clip, id.segment)
+            .unwrap()
+            .slice(ndarray::s![.., at..at + 2])
+            .to_owned();
+        for m in 0..32 {
+            want.row_mut(m).mapv_inplace(|v| (v - shift[m]) * scale[m]);
+        }
+        assert_eq!(view.index_axis(ndarray::Axis(0), k), want.into_dyn());
+    }
     // A crop of every frame is the item itself; one longer, or of none, is refused.
     let full = read(&make(2, 5, Unit::Segment, Output::F32), 0, 0);
     assert!(full.iter().all(|(_, o, _)| o.iter().all(|&x| x == 0)));

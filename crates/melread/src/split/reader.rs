@@ -119,6 +119,68 @@ impl<'a> Reader<'a> {
             .map(|bytes| convert::convert(bytes, dtype, out, norm, &mut halves));
         self.halves = halves;
         let finite = r?;
+        self.judge(clip, segment, finite, norm.is_some())
+    }
+
+    /// Reads frames `at..at + crop` of every row of an item into `out` (rows of `crop`
+    /// values), converted and normalised as [`read_into`](Self::read_into) does; `norm`
+    /// is for spectrograms of `crop` frames. Only the window is converted.
+    pub(crate) fn read_window_into(
+        &mut self,
+        clip: usize,
+        segment: Option<usize>,
+        (at, crop): (usize, usize),
+        out: OutSlice<'_>,
+        norm: Option<&Affine>,
+    ) -> Result<()> {
+        let dtype = self.split.dtype;
+        let (size, frames) = (dtype.size(), self.split.frames());
+        let (_, len) = self.split.item_range(clip, segment)?;
+        let rows = len / size / frames.max(1);
+        if out.len() != rows * crop || crop == 0 || at + crop > frames {
+            return Err(Error::Shape(format!(
+                "an output of {} values for a window of frames {at}..{} of an item of {rows} rows of {frames}",
+                out.len(),
+                at + crop
+            )));
+        }
+        let mut halves = std::mem::take(&mut self.halves);
+        let r = self.item_bytes(clip, segment).map(|bytes| {
+            let row = |r: usize| &bytes[(r * frames + at) * size..(r * frames + at + crop) * size];
+            match out {
+                OutSlice::F32(out) => {
+                    let mut finite = true;
+                    for (r, dst) in out.chunks_exact_mut(crop).enumerate() {
+                        finite &=
+                            convert::convert(row(r), dtype, OutSlice::F32(dst), None, &mut halves);
+                    }
+                    convert::normalised(out, norm) && finite
+                }
+                OutSlice::Half(out) => {
+                    out.chunks_exact_mut(crop)
+                        .enumerate()
+                        .fold(true, |ok, (r, dst)| {
+                            convert::convert(row(r), dtype, OutSlice::Half(dst), None, &mut halves)
+                                && ok
+                        })
+                }
+            }
+        });
+        self.halves = halves;
+        let finite = r?;
+        self.judge(clip, segment, finite, norm.is_some())
+    }
+
+    /// The verdict on an item read: the file unchanged since it was opened, and every
+    /// value finite (else: normalising overflowed, or the file holds what melctl never
+    /// stores).
+    fn judge(
+        &mut self,
+        clip: usize,
+        segment: Option<usize>,
+        finite: bool,
+        normalised: bool,
+    ) -> Result<()> {
         self.check_unchanged()?;
         let item = format!(
             "clip {clip}{}",
@@ -127,7 +189,7 @@ impl<'a> Reader<'a> {
         match finite {
             true => Ok(()),
             // Finite as stored, not once normalised: the statistics given, not the file.
-            false if norm.is_some() && self.stored_finite(clip, segment)? => Err(Error::config(
+            false if normalised && self.stored_finite(clip, segment)? => Err(Error::config(
                 "normalize",
                 format!(
                     "{item} of {}: normalising it by the statistics given gives a value that is not finite in float32 (a standard deviation too small for its values?)",
