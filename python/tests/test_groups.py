@@ -102,6 +102,19 @@ def test_shards_and_their_merge_keep_the_metadata(demo_data, tmp_path):
         merged = melctl.open(tmp_path / "sharded", split)
         assert merged.paths == whole.paths
         assert merged.metadata == whole.metadata and merged.meta_columns == ["speaker", "take"]
+    # Metadata edited after the shards were built: a shard's rerun builds it again (it
+    # kept the old values, attack round), and shards of the two manifests do not merge.
+    rows = manifest.read_text().splitlines()
+    rows[1] = rows[1].rsplit(",", 1)[0] + ",zero"
+    manifest.write_text("\n".join(rows) + "\n")
+    melctl.build(manifest, tmp_path / "sharded", shard=(0, 3), **opts)
+    with pytest.raises(melctl.DatasetError, match="shard"):
+        melctl.merge(tmp_path / "sharded")
+    for k in (1, 2):
+        melctl.build(manifest, tmp_path / "sharded", shard=(k, 3), **opts)
+    melctl.merge(tmp_path / "sharded")
+    takes = [t for s in ("training", "testing") for t in melctl.open(tmp_path / "sharded", s).metadata["take"]]
+    assert "zero" in takes and "0" not in takes
 
 
 def test_a_folder_of_classes_is_split_by_a_group_pattern(demo_data, tmp_path):
@@ -130,8 +143,8 @@ def test_a_folder_of_classes_is_split_by_a_group_pattern(demo_data, tmp_path):
 
 @pytest.mark.parametrize("kwargs, error, words", [
     (dict(group_by="speaker"), melctl.ConfigError, "group_by: a folder has no columns"),
-    (dict(group_pattern="_nohash_"), melctl.ConfigError, "has no capture group"),
-    (dict(group_pattern="(["), melctl.ConfigError, "is not a regular expression"),
+    (dict(group_pattern="_nohash_"), melctl.ConfigError, "group_pattern: \"_nohash_\": no capture group"),
+    (dict(group_pattern="(["), melctl.ConfigError, "not a regular expression: unclosed"),
     (dict(group_by="x", group_pattern="(a)"), melctl.ConfigError, "not both"),
     (dict(seed=1), melctl.DatasetError, "first-level folders name the splits"),
 ])

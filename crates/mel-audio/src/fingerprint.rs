@@ -34,14 +34,9 @@ pub fn files_fingerprint(files: &[FileEntry], audio: &AudioConfig) -> u128 {
             ],
             Err(_) => [u64::MAX, 0, 0, 0, 0, 0, 0],
         };
-        h.update(f.rel.as_bytes());
-        h.update(&[0]);
-        h.update(&f.label.to_le_bytes());
-        // Metadata (none for a folder without groups: the hash is then what it was).
-        for v in f.meta.iter() {
-            h.update(v.as_bytes());
-            h.update(&[0]);
-        }
+        // Metadata is in the listing (none for a folder without groups: the hash is then
+        // what it was before metadata).
+        f.hash_listing(&mut h);
         for v in identity {
             h.update(&v.to_le_bytes());
         }

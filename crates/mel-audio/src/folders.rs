@@ -43,6 +43,9 @@ pub fn scan_with(root: &Path, opts: &FolderOptions) -> Result<Dataset> {
             .collect();
         groups::add_pattern_column(&mut d.meta_columns, &mut files, p).map_err(refuse)?;
     }
+    if let Some(g) = &grouping {
+        groups::check_group_spellings(&d, g).map_err(refuse)?;
+    }
     let resplit = opts.ratios.is_some() || opts.seed.is_some() || grouping.is_some();
     match layout {
         Layout::Splits if opts.ratios.is_some() || opts.seed.is_some() => Err(refuse(

@@ -57,7 +57,8 @@ impl PartialEq for GroupPattern {
 }
 
 impl GroupPattern {
-    /// Compiles `pattern`, which must hold a capture group; the error says why not.
+    /// Compiles `pattern`, which must hold a capture group; the error says why not
+    /// (without repeating the pattern, which the caller names).
     pub fn new(pattern: &str) -> Result<Self, String> {
         let regex = regex::RegexBuilder::new(pattern)
             .size_limit(1 << 20)
@@ -65,13 +66,14 @@ impl GroupPattern {
             .map_err(|e| {
                 // The library's message spans lines; its last line says what is wrong.
                 let text = e.to_string();
-                let why = text.lines().last().unwrap_or_default().trim().to_string();
-                format!("{pattern:?} is not a regular expression: {why}")
+                let last = text.lines().last().unwrap_or_default().trim();
+                let why = last.strip_prefix("error:").unwrap_or(last).trim();
+                format!("not a regular expression: {why}")
             })?;
         if regex.captures_len() < 2 {
-            return Err(format!(
-                "{pattern:?} has no capture group: the first one, in parentheses, is the group (e.g. \"/([^/]+)_nohash_\")"
-            ));
+            return Err(
+                "no capture group: the first one, in parentheses, is the group (e.g. \"([^/]+)_nohash_\")".into(),
+            );
         }
         Ok(GroupPattern(regex))
     }
@@ -81,11 +83,29 @@ impl GroupPattern {
         self.0.as_str()
     }
 
-    /// The group of the clip at `path`: the first capture, if the pattern matches and the
-    /// capture is not empty.
-    pub fn group_of<'a>(&self, path: &'a str) -> Option<&'a str> {
-        let g = self.0.captures(path)?.get(1)?.as_str();
-        (!g.is_empty()).then_some(g)
+    /// The group of the clip at `path`: the first capture, which must be there, not
+    /// empty, and hold no `/` (a group is a name within the path: a capture of folders,
+    /// `(.*)_nohash_`, would take in a split folder and make every group one split's);
+    /// the error says which, naming the path.
+    pub fn group_of<'a>(&self, path: &'a str) -> Result<&'a str, String> {
+        let shown = format!("the group pattern {:?}", self.as_str());
+        let g = self
+            .0
+            .captures(path)
+            .and_then(|c| c.get(1))
+            .map(|m| m.as_str())
+            .filter(|g| !g.is_empty())
+            .ok_or_else(|| {
+                format!(
+                    "{shown} finds no group in {path:?} (the group is the pattern's first capture, and must not be empty)"
+                )
+            })?;
+        if g.contains('/') {
+            return Err(format!(
+                "{shown} captures {g:?} from {path:?}: a group is a name within the path, without '/' (capture a name, e.g. \"([^/]+)_nohash_\")"
+            ));
+        }
+        Ok(g)
     }
 }
 
@@ -104,19 +124,28 @@ pub(crate) fn add_pattern_column(
     }
     check_meta_room(columns.len())?;
     for f in files.iter_mut() {
-        let group = pattern.group_of(&f.rel).ok_or_else(|| {
-            format!(
-                "the group pattern {:?} finds no group in {:?} (the group is the pattern's first capture, and must not be empty)",
-                pattern.as_str(),
-                f.rel
-            )
-        })?;
+        let group = pattern.group_of(&f.rel)?;
         let mut meta = f.meta.to_vec();
         meta.push(group.to_string());
         f.meta = meta.into();
     }
     columns.push(GROUP_COLUMN.to_string());
     Ok(())
+}
+
+/// Refuses two groups that are one name in two Unicode forms (`José` composed and
+/// decomposed): they print alike, and would be two groups, one speaker in two splits.
+/// Case is kept (`Ann` and `ann` are two groups, as they are two texts).
+pub(crate) fn check_group_spellings(dataset: &Dataset, grouping: &Grouping) -> Result<(), String> {
+    let column = group_column(&dataset.meta_columns, grouping)?;
+    let values: std::collections::BTreeSet<&str> = dataset
+        .splits
+        .iter()
+        .flat_map(|s| &s.files)
+        .map(|f| f.meta[column].as_str())
+        .collect();
+    crate::scan::check_distinct("group", values)
+        .map_err(|why| format!("{}: {why}", grouping.option()))
 }
 
 /// Refuses a metadata column beyond the format's bound.
@@ -276,19 +305,31 @@ mod tests {
                 .unwrap_err()
                 .contains("no capture group")
         );
+        let e = GroupPattern::new("([").unwrap_err();
         assert!(
-            GroupPattern::new("([")
-                .unwrap_err()
-                .contains("not a regular expression")
+            e.starts_with("not a regular expression: unclosed") && !e.contains("error:"),
+            "{e}"
         );
         let p = GroupPattern::new(r"([^/]+)_nohash_").unwrap();
-        assert_eq!(p.group_of("yes/0a7c2a8d_nohash_0.wav"), Some("0a7c2a8d"));
-        assert_eq!(p.group_of("yes/other.wav"), None);
+        assert_eq!(p.group_of("yes/0a7c2a8d_nohash_0.wav"), Ok("0a7c2a8d"));
+        assert!(
+            p.group_of("yes/other.wav")
+                .unwrap_err()
+                .contains("finds no group in \"yes/other.wav\"")
+        );
         let empty = GroupPattern::new(r"/(x*)_").unwrap();
-        assert_eq!(
-            empty.group_of("a/_b.wav"),
-            None,
+        assert!(
+            empty.group_of("a/_b.wav").is_err(),
             "an empty capture is no group"
+        );
+        // A capture of folders would hide a leak across split folders.
+        let folders = GroupPattern::new(r"(.*)_nohash_").unwrap();
+        let e = folders
+            .group_of("training/yes/spk1_nohash_0.wav")
+            .unwrap_err();
+        assert!(
+            e.contains("captures \"training/yes/spk1\"") && e.contains("without '/'"),
+            "{e}"
         );
     }
 

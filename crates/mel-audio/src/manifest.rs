@@ -139,14 +139,20 @@ fn check_column(columns: &[String], name: &str) -> std::result::Result<(), Strin
     Ok(())
 }
 
-/// A JSON value as metadata text: strings as they are, numbers and booleans as written,
-/// `null` as missing; a list or an object is refused.
+/// A JSON value as metadata text: strings as they are, whole numbers and booleans as
+/// text, `null` as missing; a list, an object, and a number that is not a whole number
+/// within 64 bits are refused (JSON keeps no spelling of a number: `0.10` would be
+/// `0.1`, and two 20-digit speaker ids one value).
 fn json_text(key: &str, v: &serde_json::Value) -> std::result::Result<Option<String>, String> {
     use serde_json::Value;
     match v {
         Value::Null => Ok(None),
         Value::String(s) => Ok(Some(s.clone())),
-        Value::Number(_) | Value::Bool(_) => Ok(Some(v.to_string())),
+        Value::Number(n) if n.is_i64() || n.is_u64() => Ok(Some(n.to_string())),
+        Value::Number(n) => Err(format!(
+            "the value of {key:?} is the number {n}, which is not a whole number within 64 bits; write it as a string to keep it as written"
+        )),
+        Value::Bool(_) => Ok(Some(v.to_string())),
         Value::Array(_) | Value::Object(_) => Err(format!(
             "the value of {key:?} is a list or an object; metadata values are text or numbers"
         )),
@@ -453,8 +459,11 @@ pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
         ignored: vec![],
         splits,
     };
-    if let (Some(g), true) = (&opts.group, with_split != 0) {
-        groups::check_groups_disjoint(&dataset, g).map_err(err)?;
+    if let Some(g) = &opts.group {
+        groups::check_group_spellings(&dataset, g).map_err(err)?;
+        if with_split != 0 {
+            groups::check_groups_disjoint(&dataset, g).map_err(err)?;
+        }
     }
     Ok(dataset)
 }
@@ -477,17 +486,20 @@ fn group_rows_by(
                 ),
             ));
         }
+        if columns.len() >= mel_core::format::MAX_META_COLUMNS {
+            return Err(refusal(
+                manifest,
+                format!(
+                    "the group pattern adds the column \"group\" to {} metadata columns; at most {} are kept",
+                    columns.len(),
+                    mel_core::format::MAX_META_COLUMNS
+                ),
+            ));
+        }
         for (line, r) in numbered.iter_mut() {
-            let g = p.group_of(&r.path).ok_or_else(|| {
-                refusal(
-                    manifest,
-                    format!(
-                        "line {line}: the group pattern {:?} finds no group in {:?} (the group is the pattern's first capture, and must not be empty)",
-                        p.as_str(),
-                        r.path
-                    ),
-                )
-            })?;
+            let g = p
+                .group_of(&r.path)
+                .map_err(|why| refusal(manifest, format!("line {line}: {why}")))?;
             r.meta.push(g.to_string());
         }
         columns.push(mel_core::format::GROUP_COLUMN.to_string());
@@ -1069,6 +1081,67 @@ mod tests {
                 && e.contains("finds no group in \"yes/s0_0.wav\""),
             "{e}"
         );
+    }
+
+    /// The attack round's findings on groups (issue 37): a 65th column added by a
+    /// pattern, one speaker in two Unicode forms, numbers JSON cannot keep as written.
+    #[test]
+    fn groups_and_values_that_would_mislead_are_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let columns: Vec<String> = (0..64).map(|i| format!("c{i}")).collect();
+        let mut text = format!("path,label,{}\n", columns.join(","));
+        for spk in 0..4 {
+            text += &format!("s{spk}_x.wav,a,{}\n", vec!["v"; 64].join(","));
+        }
+        let wide = write(t.path(), "wide.csv", &text);
+        let pattern = ManifestOptions {
+            group: Some(Grouping::Pattern(GroupPattern::new(r"(s\d)_").unwrap())),
+            ratios: vec![("all".into(), 1.0)],
+            ..ManifestOptions::default()
+        };
+        let e = from_manifest(&wide, &pattern).unwrap_err().to_string();
+        assert!(
+            e.contains("adds the column \"group\" to 64 metadata columns; at most 64"),
+            "{e}"
+        );
+        let by_speaker = ManifestOptions {
+            group: Some(Grouping::Column("speaker".into())),
+            ..ManifestOptions::default()
+        };
+        let forms = write(
+            t.path(),
+            "forms.csv",
+            "path,label,speaker,split\na.wav,a,Jos\u{e9},training\nb.wav,a,Jose\u{301},testing\n",
+        );
+        let e = from_manifest(&forms, &by_speaker).unwrap_err().to_string();
+        assert!(
+            e.contains("the group names") && e.contains("two Unicode forms"),
+            "{e}"
+        );
+        for (value, kept) in [
+            ("7", Some("7")),
+            ("-3", Some("-3")),
+            ("true", Some("true")),
+            ("0.10", None),
+            ("1e2", None),
+            ("18446744073709551617", None),
+        ] {
+            let j = write(
+                t.path(),
+                "n.jsonl",
+                &format!(
+                    "{{\"path\": \"a.wav\", \"label\": \"a\", \"split\": \"t\", \"take\": {value}}}\n"
+                ),
+            );
+            match (from_manifest(&j, &ManifestOptions::default()), kept) {
+                (Ok(d), Some(k)) => assert_eq!(&d.splits[0].files[0].meta[..], [k]),
+                (Err(e), None) => assert!(
+                    e.to_string().contains("not a whole number within 64 bits"),
+                    "{value}: {e}"
+                ),
+                (r, _) => panic!("{value}: {r:?}"),
+            }
+        }
     }
 
     #[test]

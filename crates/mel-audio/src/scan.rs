@@ -59,6 +59,22 @@ pub struct FileEntry {
     pub meta: std::sync::Arc<[String]>,
 }
 
+impl FileEntry {
+    /// Feeds what the listing says of this file (its relative path, class and metadata)
+    /// to `h`: the one definition every fingerprint of a file list hashes (the cache's,
+    /// the resume journal's, a shard's split and range), so none can leave a field out
+    /// (a shard once kept metadata edited after it was built).
+    pub fn hash_listing(&self, h: &mut xxhash_rust::xxh3::Xxh3) {
+        h.update(self.rel.as_bytes());
+        h.update(&[0]);
+        h.update(&self.label.to_le_bytes());
+        for v in self.meta.iter() {
+            h.update(v.as_bytes());
+            h.update(&[0]);
+        }
+    }
+}
+
 /// An entry that is not part of the dataset, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skipped {

@@ -53,13 +53,21 @@ pub struct Column {
 /// Distinct values a column's summary shows.
 const EXAMPLES: usize = 4;
 
+/// Characters of each value shown.
+const EXAMPLE_CHARS: usize = 40;
+
 impl Column {
     fn of(name: &str, values: &[String]) -> Column {
         let mut seen = std::collections::HashSet::new();
         let mut examples = Vec::new();
         for v in values {
             if seen.insert(v.as_str()) && examples.len() < EXAMPLES {
-                examples.push(v.clone());
+                // A value may be 1 KiB: an example shows its start.
+                let mut shown: String = v.chars().take(EXAMPLE_CHARS).collect();
+                if shown.len() < v.len() {
+                    shown.push('…');
+                }
+                examples.push(shown);
             }
         }
         Column {

@@ -36,7 +36,9 @@ pub fn stored_build(path: &Path) -> Result<Option<String>> {
     let id: hdf5::types::VarLenUnicode = attr
         .read_scalar()
         .map_err(|e| bad(format!("its build_id attribute does not read: {e}")))?;
-    Ok(Some(id.to_string()))
+    crate::h5file::text(id.as_bytes())
+        .map(Some)
+        .ok_or_else(|| bad("its build_id attribute is not UTF-8 text".into()))
 }
 
 /// Refuses the split output at `path` when its folder's build record does not name the

@@ -398,3 +398,11 @@ fn library_name(file: &File, path: &Path) -> (PathBuf, String) {
         (path.to_path_buf(), path.display().to_string())
     }
 }
+
+/// The text of an HDF5 string's bytes, checked: the library's `as_str` trusts the file to
+/// hold UTF-8 (a string of `0xff 0xfe` was undefined behaviour, then an abort), so every
+/// string a reader takes from a file comes through here; `None` for bytes that are not
+/// UTF-8.
+pub(crate) fn text(bytes: &[u8]) -> Option<String> {
+    std::str::from_utf8(bytes).ok().map(str::to_string)
+}

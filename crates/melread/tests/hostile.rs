@@ -602,6 +602,17 @@ f = split("meta_link")
 f.create_dataset("elsewhere", data=["ann", "bob"], dtype=S)
 f["meta/speaker"] = h5py.SoftLink("/elsewhere")
 f.close()
+f = split("meta_not_utf8")
+f.create_dataset("meta/speaker", data=np.array([b"ann", b"\xff\xfe"], dtype=object), dtype=h5py.string_dtype("utf-8"))
+f.close()
+f = split("path_not_utf8", values=["ann", "bob"])
+del f["path"]
+f.create_dataset("path", data=np.array([b"x.wav", b"\xff\xfe"], dtype=object), dtype=h5py.string_dtype("ascii"))
+f.close()
+f = split("meta_extra", values=["ann", "bob"])
+f.create_dataset("meta/hidden", data=["a", "b"], dtype=S)
+f.close()
+split("meta_no_columns", values=["ann", "bob"], attr=False).close()
 f = split("meta_external")
 f.create_dataset("meta/speaker", shape=(2,), dtype="i8", external=[("/etc/passwd", 0, 16)])
 f.close()
@@ -632,5 +643,21 @@ fn metadata_a_file_claims_is_checked_before_it_is_believed() {
     assert_refused(
         &d.join("meta_external.h5"),
         &["keeps its values outside this file"],
+    );
+    // Bytes that are not UTF-8 were undefined behaviour (the library's `as_str`), then an
+    // abort: every string from a file is checked (attack round, issue 37).
+    assert_refused(
+        &d.join("meta_not_utf8.h5"),
+        &["meta/speaker 1 is not UTF-8 text"],
+    );
+    assert_refused(&d.join("path_not_utf8.h5"), &["path 1 is not UTF-8 text"]);
+    // Metadata the columns do not name is not silently ignored.
+    assert_refused(
+        &d.join("meta_extra.h5"),
+        &["`meta/hidden` is not one of the columns"],
+    );
+    assert_refused(
+        &d.join("meta_no_columns.h5"),
+        &["without the `meta_columns` attribute"],
     );
 }

@@ -66,7 +66,12 @@ pub fn check_column_name(name: &str) -> std::result::Result<(), String> {
         if name == own {
             return Err(format!("{name:?} is one of the manifest's own columns"));
         }
-        if folded == own || edit_distance(&folded, own) <= 1 {
+        // One edit away, with the same first letter and no shorter: `spilt`, `splits`,
+        // `lable`, but not `math`, `bath`, `babel`, `spit` or `pat`.
+        let near = edit_distance(&folded, own) <= 1
+            && folded.len() >= own.len()
+            && folded.as_bytes().first() == own.as_bytes().first();
+        if folded == own || near {
             return Err(format!(
                 "the column {name:?} looks like the manifest's {own:?} column (they are lowercase: path, label, split); rename it if it is metadata"
             ));
@@ -298,6 +303,11 @@ mod tests {
             "group",
             "pitch",
             "page",
+            "math",
+            "bath",
+            "babel",
+            "spit",
+            "pat",
         ] {
             assert!(check_column_name(ok).is_ok(), "{ok}");
         }

@@ -61,7 +61,9 @@ impl Splitting {
             (Some(c), None) => Ok(Some(Grouping::Column(c.clone()))),
             (None, Some(p)) => GroupPattern::new(p)
                 .map(|p| Some(Grouping::Pattern(p)))
-                .map_err(|why| mel_core::Error::config("group_pattern", why).into()),
+                .map_err(|why| {
+                    mel_core::Error::config("group_pattern", format!("{p:?}: {why}")).into()
+                }),
             (None, None) => Ok(None),
         }
     }

@@ -151,21 +151,19 @@ fn shard_error(reason: String) -> Error {
     Error::Core(mel_core::Error::config("shard", reason))
 }
 
-/// A split's identity across machines: its file count and every file's relative path
-/// and label, hashed (xxh3-128, hex). Unlike the resume journal's fingerprint it leaves
+/// A split's identity across machines: its file count and every file's listing (relative
+/// path, label, metadata: [`FileEntry::hash_listing`]), hashed (xxh3-128, hex). Unlike the resume journal's fingerprint it leaves
 /// out sizes, times and inodes, which differ between the nodes that mount one tree.
 pub fn split_fingerprint(split: &ScannedSplit) -> String {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     h.update(&(split.files.len() as u64).to_le_bytes());
     for f in &split.files {
-        h.update(f.rel.as_bytes());
-        h.update(&[0]);
-        h.update(&f.label.to_le_bytes());
+        f.hash_listing(&mut h);
     }
     format!("{:032x}", h.digest128())
 }
 
-/// The shard's own files as they are now: each one's relative path, size and
+/// The shard's own files as they are now: each one's listing (path, label, metadata), size and
 /// modification time (xxh3-128, hex). A rerun of the shard compares it, so audio changed
 /// in place (or a broken file repaired) is built again rather than kept.
 pub fn range_fingerprint(files: &[FileEntry]) -> String {
@@ -177,8 +175,7 @@ pub fn range_fingerprint(files: &[FileEntry]) -> String {
             Ok(m) => (m.len(), m.mtime(), m.mtime_nsec()),
             Err(_) => (u64::MAX, 0, 0),
         };
-        h.update(f.rel.as_bytes());
-        h.update(&[0]);
+        f.hash_listing(&mut h);
         for v in [size, secs as u64, nanos as u64] {
             h.update(&v.to_le_bytes());
         }

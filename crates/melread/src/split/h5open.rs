@@ -14,18 +14,18 @@ use super::store::{Library, Store, contiguous, h5err};
 use super::{
     Access, Format, Metadata, OpenOptions, Provenance, ReadMode, Split, default_dims, stem,
 };
-use crate::h5file::{Checked, H5Input, Storage};
+use crate::h5file::{Checked, H5Input, Storage, text};
 use crate::limits::bad;
 
-/// A scalar string attribute of `loc`, if present.
+/// A scalar string attribute of `loc`, if present and UTF-8.
 fn attr_string(loc: &hdf5::Location, name: &str) -> Option<String> {
     let a = loc.attr(name).ok()?;
     if let Ok(v) = a.read_scalar::<VarLenUnicode>() {
-        return Some(v.as_str().to_string());
+        return text(v.as_bytes());
     }
     a.read_scalar::<VarLenAscii>()
         .ok()
-        .map(|v| v.as_str().to_string())
+        .and_then(|v| text(v.as_bytes()))
 }
 
 /// Checks that a dataset is 1-D with `rows` elements.
@@ -56,21 +56,30 @@ fn optional_column<T: hdf5::H5Type>(
         .map_err(h5err(path, &format!("reading {name}")))
 }
 
-/// Strings stored as variable-length UTF-8 or ASCII.
+/// Strings stored as variable-length UTF-8 or ASCII, each checked to be UTF-8 (the
+/// first that is not is named).
 fn strings(
     path: &Path,
     what: &str,
     utf8: hdf5::Result<Vec<VarLenUnicode>>,
     ascii: impl FnOnce() -> hdf5::Result<Vec<VarLenAscii>>,
 ) -> Result<Vec<String>> {
-    Ok(match utf8 {
-        Ok(v) => v.iter().map(|s| s.as_str().to_string()).collect(),
+    let checked = |i: usize, bytes: &[u8]| {
+        text(bytes).ok_or_else(|| bad(path, format!("{what} {i} is not UTF-8 text")))
+    };
+    match utf8 {
+        Ok(v) => v
+            .iter()
+            .enumerate()
+            .map(|(i, s)| checked(i, s.as_bytes()))
+            .collect(),
         Err(_) => ascii()
             .map_err(h5err(path, &format!("reading {what}")))?
             .iter()
-            .map(|s| s.as_str().to_string())
+            .enumerate()
+            .map(|(i, s)| checked(i, s.as_bytes()))
             .collect(),
-    })
+    }
 }
 
 /// mel's element type, from its HDF5 type and what the file says about bfloat16.
@@ -325,6 +334,12 @@ fn read_paths(input: &H5Input, rows: usize) -> Result<Vec<String>> {
 fn read_meta(input: &H5Input, rows: usize) -> Result<Metadata> {
     let path = input.path();
     let Ok(attr) = input.h5.attr(key::META_COLUMNS) else {
+        if input.h5.link_exists(key::META) {
+            return Err(bad(
+                path,
+                "a `meta` group without the `meta_columns` attribute that names its columns",
+            ));
+        }
         return Ok(Metadata::default());
     };
     input.check_attr(&attr, key::META_COLUMNS)?;
@@ -342,6 +357,15 @@ fn read_meta(input: &H5Input, rows: usize) -> Result<Metadata> {
         )
     })?;
     input.refuse_links(&group, "the group `meta`")?;
+    let members = group
+        .member_names()
+        .map_err(|e| bad(path, format!("listing the group `meta`: {e}")))?;
+    if let Some(extra) = members.iter().find(|m| !columns.contains(m)) {
+        return Err(bad(
+            path,
+            format!("`meta/{extra}` is not one of the columns `meta_columns` names"),
+        ));
+    }
     let mut values = Vec::with_capacity(columns.len());
     for c in &columns {
         let name = format!("{}/{c}", key::META);

@@ -309,10 +309,25 @@ impl<'a> MetaJson<'a> {
     /// the object `meta`.
     fn metadata(&self, rows: usize) -> Result<super::Metadata> {
         if self.json[meta::META_COLUMNS].is_null() {
+            if !self.json[meta::META].is_null() {
+                return Err(bad(
+                    self.path,
+                    "a `meta` object without the `meta_columns` list that names its columns",
+                ));
+            }
             return Ok(super::Metadata::default());
         }
         let columns = self.strings(meta::META_COLUMNS)?;
         super::Metadata::check_columns(self.path, &columns)?;
+        let keys = self.json[meta::META]
+            .as_object()
+            .ok_or_else(|| bad(self.path, "meta is not an object of columns"))?;
+        if let Some(extra) = keys.keys().find(|k| !columns.contains(k)) {
+            return Err(bad(
+                self.path,
+                format!("meta.{extra} is not one of the columns meta_columns names"),
+            ));
+        }
         let mut values = Vec::with_capacity(columns.len());
         for c in &columns {
             let v: Vec<String> = self.json[meta::META][c.as_str()]
