@@ -526,6 +526,54 @@ fn crops_are_windows_drawn_per_epoch_and_item_the_same_with_any_workers_and_on_r
         "a new epoch draws new crops: {moved} of {}",
         e0.len()
     );
+    // A crop of every frame is the item itself; one longer, or of none, is refused.
+    let full = read(&make(2, 5, Unit::Segment, Output::F32), 0, 0);
+    assert!(full.iter().all(|(_, o, _)| o.iter().all(|&x| x == 0)));
+    let plain = Loader::new(s.clone(), opts(Shuffle::Uniform, 64)).unwrap();
+    let plain: Vec<Vec<f32>> = plain
+        .epoch(0)
+        .map(|b| b.unwrap().to_f32().into_raw_vec_and_offset().0)
+        .collect();
+    assert_eq!(
+        full.into_iter().map(|(_, _, v)| v).collect::<Vec<_>>(),
+        plain
+    );
+    for crop in [0, 6] {
+        let e = Loader::new(
+            s.clone(),
+            LoaderOptions {
+                crop_frames: Some(crop),
+                ..opts(Shuffle::Uniform, 64)
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("crop_frames") && e.contains("a crop is 1 to 5 frames"),
+            "{e}"
+        );
+    }
+}
+
+/// Crops of whole clips kept as f16, and of normalised segments: each row of a window is
+/// the stored row's window (normalised by its mel bin's statistics).
+#[test]
+fn crops_keep_every_axis_but_the_frames_and_normalise_by_the_bin() {
+    let t = tempfile::tempdir().unwrap();
+    let s = split(t.path(), Dtype::F16, 6);
+    let make = |workers: usize, crop: usize, unit: Unit, output: Output| {
+        Loader::new(
+            s.clone(),
+            LoaderOptions {
+                crop_frames: Some(crop),
+                workers,
+                unit,
+                output,
+                ..opts(Shuffle::Uniform, 64)
+            },
+        )
+        .unwrap()
+    };
     // Whole clips and f16 as stored: every axis kept but the frames.
     let clips = make(2, 2, Unit::Clip, Output::Stored);
     let b = clips.epoch(0).next().unwrap().unwrap();
@@ -561,32 +609,5 @@ fn crops_are_windows_drawn_per_epoch_and_item_the_same_with_any_workers_and_on_r
             want.row_mut(m).mapv_inplace(|v| (v - shift[m]) * scale[m]);
         }
         assert_eq!(view.index_axis(ndarray::Axis(0), k), want.into_dyn());
-    }
-    // A crop of every frame is the item itself; one longer, or of none, is refused.
-    let full = read(&make(2, 5, Unit::Segment, Output::F32), 0, 0);
-    assert!(full.iter().all(|(_, o, _)| o.iter().all(|&x| x == 0)));
-    let plain = Loader::new(s.clone(), opts(Shuffle::Uniform, 64)).unwrap();
-    let plain: Vec<Vec<f32>> = plain
-        .epoch(0)
-        .map(|b| b.unwrap().to_f32().into_raw_vec_and_offset().0)
-        .collect();
-    assert_eq!(
-        full.into_iter().map(|(_, _, v)| v).collect::<Vec<_>>(),
-        plain
-    );
-    for crop in [0, 6] {
-        let e = Loader::new(
-            s.clone(),
-            LoaderOptions {
-                crop_frames: Some(crop),
-                ..opts(Shuffle::Uniform, 64)
-            },
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.contains("crop_frames") && e.contains("a crop is 1 to 5 frames"),
-            "{e}"
-        );
     }
 }
