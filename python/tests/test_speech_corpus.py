@@ -59,3 +59,27 @@ def test_formats_and_rates_vary_and_melctl_builds_them(corpus, tmp_path):
     ex = melctl.Extractor(preset="speech-16k")
     i = next(k for k, p in enumerate(train.paths) if p.endswith(".mp3"))
     assert (ex.file(corpus / train.paths[i]) == train[i]).all()
+
+
+def test_a_manifest_of_real_speech_grouped_by_voice_keeps_each_voice_in_one_split(corpus, tmp_path):
+    """Groups on other people's audio (espeak-ng voices, several formats and rates): every
+    clip of the corpus in one manifest with its voice as a `speaker` column, no split
+    column; group_by draws each voice's split, so no voice is heard in two splits."""
+    files = sorted(corpus.glob("*/*/*"))
+    rows = [f"{f},{f.parent.name},{f.name.split('-')[0]}" for f in files]
+    manifest = tmp_path / "speech.csv"
+    manifest.write_text("path,label,speaker\n" + "\n".join(rows) + "\n")
+    voices = {r.rsplit(",", 1)[1] for r in rows}
+    assert len(voices) >= 3, voices
+    report = melctl.build(manifest, tmp_path / "out", preset="speech-16k", loader="stream",
+                          on_error="fail", group_by="speaker",
+                          split_ratio={"training": 0.6, "testing": 0.4}, seed=2)
+    assert sum(s["clips"] for s in report["splits"]) == len(files)
+    heard = {}
+    for split in ("training", "testing"):
+        s = melctl.open(tmp_path / "out", split)
+        assert s.meta_columns == ["speaker"]
+        for path, voice in zip(s.paths, s.metadata["speaker"]):
+            assert Path(path).name.startswith(voice + "-")
+            assert heard.setdefault(voice, split) == split, f"{voice} in two splits"
+    assert set(heard) == voices and set(heard.values()) == {"training", "testing"}
