@@ -471,8 +471,8 @@ impl PyBatches {
         Ok(())
     }
 
-    /// `(x, y)` or `(x, y, clip_index)`: an f32 batch's buffer becomes `x` without a
-    /// copy; f16 batches are copied once.
+    /// `(x, y)` or `(x, y, clip_index)`: an f32 batch's buffer is `x`'s memory without a
+    /// copy, and returns to the loader when `x` is freed; f16 batches are copied once.
     fn to_python<'py>(&self, py: Python<'py>, batch: Batch) -> PyResult<Bound<'py, PyTuple>> {
         let shape = batch.shape().to_vec();
         let y = PyArray1::from_slice(py, batch.labels());
@@ -481,10 +481,7 @@ impl PyBatches {
             // f16 as stored: copied once into the array.
             PyArray::from_owned_array(py, shaped(shape, v.to_vec())?).into_any()
         } else {
-            let values = batch.into_f32().ok_or_else(|| {
-                PyRuntimeError::new_err("a bf16 batch, which this loader never asks for")
-            })?;
-            PyArray::from_owned_array(py, shaped(shape, values)?).into_any()
+            lent_f32(py, shape, batch)?
         };
         if self.with_index {
             PyTuple::new(
@@ -511,6 +508,56 @@ impl Drop for PyBatches {
 }
 
 /// `values` as an array of `shape`.
+/// Keeps a batch whose f32 values a numpy array shows: when the array is freed, so is the
+/// batch, and its buffer goes back to the loader for a later batch (no new allocation to
+/// zero and fault in: BENCHMARKS.md, 2026-11-28, crops). In a forked child the batch is
+/// forgotten rather than given back: the parent's pool lock may have been held by a
+/// thread the child does not have.
+#[pyclass(module = "melctl._melctl")]
+struct BatchMemory {
+    batch: Option<Batch>,
+    pid: u32,
+}
+
+impl Drop for BatchMemory {
+    fn drop(&mut self) {
+        if let Some(b) = self.batch.take()
+            && self.pid != std::process::id()
+        {
+            std::mem::forget(b);
+        }
+    }
+}
+
+/// `batch`'s f32 values as a writable numpy array of `shape` whose memory is the batch's
+/// buffer, kept by a [`BatchMemory`] as the array's base.
+fn lent_f32<'py>(py: Python<'py>, shape: Vec<usize>, batch: Batch) -> PyResult<Bound<'py, PyAny>> {
+    let Values::F32(v) = batch.values() else {
+        return Err(PyRuntimeError::new_err(
+            "a bf16 batch, which this loader never asks for",
+        ));
+    };
+    let (ptr, len) = (v.as_ptr(), v.len());
+    if shape.iter().product::<usize>() != len {
+        return Err(PyRuntimeError::new_err(format!(
+            "a batch's shape {shape:?} does not hold its {len} values"
+        )));
+    }
+    let owner = Bound::new(
+        py,
+        BatchMemory {
+            batch: Some(batch),
+            pid: std::process::id(),
+        },
+    )?;
+    // SAFETY: `ptr` points at `len` f32 values in the batch's heap buffer, which moving
+    // the batch into `owner` did not move; `owner` becomes the array's base, so the
+    // buffer lives as long as the array, and nothing else reads or writes it meanwhile
+    // (the loader has it back only when the batch is dropped with `owner`).
+    let view = unsafe { ndarray::ArrayViewD::from_shape_ptr(ndarray::IxDyn(&shape), ptr) };
+    Ok(unsafe { PyArray::borrow_from_array(&view, owner.into_any()) }.into_any())
+}
+
 fn shaped<T>(shape: Vec<usize>, values: Vec<T>) -> PyResult<ArrayD<T>> {
     ArrayD::from_shape_vec(shape, values)
         .map_err(|e| PyRuntimeError::new_err(format!("a batch's shape: {e}")))

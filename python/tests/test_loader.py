@@ -363,3 +363,31 @@ def test_a_crop_that_does_not_fit_is_one_line(h5, crop):
     with pytest.raises(melctl.ConfigError, match=r"crop_frames: .* a crop is 1 to \d+ frames") as e:
         melctl.Loader(h5, 16, crop_frames=crop)
     assert "\n" not in str(e.value)
+
+
+def test_a_freed_batch_buffer_is_reused_and_a_kept_one_is_never_overwritten(h5):
+    """x's memory is the batch's buffer and goes back to the loader when x is freed (no
+    new 25 MB allocation to zero and fault in per batch); a batch the caller keeps is
+    its own: no later batch is written into it."""
+    import os
+
+    loader = melctl.Loader(h5, 64, seed=1, threads=1, prefetch=1)
+    it = iter(loader)
+    kept, _ = next(it)
+    copy = kept.copy()
+    # The array's base is the batch itself (not a copy of its values in a plain holder).
+    assert type(kept.base).__name__ == "BatchMemory"
+    for x, _ in it:
+        assert x.__array_interface__["data"][0] != kept.__array_interface__["data"][0]
+        del x
+    for x, _ in loader:  # a second epoch, with the buffers the first gave back
+        del x
+    np.testing.assert_array_equal(kept, copy)
+    # Freed in a forked child, a batch is forgotten there (the parent's pool lock may be
+    # held by a thread the child lacks), never a hang.
+    pid = os.fork()
+    if pid == 0:
+        del kept
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
