@@ -555,7 +555,10 @@ fn lent_f32<'py>(py: Python<'py>, shape: Vec<usize>, batch: Batch) -> PyResult<B
     // buffer lives as long as the array, and nothing else reads or writes it meanwhile
     // (the loader has it back only when the batch is dropped with `owner`).
     let view = unsafe { ndarray::ArrayViewD::from_shape_ptr(ndarray::IxDyn(&shape), ptr) };
-    Ok(unsafe { PyArray::borrow_from_array(&view, owner.into_any()) }.into_any())
+    // SAFETY: `owner`, the array's base, keeps the memory `view` shows alive for the
+    // array's whole life (see above).
+    let x = unsafe { PyArray::borrow_from_array(&view, owner.into_any()) };
+    Ok(x.into_any())
 }
 
 fn shaped<T>(shape: Vec<usize>, values: Vec<T>) -> PyResult<ArrayD<T>> {
