@@ -66,11 +66,15 @@ pub fn scan_with(root: &Path, opts: &FolderOptions) -> Result<Dataset> {
                 seed: opts.seed.unwrap_or(0),
                 key_is: if grouping.is_some() { "its group" } else { "its path" },
             };
-            let column = d.meta_columns.len().checked_sub(1);
-            let key = |f: &FileEntry| match (grouping.is_some(), column) {
-                (true, Some(c)) => std::borrow::Cow::Owned(f.meta[c].clone()),
-                _ => std::borrow::Cow::Owned(f.rel.clone()),
-            };
+            let column = grouping
+                .as_ref()
+                .map(|g| groups::group_column(&d.meta_columns, g))
+                .transpose()
+                .map_err(refuse)?;
+            let key = groups::file_key(|f| match column {
+                Some(c) => std::borrow::Cow::Borrowed(f.meta[c].as_str()),
+                None => std::borrow::Cow::Borrowed(f.rel.as_str()),
+            });
             let by_split = groups::assign_by_ratio(all.files, &r, key).map_err(refuse)?;
             // A folder that could not be listed is a failure of the first split drawn.
             let mut unreadable = Some(all.unreadable);
@@ -92,12 +96,7 @@ pub fn scan_with(root: &Path, opts: &FolderOptions) -> Result<Dataset> {
 mod tests {
     use super::*;
     use crate::scan::scan;
-
-    fn touch(root: &Path, rel: &str) {
-        let p = root.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, b"x").unwrap();
-    }
+    use crate::scan::tests::touch;
 
     /// Speech Commands' names: `WORD/SPEAKER_nohash_N.wav`.
     #[test]

@@ -117,12 +117,7 @@ pub(crate) fn add_pattern_column(
     files: &mut [&mut FileEntry],
     pattern: &GroupPattern,
 ) -> Result<(), String> {
-    if columns.iter().any(|c| c == GROUP_COLUMN) {
-        return Err(format!(
-            "a group pattern stores each clip's group in the column {GROUP_COLUMN:?}, which the manifest already has; group by that column instead"
-        ));
-    }
-    check_meta_room(columns.len())?;
+    check_room_for_pattern(columns)?;
     for f in files.iter_mut() {
         let group = pattern.group_of(&f.rel)?;
         let mut meta = f.meta.to_vec();
@@ -148,15 +143,32 @@ pub(crate) fn check_group_spellings(dataset: &Dataset, grouping: &Grouping) -> R
         .map_err(|why| format!("{}: {why}", grouping.option()))
 }
 
-/// Refuses a metadata column beyond the format's bound.
-fn check_meta_room(columns: usize) -> Result<(), String> {
-    if columns >= mel_core::format::MAX_META_COLUMNS {
+/// Refuses a metadata column beyond the `columns` there are, past the format's bound.
+pub(crate) fn check_room(columns: &[String]) -> Result<(), String> {
+    if columns.len() >= mel_core::format::MAX_META_COLUMNS {
         return Err(format!(
             "more than {} metadata columns",
             mel_core::format::MAX_META_COLUMNS
         ));
     }
     Ok(())
+}
+
+/// Refuses the column `group` a pattern adds to `columns`: already there, or past the
+/// format's bound (a 65th column no reader opens). Folders and manifests both ask here.
+pub(crate) fn check_room_for_pattern(columns: &[String]) -> Result<(), String> {
+    if columns.iter().any(|c| c == GROUP_COLUMN) {
+        return Err(format!(
+            "a group pattern stores each clip's group in the column {GROUP_COLUMN:?}, which the manifest already has; group by that column instead"
+        ));
+    }
+    check_room(columns).map_err(|_| {
+        format!(
+            "the group pattern adds the column {GROUP_COLUMN:?} to {} metadata columns; at most {} are kept",
+            columns.len(),
+            mel_core::format::MAX_META_COLUMNS
+        )
+    })
 }
 
 /// The index of `grouping`'s column among `columns`.
@@ -211,10 +223,10 @@ pub(crate) struct Ratios<'a> {
 /// training and testing when three files were added). Shares are met on average. A split
 /// asked for by a positive ratio that gets no file is refused (it would vanish without a
 /// word).
-pub(crate) fn assign_by_ratio<'k>(
+pub(crate) fn assign_by_ratio(
     files: impl IntoIterator<Item = FileEntry>,
     r: &Ratios<'_>,
-    key: impl Fn(&FileEntry) -> Cow<'k, str>,
+    key: impl Fn(&FileEntry) -> Cow<'_, str>,
 ) -> Result<BTreeMap<String, Vec<FileEntry>>, String> {
     check_ratios(r.ratios)?;
     let total: f64 = r.ratios.iter().map(|(_, x)| x).sum();
@@ -253,6 +265,15 @@ pub(crate) fn assign_by_ratio<'k>(
     }
     out.retain(|_, f| !f.is_empty());
     Ok(out)
+}
+
+/// `key` as a key of [`assign_by_ratio`]: a closure's text borrowed from the file it is
+/// given (Rust infers no such lifetime for a closure on its own).
+pub(crate) fn file_key<F>(key: F) -> F
+where
+    F: Fn(&FileEntry) -> Cow<'_, str>,
+{
+    key
 }
 
 /// Refuses ratios that are not non-negative numbers summing to 1 over distinct, valid
@@ -344,7 +365,7 @@ mod tests {
         let files: Vec<FileEntry> = (0..400)
             .map(|i| file(&format!("c/{i}.wav"), &format!("spk{}", i % 40)))
             .collect();
-        let by_group = |f: &FileEntry| Cow::Owned(f.meta[0].clone());
+        let by_group = file_key(|f| Cow::Borrowed(f.meta[0].as_str()));
         let a = assign_by_ratio(files.clone(), &r, by_group).unwrap();
         let where_is = |out: &BTreeMap<String, Vec<FileEntry>>, spk: &str| -> Vec<String> {
             let mut s: Vec<String> = out

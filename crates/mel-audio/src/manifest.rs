@@ -130,13 +130,7 @@ fn tidy(path: String, label: &str, split: Option<&str>, meta: Vec<String>) -> Ro
 /// A metadata column's name checked, and the column count bounded.
 fn check_column(columns: &[String], name: &str) -> std::result::Result<(), String> {
     mel_core::format::check_column_name(name)?;
-    if columns.len() >= mel_core::format::MAX_META_COLUMNS {
-        return Err(format!(
-            "more than {} metadata columns",
-            mel_core::format::MAX_META_COLUMNS
-        ));
-    }
-    Ok(())
+    groups::check_room(columns)
 }
 
 /// A JSON value as metadata text: strings as they are, whole numbers and booleans as
@@ -426,10 +420,10 @@ pub fn from_manifest(path: &Path, opts: &ManifestOptions) -> Result<Dataset> {
             },
         };
         let folder = manifest_folder(path);
-        let key = |f: &FileEntry| match group {
-            Some(c) => std::borrow::Cow::Owned(f.meta[c].clone()),
+        let key = groups::file_key(|f| match group {
+            Some(c) => std::borrow::Cow::Borrowed(f.meta[c].as_str()),
             None => std::borrow::Cow::Owned(split_key(&f.path, &folder)),
-        };
+        });
         by_split = groups::assign_by_ratio(unsplit, &r, key).map_err(err)?;
     } else if opts.ratios_given {
         return Err(err(
@@ -477,25 +471,7 @@ fn group_rows_by(
     numbered: &mut [(usize, Row)],
 ) -> Result<usize> {
     if let Grouping::Pattern(p) = grouping {
-        if columns.iter().any(|c| c == mel_core::format::GROUP_COLUMN) {
-            return Err(refusal(
-                manifest,
-                format!(
-                    "a group pattern stores each clip's group in the column {:?}, which the manifest already has; group by that column instead",
-                    mel_core::format::GROUP_COLUMN
-                ),
-            ));
-        }
-        if columns.len() >= mel_core::format::MAX_META_COLUMNS {
-            return Err(refusal(
-                manifest,
-                format!(
-                    "the group pattern adds the column \"group\" to {} metadata columns; at most {} are kept",
-                    columns.len(),
-                    mel_core::format::MAX_META_COLUMNS
-                ),
-            ));
-        }
+        groups::check_room_for_pattern(columns).map_err(|why| refusal(manifest, why))?;
         for (line, r) in numbered.iter_mut() {
             let g = p
                 .group_of(&r.path)

@@ -780,10 +780,11 @@ pub(crate) fn scan_layout(root: &Path) -> Result<(Dataset, Layout)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn touch(root: &Path, rel: &str) {
+    /// Writes a file at `rel` under `root`, making its folders.
+    pub(crate) fn touch(root: &Path, rel: &str) {
         let p = root.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, b"x").unwrap();

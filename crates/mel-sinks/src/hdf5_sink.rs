@@ -264,12 +264,7 @@ impl Hdf5Sink {
     /// a dangling dataset that crashes the next flush.
     fn write_metadata(&mut self, rows: usize) -> Result<()> {
         let labels = self.ledger.labels(rows);
-        let paths = self
-            .ledger
-            .paths(rows)
-            .into_iter()
-            .map(varlen)
-            .collect::<Result<Vec<_>>>()?;
+        let paths = varlens(self.ledger.paths(rows))?;
         self.column(h5::LABEL, &labels)?;
         self.column(h5::PATH, &paths)?;
         let sources = self.ledger.sources(rows);
@@ -285,12 +280,7 @@ impl Hdf5Sink {
         self.column(h5::MEL_STD, &stats.std)?;
         let file = self.h5.file.as_ref().expect("file is open until finish");
         let e = self.h5err("writing attributes");
-        let names = self
-            .spec
-            .label_names
-            .iter()
-            .map(|n| varlen(n))
-            .collect::<Result<Vec<_>>>()?;
+        let names = varlens(self.spec.label_names.iter().map(String::as_str))?;
         file.new_attr_builder()
             .with_data(&names)
             .create(h5::LABEL_NAMES)
@@ -357,12 +347,7 @@ impl Hdf5Sink {
     ) -> Result<()> {
         let file = self.h5.file.as_ref().expect("file is open until finish");
         let e = self.h5err("writing the metadata");
-        let names = self
-            .spec
-            .meta_columns
-            .iter()
-            .map(|n| varlen(n))
-            .collect::<Result<Vec<_>>>()?;
+        let names = varlens(self.spec.meta_columns.iter().map(String::as_str))?;
         file.new_attr_builder()
             .with_data(&names)
             .create(h5::META_COLUMNS)
@@ -370,20 +355,8 @@ impl Hdf5Sink {
         let group = file.create_group(h5::META).map_err(&e)?;
         groups.push(group.clone());
         for (i, column) in self.spec.meta_columns.iter().enumerate() {
-            let values = self
-                .ledger
-                .meta_column(i, rows)
-                .into_iter()
-                .map(varlen)
-                .collect::<Result<Vec<_>>>()?;
-            let ds = group
-                .new_dataset::<VarLenUnicode>()
-                .shape(values.len())
-                .create(column.as_str())
-                .map_err(&e)?;
-            let written = ds.write_raw(&values);
-            made.push(ds);
-            written.map_err(&e)?;
+            let values = varlens(self.ledger.meta_column(i, rows))?;
+            kept_column(&group, column, &values, made).map_err(&e)?;
         }
         Ok(())
     }
@@ -392,15 +365,10 @@ impl Hdf5Sink {
     /// file is flushed (see [`write_metadata`](Self::write_metadata)).
     fn column<T: hdf5::H5Type>(&mut self, name: &str, data: &[T]) -> Result<()> {
         let file = self.h5.file.as_ref().expect("file is open until finish");
-        let what = format!("writing {name}");
-        let ds = file
-            .new_dataset::<T>()
-            .shape(data.len())
-            .create(name)
-            .map_err(self.h5err(&what))?;
-        let written = ds.write_raw(data);
-        self.h5.columns.push(ds);
-        written.map_err(self.h5err(&what))
+        let mut made = Vec::new();
+        let written = kept_column(file, name, data, &mut made);
+        self.h5.columns.extend(made);
+        written.map_err(self.h5err(&format!("writing {name}")))
     }
 
     /// Closes every HDF5 object and then the file, so that the library has written all
@@ -494,6 +462,25 @@ fn reserve(file: &std::fs::File, bytes: u64) -> std::io::Result<()> {
         0 | libc::EOPNOTSUPP | libc::EINVAL => Ok(()),
         e => Err(std::io::Error::from_raw_os_error(e)),
     }
+}
+
+/// Creates the one-dimensional dataset `name` in `loc` holding `data`, handing it to
+/// `made` (to be kept open until the flush) whether or not the write succeeds.
+fn kept_column<T: hdf5::H5Type>(
+    loc: &hdf5::Group,
+    name: &str,
+    data: &[T],
+    made: &mut Vec<Dataset>,
+) -> hdf5::Result<()> {
+    let ds = loc.new_dataset::<T>().shape(data.len()).create(name)?;
+    let written = ds.write_raw(data);
+    made.push(ds);
+    written
+}
+
+/// Strings as HDF5's variable-length UTF-8 (see [`varlen`]).
+fn varlens<'a>(items: impl IntoIterator<Item = &'a str>) -> Result<Vec<VarLenUnicode>> {
+    items.into_iter().map(varlen).collect()
 }
 
 /// A string as HDF5's variable-length UTF-8 (refused if it holds a NUL).

@@ -457,25 +457,28 @@ fn polling_with_a_timeout_hands_out_the_same_batches_as_waiting() {
     ));
 }
 
+/// A loader of `crop`-frame windows of `s`, uniformly shuffled in batches of 64.
+fn cropping(s: &Arc<Split>, workers: usize, crop: usize, unit: Unit, output: Output) -> Loader {
+    Loader::new(
+        s.clone(),
+        LoaderOptions {
+            crop_frames: Some(crop),
+            workers,
+            unit,
+            output,
+            ..opts(Shuffle::Uniform, 64)
+        },
+    )
+    .unwrap()
+}
+
 /// Random crops (issue 37): each item a window of `crop_frames` at an offset drawn from
 /// (seed, epoch, item), the same whatever the workers and on a resume, new each epoch.
 #[test]
 fn crops_are_windows_drawn_per_epoch_and_item_the_same_with_any_workers_and_on_resume() {
     let t = tempfile::tempdir().unwrap();
     let s = split(t.path(), Dtype::F16, 6);
-    let make = |workers: usize, crop: usize, unit: Unit, output: Output| {
-        Loader::new(
-            s.clone(),
-            LoaderOptions {
-                crop_frames: Some(crop),
-                workers,
-                unit,
-                output,
-                ..opts(Shuffle::Uniform, 64)
-            },
-        )
-        .unwrap()
-    };
+    let make = |workers, crop, unit, output| cropping(&s, workers, crop, unit, output);
     let read = |l: &Loader, epoch: u64, from: usize| -> Vec<(Vec<ItemId>, Vec<usize>, Vec<f32>)> {
         l.resume(epoch, from)
             .map(|b| {
@@ -561,19 +564,7 @@ fn crops_are_windows_drawn_per_epoch_and_item_the_same_with_any_workers_and_on_r
 fn crops_keep_every_axis_but_the_frames_and_normalise_by_the_bin() {
     let t = tempfile::tempdir().unwrap();
     let s = split(t.path(), Dtype::F16, 6);
-    let make = |workers: usize, crop: usize, unit: Unit, output: Output| {
-        Loader::new(
-            s.clone(),
-            LoaderOptions {
-                crop_frames: Some(crop),
-                workers,
-                unit,
-                output,
-                ..opts(Shuffle::Uniform, 64)
-            },
-        )
-        .unwrap()
-    };
+    let make = |workers, crop, unit, output| cropping(&s, workers, crop, unit, output);
     // Whole clips and f16 as stored: every axis kept but the frames.
     let clips = make(2, 2, Unit::Clip, Output::Stored);
     let b = clips.epoch(0).next().unwrap().unwrap();

@@ -142,10 +142,10 @@ impl Metadata {
         Ok(())
     }
 
-    /// `columns` with their `values` (one list per column, checked to be as long as the
-    /// split), each value within melctl's bound.
+    /// `columns` (passed through [`check_columns`](Self::check_columns) before any of
+    /// their values was looked up by name) with their `values` (one list per column,
+    /// checked to be as long as the split), each value within melctl's bound.
     pub(crate) fn new(path: &Path, columns: Vec<String>, values: Vec<Vec<String>>) -> Result<Self> {
-        Self::check_columns(path, &columns)?;
         for (c, v) in columns.iter().zip(&values) {
             if let Some((i, why)) = v
                 .iter()
