@@ -93,6 +93,20 @@ pub fn read_item(
     dtype: ItemDtype,
 ) -> melkit::read::Result<Item> {
     dtype.check(split)?;
+    if split.whole().is_some() {
+        if segment.is_some() {
+            return Err(melkit::read::Error::Shape(
+                "whole clips have no segments".into(),
+            ));
+        }
+        let a = split.whole_clip(clip)?.into_dyn();
+        return Ok(match dtype {
+            ItemDtype::F32 => Item::F32(a),
+            ItemDtype::F64 => Item::F64(a.mapv(f64::from)),
+            // Stored f16 values, widened exactly and narrowed back.
+            ItemDtype::F16 => Item::F16(a.mapv(f16::from_f32)),
+        });
+    }
     let f32_item = || match segment {
         None => split.clip(clip),
         Some(s) => split.segment(clip, s).map(|a| a.into_dyn()),

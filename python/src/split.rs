@@ -67,6 +67,19 @@ fn wrapped(index: isize, len: usize) -> Option<usize> {
     }
 }
 
+/// Clips in `split`: its rows, or its whole clips.
+pub fn clip_count(split: &Split) -> usize {
+    split.whole().map_or(split.clips(), |w| w.clips())
+}
+
+/// One value per clip of a per-row list: every row's, or each whole clip's first row's.
+fn per_clip<T: Clone>(split: &Split, rows: &[T]) -> Vec<T> {
+    match split.whole() {
+        Some(w) => w.first_rows().iter().map(|&r| rows[r].clone()).collect(),
+        None => rows.to_vec(),
+    }
+}
+
 impl PySplit {
     /// Opens a split now (errors are raised here, not at the first read).
     pub fn open(
@@ -146,7 +159,7 @@ impl PySplit {
             None => self.dtype,
         };
         let split = self.split(py)?;
-        let clip = position(clip, split.clips(), "clip")?;
+        let clip = position(clip, clip_count(&split), "clip")?;
         let segment = segment
             .map(|s| position(s, split.segments_per_clip(), "segment"))
             .transpose()?;
@@ -161,7 +174,28 @@ impl PySplit {
 impl PySplit {
     /// Clips in the split.
     fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
-        Ok(self.split(py)?.clips())
+        Ok(clip_count(&*self.split(py)?))
+    }
+
+    /// `"whole"` when each clip has its own number of frames (``audio.length = "whole"``;
+    /// ``split[i]`` is ``(n_mels, frames[i])``), else `"fixed"`.
+    #[getter]
+    fn length(&self, py: Python<'_>) -> PyResult<&'static str> {
+        Ok(match self.split(py)?.whole() {
+            Some(_) => "whole",
+            None => "fixed",
+        })
+    }
+
+    /// Every clip's number of frames (int64): its own for whole clips, else all the same.
+    #[getter]
+    fn frames<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let split = self.split(py)?;
+        let frames: Vec<i64> = match split.whole() {
+            Some(w) => w.all_frames().iter().map(|&f| f as i64).collect(),
+            None => vec![split.frames() as i64; split.clips()],
+        };
+        Ok(PyArray1::from_vec(py, frames))
     }
 
     /// Clip `index` (negative counts from the end) as a numpy array of `clip_shape`.
@@ -231,7 +265,8 @@ impl PySplit {
     #[getter]
     fn labels<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<i64>>> {
         let labels = self.labels.get_or_try_init(py, || -> PyResult<_> {
-            let a = PyArray1::from_slice(py, self.split(py)?.labels());
+            let split = self.split(py)?;
+            let a = PyArray1::from_vec(py, per_clip(&split, split.labels()));
             a.call_method1("setflags", (false,))?;
             Ok(a.unbind())
         })?;
@@ -247,7 +282,8 @@ impl PySplit {
     /// Every clip's source path, relative to the dataset root.
     #[getter]
     fn paths<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        PyList::new(py, self.split(py)?.paths())
+        let split = self.split(py)?;
+        PyList::new(py, per_clip(&split, split.paths()))
     }
 
     /// The metadata column names, in order (a manifest's columns beyond path, label and
@@ -265,7 +301,7 @@ impl PySplit {
         let dict = PyDict::new(py);
         for c in meta.columns() {
             let values = meta.column(c).expect("a listed column has values");
-            dict.set_item(c, PyList::new(py, values)?)?;
+            dict.set_item(c, PyList::new(py, per_clip(&split, values))?)?;
         }
         Ok(dict)
     }
@@ -288,10 +324,15 @@ impl PySplit {
             .map(|s| PyArray1::from_slice(py, &s.std)))
     }
 
-    /// One clip's shape: `(long?, short?, n_mels, frames)`.
+    /// One clip's shape: `(long?, short?, n_mels, frames)`; `(n_mels, None)` for whole
+    /// clips, whose frames vary (see `frames`).
     #[getter]
     fn clip_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, self.split(py)?.clip_shape())
+        let split = self.split(py)?;
+        if split.whole().is_some() {
+            return PyTuple::new(py, [Some(split.n_mels()), None]);
+        }
+        PyTuple::new(py, split.clip_shape())
     }
 
     /// One segment's shape: `(n_mels, frames)`.

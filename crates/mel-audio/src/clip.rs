@@ -189,6 +189,59 @@ pub fn fit_clip(
     Ok(())
 }
 
+/// Where decoding puts a file's audio: a fixed-length row (padded or trimmed), or all of
+/// it at the target rate (whole clips, at most `max` samples long: the caller checks the
+/// file's length against it, decoding only stops reading past it).
+pub(crate) enum Dst<'a> {
+    /// A row of `audio.clip_samples()`; the clip is fitted into it.
+    Row(&'a mut [f32]),
+    /// The whole file at the target rate, replacing what the vector held.
+    Whole(&'a mut Vec<f32>, usize),
+}
+
+impl Dst<'_> {
+    /// The samples decoding keeps at most: the row's length, or the whole clip's bound.
+    pub(crate) fn clip(&self) -> usize {
+        match self {
+            Dst::Row(d) => d.len(),
+            Dst::Whole(_, max) => *max,
+        }
+    }
+
+    /// Brings `mono` (at `rate` Hz) into the destination: fitted into the row as
+    /// [`fit_clip`] does, or resampled whole.
+    pub(crate) fn put(
+        self,
+        mono: &[f32],
+        rate: u32,
+        audio: &AudioConfig,
+    ) -> std::result::Result<(), ResampleError> {
+        match self {
+            Dst::Row(d) => fit_clip(mono, rate, audio, d),
+            Dst::Whole(out, _) if rate == audio.sample_rate => {
+                out.clear();
+                out.extend_from_slice(mono);
+                Ok(())
+            }
+            Dst::Whole(out, _) => {
+                *out = resample(mono, rate, audio.sample_rate, audio.resample_quality)?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Places `kept` samples at the target rate: into the row from `pad_before`, or as the whole clip.
+    pub(crate) fn place(self, kept: &[f32], pad_before: usize) {
+        match self {
+            Dst::Row(d) => place(kept, pad_before, d),
+            Dst::Whole(out, _) => {
+                out.clear();
+                out.extend_from_slice(kept);
+            }
+        }
+    }
+}
+
 /// Writes `kept` into `dst` from `pad_before` and zeros the rest of `dst` (only the
 /// padding is written twice over: no pass over the whole row first).
 pub(crate) fn place(kept: &[f32], pad_before: usize, dst: &mut [f32]) {

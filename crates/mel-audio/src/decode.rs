@@ -22,6 +22,7 @@ use mel_core::spec::AudioConfig;
 use mel_core::{Error, Result};
 use symphonia::core::io::MediaSource;
 
+use crate::clip::Dst;
 pub use crate::clip::{DecodeInfo, MAX_CLIPS_LONG, fit_clip};
 use crate::sniff::{Container, Refusal, sniff};
 use crate::wav::{Coding, WavHeader};
@@ -101,7 +102,72 @@ fn open_source(path: &Path) -> Result<(FileSource, u64)> {
 /// per `audio`.
 pub fn decode_into(path: &Path, audio: &AudioConfig, dst: &mut [f32]) -> Result<DecodeInfo> {
     let (file, len) = open_source(path)?;
-    decode_source(file, len, path, audio, dst)
+    decode_source(file, len, path, audio, Dst::Row(dst))
+}
+
+/// Decodes all of the file at `path` into `out` at `audio.sample_rate` (resampled and
+/// downmixed as [`decode_into`] does, never padded or trimmed), for whole clips. A file
+/// longer than `max_samples` at that rate is a limit error naming it and
+/// `audio.max_seconds`; reading stops soon after that length.
+pub fn decode_whole(
+    path: &Path,
+    audio: &AudioConfig,
+    max_samples: usize,
+    out: &mut Vec<f32>,
+) -> Result<DecodeInfo> {
+    let (file, len) = open_source(path)?;
+    whole_from(file, len, path, audio, max_samples, out)
+}
+
+/// [`decode_whole`] of a file already read into memory (`bytes`, the whole file at `path`).
+pub fn decode_bytes_whole(
+    bytes: &[u8],
+    path: &Path,
+    audio: &AudioConfig,
+    max_samples: usize,
+    out: &mut Vec<f32>,
+) -> Result<DecodeInfo> {
+    let source = std::io::Cursor::new(bytes);
+    whole_from(source, bytes.len() as u64, path, audio, max_samples, out)
+}
+
+fn whole_from<S: MediaSource>(
+    source: S,
+    len: u64,
+    path: &Path,
+    audio: &AudioConfig,
+    max_samples: usize,
+    out: &mut Vec<f32>,
+) -> Result<DecodeInfo> {
+    // Read from the start, keep what is read: the bound is checked on the file's length.
+    let from_start = AudioConfig {
+        trim: mel_core::spec::TrimPolicy::Start,
+        pad: mel_core::spec::PadPolicy::End,
+        ..audio.clone()
+    };
+    let dst = Dst::Whole(out, max_samples.saturating_add(1));
+    let info = decode_source(source, len, path, &from_start, dst)?;
+    let at_rate =
+        (info.frames as u128 * audio.sample_rate as u128).div_ceil(info.rate.max(1) as u128);
+    if at_rate > max_samples as u128 {
+        return Err(Error::limit(
+            path.display().to_string(),
+            format!(
+                "{at_rate} samples at {} Hz, longer than audio.max_seconds ({max_samples} samples); raise it, or use audio.length = \"fixed\"",
+                audio.sample_rate
+            ),
+        ));
+    }
+    if out.len() as u128 != at_rate {
+        return Err(Error::Internal(format!(
+            "{}: decoded {} samples where the file's {} frames at {} Hz give {at_rate}",
+            path.display(),
+            out.len(),
+            info.frames,
+            info.rate
+        )));
+    }
+    Ok(info)
 }
 
 /// Decodes a file already read into memory (`bytes`, the whole file at `path`) into
@@ -117,7 +183,7 @@ pub fn decode_bytes_into(
         bytes.len() as u64,
         path,
         audio,
-        dst,
+        Dst::Row(dst),
     )
 }
 
@@ -127,7 +193,7 @@ fn decode_source<S: MediaSource>(
     len: u64,
     path: &Path,
     audio: &AudioConfig,
-    dst: &mut [f32],
+    dst: Dst<'_>,
 ) -> Result<DecodeInfo> {
     guarded(path, || match route(&mut source, len, path)? {
         Route::Wav(h) => crate::wav::read::decode(&mut source, &h, path, audio, dst),
@@ -144,6 +210,12 @@ fn decode_source<S: MediaSource>(
 /// in its samples; empty, truncated, foreign and unsupported files are found. This is what
 /// `melctl build --dry-run` runs on every file.
 pub fn probe(path: &Path, audio: &AudioConfig) -> Result<()> {
+    probe_length(path, audio).map(|_| ())
+}
+
+/// [`probe`], returning the file's sample rate and frame count (PCM WAV from its header,
+/// other codecs by decoding and counting every packet): how long a whole clip of it is.
+pub fn probe_length(path: &Path, audio: &AudioConfig) -> Result<(u32, u64)> {
     let (mut file, len) = open_source(path)?;
     guarded(path, || match route(&mut file, len, path)? {
         Route::Wav(h) => crate::wav::read::probe(&h, path, audio),

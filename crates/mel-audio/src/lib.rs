@@ -19,7 +19,8 @@ mod trim;
 mod wav;
 
 pub use decode::{
-    DecodeInfo, decode_bytes_into, decode_into, fit_clip, probe, quiet_decoder_panics,
+    DecodeInfo, decode_bytes_into, decode_bytes_whole, decode_into, decode_whole, fit_clip, probe,
+    probe_length, quiet_decoder_panics,
 };
 pub use fingerprint::files_fingerprint;
 pub use folders::{FolderOptions, scan_with};

@@ -29,7 +29,7 @@ use symphonia::core::packet::Packet;
 use symphonia::core::units::{Duration, Timestamp};
 
 use crate::clip::{
-    DecodeInfo, check_finite, check_float, check_stream, fit_clip, keep_limit, settle, too_long,
+    DecodeInfo, Dst, check_finite, check_float, check_stream, keep_limit, settle, too_long,
 };
 use crate::mix::mix_interleaved;
 use crate::resample::MAX_RATE;
@@ -206,7 +206,7 @@ pub(crate) fn probe(
     offset: u64,
     path: &Path,
     audio: &AudioConfig,
-) -> Result<()> {
+) -> Result<(u32, u64)> {
     let mut s = Stream::open(source, container, offset, path)?;
     if let Some(ch) = s.channels {
         check_stream(path, audio, ch, s.rate.unwrap_or(0))?;
@@ -220,7 +220,11 @@ pub(crate) fn probe(
             return Err(too_long(path, limit, rate));
         }
     }
-    s.finish(path, s.trim.kept(decoded)).map(|_| ())
+    let frames = s.finish(path, s.trim.kept(decoded))?;
+    let rate = s
+        .rate
+        .ok_or_else(|| Error::decode(path, "no audio samples"))?;
+    Ok((rate, frames as u64))
 }
 
 /// An opened container: its reader, the audio track, a decoder, and what the header says.
@@ -1079,11 +1083,11 @@ pub(crate) fn decode(
     offset: u64,
     path: &Path,
     audio: &AudioConfig,
-    dst: &mut [f32],
+    dst: Dst<'_>,
 ) -> Result<DecodeInfo> {
     let bad = |reason: String| Error::decode(path, reason);
     let mut s = Stream::open(source, container, offset, path)?;
-    let clip = dst.len();
+    let clip = dst.clip();
     let mut rate: Option<u32> = None;
     let mut channels = 0usize;
     let mut mono: Vec<f32> = Vec::new();
@@ -1129,7 +1133,7 @@ pub(crate) fn decode(
     // Padding known only at the end (Matroska's DiscardPadding) leaves the clip here.
     mono.truncate(frames);
     let rate = rate.ok_or_else(|| bad("no audio samples".into()))?;
-    fit_clip(&mono, rate, audio, dst)
+    dst.put(&mono, rate, audio)
         .map_err(|e| Error::limit(path.display().to_string(), e.to_string()))?;
     Ok(DecodeInfo {
         rate,

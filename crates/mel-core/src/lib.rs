@@ -16,6 +16,7 @@ pub mod pipeline;
 pub mod plan;
 pub mod record;
 pub mod reference;
+pub mod row_stats;
 pub mod spec;
 pub mod stats;
 pub mod traits;

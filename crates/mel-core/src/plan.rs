@@ -7,6 +7,9 @@ use crate::error::{Error, Result};
 use crate::spec::{AudioConfig, Dtype, LogScale, MelConfig, MelScale, MelSpec, PadMode, Stage};
 
 mod range;
+pub mod whole;
+
+pub use whole::{BLOCK_FRAMES, WholeClips};
 
 /// Longest clip melctl accepts, in samples (2^28, about 4.6 hours at 16 kHz):
 /// a bound that keeps every allocation finite.
@@ -77,6 +80,8 @@ pub struct MelPlan {
     full_scale_peak: f64,
     /// The largest sample magnitude the plan's f32 arithmetic takes without overflow.
     sample_limit: f32,
+    /// With `audio.length = "whole"`: how a clip becomes blocks (the plan is one block's).
+    whole: Option<WholeClips>,
 }
 
 impl MelPlan {
@@ -85,6 +90,21 @@ impl MelPlan {
     pub fn from_config(config: &Config) -> Result<MelPlan> {
         config.check_options()?;
         let plan = MelPlan::new(&config.spec())?;
+        let loader = config.run.loader;
+        if plan.whole().is_some()
+            && matches!(
+                loader,
+                crate::config::LoaderKind::Preload | crate::config::LoaderKind::Memmap
+            )
+        {
+            return Err(Error::config(
+                "run.loader",
+                format!(
+                    "= \"{}\" holds fixed-length clips; whole clips (audio.length = \"whole\") are read by their own loader: use \"auto\" or \"stream\"",
+                    loader.name()
+                ),
+            ));
+        }
         if config.output.sink == crate::config::SinkKind::Hdf5 {
             plan.check_chunk_clips(config.hdf5.chunk_clips)?;
         }
@@ -114,6 +134,24 @@ impl MelPlan {
     /// Validates `spec` and derives the plan; every rejection names the field and the limit.
     /// The phases run in this order, so a spec wrong in several ways names its first fault.
     pub fn new(spec: &MelSpec) -> Result<MelPlan> {
+        let Some(whole) = WholeClips::of(spec, MAX_CLIP_SAMPLES)? else {
+            return MelPlan::fixed(spec);
+        };
+        // Whole clips: the plan computes one block; the spec stays the user's.
+        let mut plan = MelPlan::fixed(&whole.block_spec(spec))?;
+        plan.spec = spec.resolved();
+        plan.whole = Some(whole);
+        Ok(plan)
+    }
+
+    /// With `audio.length = "whole"`, how a clip of any length becomes rows of
+    /// [`BLOCK_FRAMES`] frames (the plan's clip is one block); `None` for fixed clips.
+    pub fn whole(&self) -> Option<&WholeClips> {
+        self.whole.as_ref()
+    }
+
+    /// The plan of fixed-length clips of `spec`.
+    fn fixed(spec: &MelSpec) -> Result<MelPlan> {
         let a = &spec.audio;
         let m = &spec.mel;
         let clip_samples = check_clip(a)?;
@@ -156,6 +194,7 @@ impl MelPlan {
             dtype: spec.dtype,
             full_scale_peak: range.full_scale_peak,
             sample_limit: range.sample_limit,
+            whole: None,
         })
     }
 
@@ -295,14 +334,18 @@ impl MelPlan {
             .collect()
     }
 
-    /// Names of the output's axes, clip first: `clip, long?, short?, mel, frame`.
+    /// Names of the output's axes, row first: `clip, long?, short?, mel, frame` (`block, mel, frame` for whole clips).
     pub fn dim_names(&self) -> Vec<&'static str> {
-        ["clip"]
-            .into_iter()
-            .chain(self.long_count.map(|_| "long"))
-            .chain(self.short_count.map(|_| "short"))
-            .chain(["mel", "frame"])
-            .collect()
+        [if self.whole.is_some() {
+            "block"
+        } else {
+            "clip"
+        }]
+        .into_iter()
+        .chain(self.long_count.map(|_| "long"))
+        .chain(self.short_count.map(|_| "short"))
+        .chain(["mel", "frame"])
+        .collect()
     }
 
     /// Segments (spectrograms) per clip in the output.

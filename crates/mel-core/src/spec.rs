@@ -52,6 +52,41 @@ pub struct AudioConfig {
     pub downmix: Downmix,
     /// Resampling of files at another rate (`mel_audio::resample`). Default `balanced`.
     pub resample_quality: ResampleQuality,
+    /// `fixed` (every clip padded or trimmed to `clip_seconds`) or `whole` (each file one
+    /// clip of its own length, stored as blocks of frames). Default `fixed`, which is not
+    /// written out, so a fixed spec serialises as it did before the key existed.
+    #[serde(skip_serializing_if = "ClipLength::is_fixed")]
+    pub length: ClipLength,
+    /// With `length = "whole"`, the longest file kept, in seconds: a longer one is a named
+    /// failure. A memory bound (one file is held whole while it is cut into blocks).
+    /// Default 600; not written out at the default.
+    #[serde(skip_serializing_if = "is_default_max_seconds")]
+    pub max_seconds: f64,
+}
+
+/// The default longest whole clip, seconds.
+pub const DEFAULT_MAX_SECONDS: f64 = 600.0;
+
+fn is_default_max_seconds(s: &f64) -> bool {
+    *s == DEFAULT_MAX_SECONDS
+}
+
+/// How long a clip is: one length for all, or each file's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClipLength {
+    /// Padded or trimmed to `clip_seconds` (the default).
+    #[default]
+    Fixed,
+    /// Each file at its own length, no padding.
+    Whole,
+}
+
+impl ClipLength {
+    /// Whether this is the default, `fixed`.
+    pub fn is_fixed(&self) -> bool {
+        *self == ClipLength::Fixed
+    }
 }
 
 impl Default for AudioConfig {
@@ -63,6 +98,8 @@ impl Default for AudioConfig {
             trim: TrimPolicy::Start,
             downmix: Downmix::Mean,
             resample_quality: ResampleQuality::Balanced,
+            length: ClipLength::Fixed,
+            max_seconds: DEFAULT_MAX_SECONDS,
         }
     }
 }
@@ -433,6 +470,23 @@ impl Dtype {
         }
     }
 }
+
+crate::named::named!(
+    ClipLength,
+    "audio.length",
+    [
+        (
+            ClipLength::Fixed,
+            "fixed",
+            "every clip padded or trimmed to audio.clip_seconds"
+        ),
+        (
+            ClipLength::Whole,
+            "whole",
+            "each file one clip of its own length, no padding"
+        ),
+    ]
+);
 
 crate::named::named!(
     Precision,

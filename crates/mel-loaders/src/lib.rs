@@ -11,9 +11,11 @@ pub mod pool;
 pub mod preload;
 pub mod select;
 pub mod stream;
+pub mod whole;
 
 pub use cache::{CacheKey, CacheLoader, CacheOutcome};
 pub use lazy::Lazy;
 pub use preload::PreloadLoader;
 pub use select::{LoaderChoice, choose};
 pub use stream::StreamLoader;
+pub use whole::WholeLoader;

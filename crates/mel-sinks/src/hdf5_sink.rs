@@ -9,13 +9,13 @@ use hdf5::{Dataset, Extent, File, Hyperslab, SimpleExtents, SliceOrIndex};
 use mel_core::format::{self, h5};
 use mel_core::{ClipMeta, Dtype, Error, OutputBuf, Result, Sink, SinkSpec};
 
+use mel_core::Finished;
 use mel_core::atomic::{self, Staged};
-use mel_core::{AdjustmentCounts, Finished};
 
 use crate::chunks::ChunkWriter;
 use crate::errors::{hdf5_failed, write_failed};
 use crate::rows::RowLedger;
-use mel_core::stats::StatsAccumulator;
+use mel_core::row_stats::RowStats;
 
 /// Options of the HDF5 sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +63,7 @@ pub struct Hdf5Sink {
     h5: Handles,
     spec: SinkSpec,
     ledger: RowLedger,
-    stats: StatsAccumulator,
+    stats: RowStats,
     opts: Hdf5Options,
     pool: rayon::ThreadPool,
     /// The build this output belongs to (the root attribute `build_id`).
@@ -170,7 +170,7 @@ impl Hdf5Sink {
             .build()
             .map_err(|e| Error::Internal(format!("cannot start the HDF5 writer threads: {e}")))?;
         let rows = spec.rows;
-        let stats = StatsAccumulator::new(spec.plan.n_mels(), spec.plan.n_frames());
+        let stats = RowStats::new(&spec.plan);
         Ok(Hdf5Sink {
             staged,
             raw,
@@ -532,7 +532,9 @@ impl Sink for Hdf5Sink {
         if let Err(m) = self.ledger.record(first_row, meta) {
             return Err(self.err(m));
         }
-        self.stats.add_output(data);
+        if let Err(m) = self.stats.add(first_row, meta, data) {
+            return Err(self.err(m));
+        }
         let what = format!("writing rows {first_row}..");
         if let Some(raw) = &self.raw {
             let offset = (first_row * self.spec.plan.bytes_per_clip()) as u64;
@@ -573,6 +575,9 @@ impl Sink for Hdf5Sink {
         if let Err(m) = self.ledger.check(rows) {
             return Err(self.err(m));
         }
+        if let Err(m) = self.stats.check_complete() {
+            return Err(self.err(m));
+        }
         // Raw writes went through the page cache; HDF5 reads (a shrink) see them. Every
         // write result was checked when it was made.
         self.raw = None;
@@ -593,11 +598,7 @@ impl Sink for Hdf5Sink {
         let bytes = std::fs::metadata(self.staged.path())
             .map_err(|e| Error::io(self.staged.path(), e))?
             .len();
-        let provenance = AdjustmentCounts::of(
-            self.ledger.sources(rows),
-            self.spec.plan.sample_rate(),
-            self.spec.plan.clip_samples(),
-        );
+        let provenance = self.ledger.provenance(rows, &self.spec.plan);
         let Hdf5Sink { staged, opts, .. } = *self;
         Ok(Finished::new(staged, opts.fsync, bytes).with_provenance(provenance))
     }

@@ -19,15 +19,13 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use mel_core::atomic::{self, Staged};
-use mel_core::{
-    AdjustmentCounts, ClipMeta, Dtype, Error, Finished, OutputBuf, Result, Sink, SinkSpec,
-};
+use mel_core::{ClipMeta, Dtype, Error, Finished, OutputBuf, Result, Sink, SinkSpec};
 
 use crate::errors::write_failed;
 use crate::rows::RowLedger;
 use mel_core::format::meta;
 use mel_core::format::npy::{self, HEADER_LEN, NpyType};
-use mel_core::stats::StatsAccumulator;
+use mel_core::row_stats::RowStats;
 
 /// Options of the npy sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -42,7 +40,7 @@ pub struct NpySink {
     mel: Option<File>,
     spec: SinkSpec,
     ledger: RowLedger,
-    stats: StatsAccumulator,
+    stats: RowStats,
     opts: NpyOptions,
     /// The build this output belongs to (`build_id` in `meta.json`).
     build_id: Option<String>,
@@ -65,7 +63,7 @@ impl NpySink {
         file.set_len((HEADER_LEN + spec.rows * spec.plan.bytes_per_clip()) as u64)
             .map_err(|e| failed("sizing mel.npy", e))?;
         let rows = spec.rows;
-        let stats = StatsAccumulator::new(spec.plan.n_mels(), spec.plan.n_frames());
+        let stats = RowStats::new(&spec.plan);
         Ok(NpySink {
             staged,
             mel: Some(file),
@@ -159,7 +157,9 @@ impl Sink for NpySink {
         if let Err(m) = self.ledger.record(first_row, meta) {
             return Err(self.err(m));
         }
-        self.stats.add_output(data);
+        if let Err(m) = self.stats.add(first_row, meta, data) {
+            return Err(self.err(m));
+        }
         let offset = (HEADER_LEN + first_row * self.spec.plan.bytes_per_clip()) as u64;
         let file = self.mel.as_ref().expect("open until finish");
         file.write_all_at(data.as_bytes(), offset).map_err(|e| {
@@ -173,6 +173,9 @@ impl Sink for NpySink {
 
     fn finish(mut self: Box<Self>, rows: usize) -> Result<Finished> {
         if let Err(m) = self.ledger.check(rows) {
+            return Err(self.err(m));
+        }
+        if let Err(m) = self.stats.check_complete() {
             return Err(self.err(m));
         }
         let file = self.mel.take().expect("open until finish");
@@ -193,11 +196,7 @@ impl Sink for NpySink {
                     .sum()
             })
             .map_err(|e| Error::io(self.staged.path(), e))?;
-        let provenance = AdjustmentCounts::of(
-            self.ledger.sources(rows),
-            self.spec.plan.sample_rate(),
-            self.spec.plan.clip_samples(),
-        );
+        let provenance = self.ledger.provenance(rows, &self.spec.plan);
         let NpySink { staged, opts, .. } = *self;
         Ok(Finished::new(staged, opts.fsync, bytes).with_provenance(provenance))
     }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use mel_core::{ClipMeta, SourceInfo};
+use mel_core::{AdjustmentCounts, ClipMeta, MelPlan, SourceInfo};
 
 /// Labels, paths, sources and metadata of the rows received so far.
 #[derive(Debug)]
@@ -96,6 +96,22 @@ impl RowLedger {
     /// Sources of rows `0..rows`.
     pub(crate) fn sources(&self, rows: usize) -> &[SourceInfo] {
         &self.sources[..rows]
+    }
+
+    /// How many of the clips in rows `0..rows` were resampled, downmixed, padded or
+    /// trimmed: a count per row, or for whole clips per clip (its first block), which is
+    /// never padded or trimmed.
+    pub(crate) fn provenance(&self, rows: usize, plan: &MelPlan) -> AdjustmentCounts {
+        let (rate, sources) = (plan.sample_rate(), self.sources(rows));
+        if plan.whole().is_none() {
+            return AdjustmentCounts::of(sources, rate, plan.clip_samples());
+        }
+        let mut counts = AdjustmentCounts::default();
+        for r in (0..rows).filter(|&r| r == 0 || self.paths[r] != self.paths[r - 1]) {
+            counts.resampled += usize::from(sources[r].resampled(rate));
+            counts.downmixed += usize::from(sources[r].downmixed());
+        }
+        counts
     }
 
     /// Column `column`'s value for each of rows `0..rows` (after [`check`](Self::check)).

@@ -79,7 +79,8 @@ pub use mel_core::stats::MelStats;
 pub use mel_core::{Dtype, Error, Result};
 pub use order::{Shuffle, Unit};
 pub use split::{
-    Access, DEFAULT_CHUNK_CACHE, Format, Metadata, OpenOptions, Provenance, ReadMode, Reader, Split,
+    Access, DEFAULT_CHUNK_CACHE, Format, Metadata, OpenOptions, Provenance, ReadMode, Reader,
+    Split, WholeIndex,
 };
 #[cfg(feature = "candle")]
 pub use tensor::TensorFloat;

@@ -10,7 +10,7 @@ use mel_core::{Error, Result};
 
 use super::header::{Coding, WavHeader, convert};
 use crate::clip::{
-    DecodeInfo, check_float, check_stream, fit_clip, keep_limit, place, placement, settle, too_long,
+    DecodeInfo, Dst, check_float, check_stream, keep_limit, placement, settle, too_long,
 };
 
 /// PCM, float or G.711 WAV: the frame count from the data chunk's size checked against
@@ -22,7 +22,7 @@ pub(crate) fn decode<R: Read + Seek>(
     h: &WavHeader,
     path: &Path,
     audio: &AudioConfig,
-    dst: &mut [f32],
+    dst: Dst<'_>,
 ) -> Result<DecodeInfo> {
     check_stream(path, audio, h.channels as usize, h.rate)?;
     let frames = settle(path, h.promised, h.held)?;
@@ -59,13 +59,13 @@ pub(crate) fn decode<R: Read + Seek>(
         }
     }
     if h.rate == audio.sample_rate {
-        let (kept, skip, pad_before) = placement(frames, dst.len(), audio);
+        let (kept, skip, pad_before) = placement(frames, dst.clip(), audio);
         let mut mono = Vec::with_capacity(kept);
         read_wav_frames(r, h, skip, kept, audio, &mut mono, path)?;
-        place(&mono, pad_before, dst);
+        dst.place(&mono, pad_before);
         return Ok(info);
     }
-    let limit = keep_limit(dst.len(), h.rate, audio);
+    let limit = keep_limit(dst.clip(), h.rate, audio);
     let take = match audio.trim {
         TrimPolicy::Start => frames.min(limit),
         TrimPolicy::Center if frames > limit => return Err(too_long(path, limit, h.rate)),
@@ -73,7 +73,7 @@ pub(crate) fn decode<R: Read + Seek>(
     };
     let mut mono = Vec::with_capacity(take);
     read_wav_frames(r, h, 0, take, audio, &mut mono, path)?;
-    fit_clip(&mono, h.rate, audio, dst)
+    dst.put(&mono, h.rate, audio)
         .map_err(|e| Error::limit(path.display().to_string(), e.to_string()))?;
     Ok(info)
 }
@@ -127,12 +127,13 @@ fn read_exact<R: Read>(
 
 /// Checks a WAV as [`decode`] would, from its header alone: the layout, the frame count
 /// against the file's length, and (when all of a resampled file is needed) its length.
-pub(crate) fn probe(h: &WavHeader, path: &Path, audio: &AudioConfig) -> Result<()> {
+/// Returns the file's rate and frame count.
+pub(crate) fn probe(h: &WavHeader, path: &Path, audio: &AudioConfig) -> Result<(u32, u64)> {
     check_stream(path, audio, h.channels as usize, h.rate)?;
     let frames = settle(path, h.promised, h.held)?;
     let limit = keep_limit(audio.clip_samples(), h.rate, audio);
     if h.rate != audio.sample_rate && audio.trim == TrimPolicy::Center && frames > limit {
         return Err(too_long(path, limit, h.rate));
     }
-    Ok(())
+    Ok((h.rate, frames as u64))
 }

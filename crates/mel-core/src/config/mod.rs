@@ -111,6 +111,9 @@ impl Config {
         use crate::spec::Precision;
         let mut every = Config::default();
         every.mel.precision = Precision::Fast;
+        // Keys written only away from their defaults.
+        every.audio.length = crate::spec::ClipLength::Whole;
+        every.audio.max_seconds = 60.0;
         every.log = LogScale::Db {
             amin: 1e-10,
             top_db: Some(80.0),

@@ -59,6 +59,16 @@ pub(super) fn loader_choice(
     Ok((choice, key))
 }
 
+/// How the streaming loaders read files (`run.stream`).
+pub(super) fn read_options(config: &Config) -> mel_loaders::io::ReadOptions {
+    let s = &config.run.stream;
+    mel_loaders::io::ReadOptions {
+        read_size: s.read_size,
+        noatime: s.noatime,
+        fadvise: s.fadvise,
+    }
+}
+
 /// The loader's words: which one and why.
 pub(super) fn describe(choice: &mel_loaders::LoaderChoice) -> String {
     format!("{} ({})", choice.kind.name(), choice.reason)

@@ -241,6 +241,13 @@ impl BuildRequest {
         if let Some(available) = self.host.available_memory {
             mel_core::pipeline::check_memory(config, &plan, available)?;
         }
+        if self.resume && plan.whole().is_some() {
+            return Err(mel_core::Error::config(
+                "audio.length",
+                "= \"whole\" does not resume an interrupted build yet; build again without --resume",
+            )
+            .into());
+        }
         if let Some(shard) = self.shard
             && !self.only.is_empty()
         {

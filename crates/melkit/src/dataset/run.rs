@@ -160,10 +160,12 @@ impl Build<'_> {
             .collect();
         let (output, clips) = match journal.as_mut() {
             Some(j) => {
-                let sink = self.sink(run, split)?;
+                let sink = self.sink(run, split, split.files.len())?;
                 let f = j.assemble(sink, &|i| clip_meta(split, i))?;
                 (f, split.files.len() - skipped.len())
             }
+            // Whole clips: a row is a block; the clips are the files built.
+            None if self.plan.whole().is_some() => (r.output, split.files.len() - skipped.len()),
             None => (r.output, r.rows),
         };
         // A split none of whose files made it is not published over what is there (a
@@ -295,13 +297,40 @@ impl Build<'_> {
             cancel: run.cancel,
             spares: &run.samples,
         };
-        let (loader, choice) =
-            loaders::make_loader(self.dataset, &split.name, files, config, &env)?;
+        let (loader, choice, rows) = match self.plan.whole() {
+            Some(_) => {
+                let loader = mel_loaders::WholeLoader::start(
+                    files,
+                    &self.plan,
+                    config.run.batch_clips,
+                    run.threads,
+                    loaders::read_options(config),
+                    run.cancel.clone(),
+                )?;
+                let rows = loader.rows();
+                let line = "whole (audio.length = \"whole\": each file decoded whole)".to_string();
+                (
+                    Box::new(loader) as Box<dyn mel_core::AudioLoader>,
+                    line,
+                    rows,
+                )
+            }
+            None => {
+                let (loader, choice) =
+                    loaders::make_loader(self.dataset, &split.name, files, config, &env)?;
+                (loader, choice, split.files.len())
+            }
+        };
         let sink = match &start.journal {
             Some(j) => j.sink(),
-            None => self.sink(run, split)?,
+            None => self.sink(run, split, rows)?,
         };
-        run.observer.split_started(&split.name, files_to_load);
+        let progress_total = if self.plan.whole().is_some() {
+            rows as u64
+        } else {
+            files_to_load
+        };
+        run.observer.split_started(&split.name, progress_total);
         // Clip `i` of this run is file `todo[i]` of the split.
         let meta = |i: usize| clip_meta(split, todo[i]);
         let opts = RunOptions {
@@ -323,12 +352,18 @@ impl Build<'_> {
         Ok((r, choice))
     }
 
-    /// The sink of `split`'s final output.
-    fn sink(&self, run: &Run<'_>, split: &ScannedSplit) -> Result<Box<dyn mel_core::Sink>> {
+    /// The sink of `split`'s final output, of at most `rows` rows (a file each, or
+    /// for whole clips a block each).
+    fn sink(
+        &self,
+        run: &Run<'_>,
+        split: &ScannedSplit,
+        rows: usize,
+    ) -> Result<Box<dyn mel_core::Sink>> {
         let spec = SinkSpec {
             meta_columns: self.dataset.meta_columns.clone(),
             split: split.name.clone(),
-            rows: split.files.len(),
+            rows,
             plan: self.plan.clone(),
             label_names: self.dataset.label_names.clone(),
             provenance: self.settings.config.resolved_json(),

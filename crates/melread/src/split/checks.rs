@@ -112,7 +112,8 @@ pub(super) fn check_labels(path: &Path, labels: &[i64], classes: usize) -> Resul
 /// put in another split's place); a stored configuration that is not one melctl reads,
 /// or whose clips are not the shape `mel` holds (readers extract, compare and merge by
 /// it). A file outside a recorded folder keeps its own name: a copy may be renamed.
-pub(super) fn check_self_description(split: &Split) -> Result<()> {
+/// Returns the plan of the stored configuration, where there is one.
+pub(super) fn check_self_description(split: &Split) -> Result<Option<MelPlan>> {
     if let Err(why) = mel_core::format::check_name(&split.name) {
         return Err(bad(&split.path, format!("its split name {why}")));
     }
@@ -131,7 +132,7 @@ pub(super) fn check_self_description(split: &Split) -> Result<()> {
         ));
     }
     let Some(stored) = &split.config else {
-        return Ok(());
+        return Ok(None);
     };
     let config: Config = serde_json::from_value(stored.clone()).map_err(|e| {
         bad(
@@ -155,7 +156,7 @@ pub(super) fn check_self_description(split: &Split) -> Result<()> {
             ),
         ));
     }
-    Ok(())
+    Ok(Some(plan))
 }
 
 #[cfg(test)]

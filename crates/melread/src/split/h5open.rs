@@ -252,6 +252,7 @@ pub(super) fn open_hdf5(path: &Path, opts: &OpenOptions) -> Result<Split> {
         access,
         store,
         chunk_cache: opts.chunk_cache,
+        whole: None,
     })
 }
 

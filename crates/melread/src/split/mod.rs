@@ -38,9 +38,11 @@ mod npy;
 mod open;
 mod reader;
 mod store;
+mod whole;
 
 pub use reader::Reader;
 use store::Store;
+pub use whole::WholeIndex;
 
 /// Decoded chunks of `mel` each [`Reader`] keeps by default (chunked layouts).
 pub const DEFAULT_CHUNK_CACHE: usize = 4;
@@ -211,6 +213,8 @@ pub struct Split {
     access: Access,
     store: Store,
     chunk_cache: usize,
+    /// Whole clips: where each lies in `mel`'s rows (set at open from the stored plan).
+    whole: Option<WholeIndex>,
 }
 
 impl std::fmt::Debug for Split {

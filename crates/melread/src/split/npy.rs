@@ -201,6 +201,7 @@ pub(super) fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
         access,
         store,
         chunk_cache: opts.chunk_cache,
+        whole: None,
     })
 }
 

@@ -59,14 +59,23 @@ impl Split {
         let path = path.as_ref();
         let meta = std::fs::metadata(path).map_err(|e| Error::read(path, e))?;
         crate::commit::check(path)?;
-        let split = if meta.is_dir() {
+        let mut split = if meta.is_dir() {
             npy::open_npy(path, opts)?
         } else {
             h5open::open_hdf5(path, opts)?
         };
         checks::check_stats(&split)?;
         checks::check_strings(&split)?;
-        checks::check_self_description(&split)?;
+        let plan = checks::check_self_description(&split)?;
+        if let Some(plan) = &plan
+            && let Some(geometry) = plan.whole()
+        {
+            split.whole = Some(super::WholeIndex::build(
+                &split,
+                *geometry,
+                plan.sample_rate(),
+            )?);
+        }
         Ok(split)
     }
 }
