@@ -70,7 +70,7 @@ impl PyLoader {
     #[pyo3(signature = (
         path, batch_size, unit="segment", shuffle=None, seed=0, epoch=0, drop_last=false,
         shard=None, normalize=None, dtype=None, threads=None, prefetch=2, with_index=false,
-        split=None, crop_frames=None,
+        split=None, crop_frames=None, max_frames=None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -90,6 +90,7 @@ impl PyLoader {
         with_index: bool,
         split: Option<&str>,
         crop_frames: Option<usize>,
+        max_frames: Option<usize>,
     ) -> PyResult<Self> {
         let py_split = split_arg(py, path, split)?;
         let split = py_split.get().split(py)?;
@@ -120,6 +121,7 @@ impl PyLoader {
             output,
             normalize,
             crop_frames,
+            max_frames,
         };
         let loader = Loader::new(split, opts).map_err(to_py)?;
         Ok(PyLoader {
@@ -133,9 +135,22 @@ impl PyLoader {
         })
     }
 
-    /// Batches per epoch for this shard.
-    fn __len__(&self) -> usize {
-        self.loader.batches_per_epoch()
+    /// Batches per epoch for this shard (with `max_frames`, of the epoch the next
+    /// iteration reads: the count varies by epoch).
+    fn __len__(&self) -> PyResult<usize> {
+        Ok(self.loader.batches_in(locked(&self.position)?.epoch))
+    }
+
+    /// The share of padding in epoch `epoch`'s batches (the next iteration's by default):
+    /// zeros after whole clips shorter than their batch (`max_frames`) or crop
+    /// (`crop_frames`); 0.0 for fixed-length clips.
+    #[pyo3(signature = (epoch=None))]
+    fn padding_share(&self, epoch: Option<u64>) -> PyResult<f64> {
+        let epoch = match epoch {
+            Some(e) => e,
+            None => locked(&self.position)?.epoch,
+        };
+        Ok(self.loader.padding_share(epoch))
     }
 
     /// The batches from the loader's position: the rest of the current epoch (all of it
@@ -150,8 +165,9 @@ impl PyLoader {
             position: Arc::clone(&self.position),
             generation: pos.generation,
             epoch: pos.epoch,
-            batches: self.loader.batches_per_epoch(),
+            batches: self.loader.batches_in(pos.epoch),
             with_index: self.with_index,
+            lengths: self.loader.split().whole().is_some(),
         })
     }
 
@@ -242,7 +258,7 @@ impl PyLoader {
         for (key, ours) in self.fingerprint() {
             let ours = ours.text();
             let theirs: String = match (key, state.get_item(key)?) {
-                ("crop_frames", None) => "0".into(),
+                ("crop_frames" | "max_frames", None) => "0".into(),
                 _ => get(key)?.str()?.extract()?,
             };
             if theirs != ours {
@@ -253,10 +269,10 @@ impl PyLoader {
         }
         let epoch: u64 = get("epoch")?.extract()?;
         let batch: usize = get("batch")?.extract()?;
-        if batch > self.loader.batches_per_epoch() {
+        let batches = self.loader.batches_in(epoch);
+        if batch > batches {
             return Err(PyValueError::new_err(format!(
-                "state_dict's batch {batch} is beyond the epoch's {} batches",
-                self.loader.batches_per_epoch()
+                "state_dict's batch {batch} is beyond the epoch's {batches} batches"
             )));
         }
         let mut pos = locked(&self.position)?;
@@ -307,6 +323,8 @@ impl PyLoader {
                 "crop_frames",
                 Setting::Int(o.crop_frames.unwrap_or(0) as u64),
             ),
+            // 0: no buckets (and what a state saved before buckets existed means).
+            ("max_frames", Setting::Int(o.max_frames.unwrap_or(0) as u64)),
             ("items", Setting::Int(self.loader.items_per_epoch() as u64)),
             // The build the split comes from: a state saved before the split was built
             // again (as many clips, other ones or in another order) is refused.
@@ -362,6 +380,8 @@ pub struct PyBatches {
     epoch: u64,
     batches: usize,
     with_index: bool,
+    /// Whole clips: batches carry each item's frames (`(x, y, lengths)`).
+    lengths: bool,
 }
 
 #[pymethods]
@@ -471,26 +491,28 @@ impl PyBatches {
         Ok(())
     }
 
-    /// `(x, y)` or `(x, y, clip_index)`: an f32 batch's buffer is `x`'s memory without a
+    /// `(x, y)`, for whole clips `(x, y, lengths)`, then `clip_index` with
+    /// `with_index`: an f32 batch's buffer is `x`'s memory without a
     /// copy, and returns to the loader when `x` is freed; f16 batches are copied once.
     fn to_python<'py>(&self, py: Python<'py>, batch: Batch) -> PyResult<Bound<'py, PyTuple>> {
         let shape = batch.shape().to_vec();
         let y = PyArray1::from_slice(py, batch.labels());
         let clips: Vec<i64> = batch.ids().iter().map(|id| id.clip as i64).collect();
+        let lengths: Vec<i64> = batch.lengths().iter().map(|&n| n as i64).collect();
         let x = if let Values::F16(v) = batch.values() {
             // f16 as stored: copied once into the array.
             PyArray::from_owned_array(py, shaped(shape, v.to_vec())?).into_any()
         } else {
             lent_f32(py, shape, batch)?
         };
-        if self.with_index {
-            PyTuple::new(
-                py,
-                [x, y.into_any(), PyArray1::from_vec(py, clips).into_any()],
-            )
-        } else {
-            PyTuple::new(py, [x, y.into_any()])
+        let mut items = vec![x, y.into_any()];
+        if self.lengths {
+            items.push(PyArray1::from_vec(py, lengths).into_any());
         }
+        if self.with_index {
+            items.push(PyArray1::from_vec(py, clips).into_any());
+        }
+        PyTuple::new(py, items)
     }
 }
 

@@ -34,6 +34,23 @@ impl Affine {
         self.shift.len()
     }
 
+    /// Applies the normalisation in place to one spectrogram of `frames` frames (whatever
+    /// the frames it was made for).
+    pub fn apply_rows(&self, values: &mut [f32], frames: usize) {
+        if frames == 0 {
+            return;
+        }
+        for ((row, &s), &k) in values
+            .chunks_exact_mut(frames)
+            .zip(&self.shift)
+            .zip(&self.scale)
+        {
+            for v in row {
+                *v = (*v - s) * k;
+            }
+        }
+    }
+
     /// Applies the normalisation in place to whole spectrograms.
     pub fn apply(&self, values: &mut [f32]) {
         let per = self.shift.len() * self.frames;

@@ -53,6 +53,7 @@
 //! every size it allocates from a file is checked against the file's length first.
 #![warn(missing_docs)]
 
+pub mod buckets;
 pub mod commit;
 mod compat;
 mod convert;

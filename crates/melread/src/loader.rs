@@ -63,8 +63,13 @@ pub struct LoaderOptions {
     /// A random crop: each item yields `N` consecutive frames of its own, from an offset
     /// drawn anew each epoch from `(seed, epoch, item)` (so the same whatever the number
     /// of workers, and again on a resume); every axis but the last is kept. `None`: the
-    /// whole item.
+    /// whole item. On whole clips (`audio.length = "whole"`), a clip shorter than `N` is
+    /// padded with zeros after its frames ([`Batch::lengths`] says how many are real).
     pub crop_frames: Option<usize>,
+    /// Whole clips only: duration buckets. Each batch holds clips of similar length, padded
+    /// with zeros to its longest, at most `M` frames in all (and at most `batch_size`
+    /// clips); [`Batch::lengths`] gives each clip's frames. See [`crate::buckets`].
+    pub max_frames: Option<usize>,
 }
 
 impl Default for LoaderOptions {
@@ -82,6 +87,7 @@ impl Default for LoaderOptions {
             output: Output::F32,
             normalize: None,
             crop_frames: None,
+            max_frames: None,
         }
     }
 }
@@ -93,9 +99,21 @@ pub struct Loader {
     opts: LoaderOptions,
     norm: Option<Arc<Affine>>,
     items: Items,
-    /// Values of one item as a batch holds it (after the crop).
+    /// Values of one item as a batch holds it (after the crop; for buckets, the most
+    /// values a batch holds).
     item_values: usize,
     item_shape: Vec<usize>,
+    /// Whole clips: each clip's frames, and how items are shaped.
+    whole: Option<WholeItems>,
+}
+
+/// How a loader over whole clips shapes its items.
+#[derive(Debug, Clone)]
+struct WholeItems {
+    /// Each clip's frames.
+    frames: Arc<Vec<usize>>,
+    /// `Some(M)`: duration buckets of at most `M` frames; `None`: crops.
+    max_frames: Option<usize>,
 }
 
 /// The largest batch buffer the loader allocates: 4 GiB.
@@ -186,6 +204,18 @@ impl Loader {
                 opts.crop_frames.unwrap_or(split.frames()),
             ))),
         };
+        if let Some(index) = split.whole() {
+            return Loader::over_whole(split.clone(), opts, norm, index.all_frames());
+        }
+        if opts.max_frames.is_some() {
+            return Err(Error::config(
+                "max_frames",
+                format!(
+                    "buckets clips of different lengths; every clip of this split is {} frames (audio.length = \"fixed\"): use batch_size",
+                    split.frames()
+                ),
+            ));
+        }
         let (per_clip, item_values, item_shape) = match opts.unit {
             Unit::Segment => (
                 split.segments_per_clip(),
@@ -208,8 +238,82 @@ impl Loader {
             norm,
             item_values,
             item_shape,
+            whole: None,
         };
-        let bytes = (loader.opts.batch_size as u64).checked_mul(loader.item_bytes() as u64);
+        loader.check_batch_bytes()?;
+        Ok(loader)
+    }
+
+    /// A loader over a split of whole clips of `frames` frames each: crops or buckets.
+    fn over_whole(
+        split: Arc<Split>,
+        opts: LoaderOptions,
+        norm: Option<Arc<Affine>>,
+        frames: &[usize],
+    ) -> Result<Loader> {
+        let longest = frames.iter().copied().max().unwrap_or(0);
+        let n_mels = split.n_mels();
+        let (item_values, width) = match (opts.crop_frames, opts.max_frames) {
+            (Some(_), Some(_)) => {
+                return Err(Error::config(
+                    "max_frames",
+                    "cannot be given with crop_frames: crop every clip to N frames, or bucket whole clips by length, not both",
+                ));
+            }
+            (None, None) => {
+                return Err(Error::config(
+                    "crop_frames",
+                    "(or max_frames) is needed: this split holds whole clips of different lengths; crop_frames = N crops each clip, max_frames = M batches whole clips by length",
+                ));
+            }
+            (Some(crop), None) if crop == 0 || crop > longest => {
+                return Err(Error::config(
+                    "crop_frames",
+                    format!("{crop} frames: a crop is 1 to {longest} frames (the longest clip)"),
+                ));
+            }
+            (Some(crop), None) => (n_mels * crop, crop),
+            (None, Some(m)) if m < longest => {
+                let at = frames.iter().position(|&f| f == longest).unwrap_or(0);
+                let path = split.whole().map_or(0, |w| w.first_rows()[at]);
+                return Err(Error::config(
+                    "max_frames",
+                    format!(
+                        "{m} is smaller than the longest clip ({longest} frames: clip {at}, {}): a batch must hold it",
+                        split.paths()[path]
+                    ),
+                ));
+            }
+            (None, Some(m)) => (n_mels * m, 0),
+        };
+        let loader = Loader {
+            items: Items {
+                clips: frames.len() as u64,
+                per_clip: 1,
+            },
+            split,
+            whole: Some(WholeItems {
+                frames: Arc::new(frames.to_vec()),
+                max_frames: opts.max_frames,
+            }),
+            opts,
+            norm,
+            item_values,
+            item_shape: vec![n_mels, width],
+        };
+        loader.check_batch_bytes()?;
+        Ok(loader)
+    }
+
+    /// Refuses a batch buffer over [`MAX_BATCH_BYTES`].
+    fn check_batch_bytes(&self) -> Result<()> {
+        let loader = self;
+        let items = if self.whole.as_ref().is_some_and(|w| w.max_frames.is_some()) {
+            1
+        } else {
+            loader.opts.batch_size as u64
+        };
+        let bytes = items.checked_mul(loader.item_bytes() as u64);
         if bytes.is_none_or(|b| b > MAX_BATCH_BYTES) {
             return Err(Error::limit(
                 "batch_size",
@@ -220,7 +324,7 @@ impl Loader {
                 ),
             ));
         }
-        Ok(loader)
+        Ok(())
     }
 
     /// The first frame of item `id`'s crop in `epoch` (0 without a crop): a hash of the
@@ -229,7 +333,12 @@ impl Loader {
         let Some(crop) = self.opts.crop_frames else {
             return 0;
         };
-        let room = (self.split.frames() - crop + 1) as u64;
+        let frames = match &self.whole {
+            Some(w) => w.frames[item.clip],
+            None => self.split.frames(),
+        };
+        // A clip shorter than the crop starts at 0 (and is padded).
+        let room = (frames.saturating_sub(crop) + 1) as u64;
         let id = item.clip as u64 * self.items.per_clip + item.segment as u64;
         let h = mix64(self.opts.seed ^ mix64(epoch ^ mix64(id ^ CROP_STREAM)));
         // Lemire's multiply-shift: uniform enough for any room below 2^32.
@@ -251,6 +360,17 @@ impl Loader {
         &self.item_shape
     }
 
+    /// Values a batch buffer holds at most.
+    fn buffer_values(&self) -> usize {
+        match &self.whole {
+            Some(WholeItems {
+                max_frames: Some(_),
+                ..
+            }) => self.item_values,
+            _ => self.opts.batch_size * self.item_values,
+        }
+    }
+
     /// Bytes of one item in a batch.
     pub fn item_bytes(&self) -> usize {
         self.item_values * self.elem_bytes()
@@ -263,14 +383,64 @@ impl Loader {
         }
     }
 
-    /// Items this rank gets per epoch.
+    /// Items this rank gets per epoch (with buckets: in epoch 0; see [`Self::bucket_plan`]).
     pub fn items_per_epoch(&self) -> usize {
-        self.order(0).len() as usize
+        match self.bucket_plan(0) {
+            Some(p) => p.iter().map(Vec::len).sum(),
+            None => self.order(0).len() as usize,
+        }
     }
 
-    /// Batches this rank gets per epoch.
+    /// Batches this rank gets per epoch (with buckets, the count varies by epoch: this
+    /// is epoch 0's; [`batches_in`](Self::batches_in) gives any epoch's).
     pub fn batches_per_epoch(&self) -> usize {
-        let items = self.items_per_epoch();
+        self.batches_in(0)
+    }
+
+    /// With duration buckets (`max_frames`), the clip ids of each of this rank's batches
+    /// of `epoch` ([`crate::buckets`]); `None` otherwise.
+    pub fn bucket_plan(&self, epoch: u64) -> Option<Vec<Vec<u64>>> {
+        let w = self.whole.as_ref()?;
+        let max_frames = w.max_frames?;
+        let spec = crate::buckets::BucketSpec {
+            max_frames,
+            batch_size: self.opts.batch_size,
+            seed: self.opts.seed,
+            rank: self.opts.rank,
+            world: self.opts.world,
+            drop_last: self.opts.drop_last,
+        };
+        Some(crate::buckets::plan(&w.frames, spec, epoch))
+    }
+
+    /// The share of `epoch`'s padded frames (this rank's) that are padding: what duration
+    /// buckets save, or crops of short clips cost. 0 for fixed-length clips.
+    pub fn padding_share(&self, epoch: u64) -> f64 {
+        let Some(w) = &self.whole else { return 0.0 };
+        match self.bucket_plan(epoch) {
+            Some(plan) => crate::buckets::padding_share(&w.frames, &plan),
+            None => {
+                let crop = self.opts.crop_frames.unwrap_or(0);
+                let mut order = self.order(epoch);
+                let mut ids = Vec::new();
+                order.take(order.remaining(), &mut ids);
+                let real: usize = ids.iter().map(|&i| w.frames[i as usize].min(crop)).sum();
+                let all = ids.len() * crop;
+                if all == 0 {
+                    0.0
+                } else {
+                    1.0 - real as f64 / all as f64
+                }
+            }
+        }
+    }
+
+    /// Batches this rank gets in `epoch`.
+    pub fn batches_in(&self, epoch: u64) -> usize {
+        if let Some(p) = self.bucket_plan(epoch) {
+            return p.len();
+        }
+        let items = self.order(epoch).len() as usize;
         if self.opts.drop_last {
             items / self.opts.batch_size
         } else {
@@ -312,14 +482,23 @@ impl Loader {
     /// The item ids of each batch of `epoch` from batch `from`, without reading
     /// anything: what [`resume`](Self::resume) would deliver.
     pub fn plan(&self, epoch: u64, from: usize) -> impl Iterator<Item = Vec<ItemId>> + '_ {
-        let mut order = self.order(epoch);
-        let batches = self.batches_per_epoch();
-        order.skip((from * self.opts.batch_size) as u64);
-        (from.min(batches)..batches).map(move |_| {
+        let mut order = self.epoch_order(epoch, from);
+        let batches = self.batches_in(epoch);
+        (from.min(batches)..batches).map(move |b| {
             let mut ids = Vec::with_capacity(self.opts.batch_size);
-            order.take(self.opts.batch_size as u64, &mut ids);
+            order.take(b, self.opts.batch_size, &mut ids);
             ids.into_iter().map(|id| self.item_id(id)).collect()
         })
+    }
+
+    /// The order of `epoch`'s items from batch `from` on.
+    fn epoch_order(&self, epoch: u64, from: usize) -> EpochOrder {
+        if let Some(plan) = self.bucket_plan(epoch) {
+            return EpochOrder::Batches(plan);
+        }
+        let mut order = self.order(epoch);
+        order.skip((from * self.opts.batch_size) as u64);
+        EpochOrder::Items(order)
     }
 
     fn item_id(&self, id: u64) -> ItemId {
@@ -338,6 +517,23 @@ impl Loader {
     /// epoch run from the start would deliver from there.
     pub fn resume(&self, epoch: u64, batch: usize) -> Epoch {
         Epoch::start(self.clone(), epoch, batch)
+    }
+}
+
+/// An epoch's items: taken `batch_size` at a time from a shard's order, or a plan of
+/// batches (duration buckets).
+enum EpochOrder {
+    Items(ShardOrder),
+    Batches(Vec<Vec<u64>>),
+}
+
+impl EpochOrder {
+    /// Appends batch `index`'s ids (the next `batch_size` items of the order) to `out`.
+    fn take(&mut self, index: usize, batch_size: usize, out: &mut Vec<u64>) {
+        match self {
+            EpochOrder::Items(o) => o.take(batch_size as u64, out),
+            EpochOrder::Batches(plan) => out.extend(plan.get(index).into_iter().flatten()),
+        }
     }
 }
 
@@ -483,6 +679,8 @@ pub struct Batch {
     ids: Vec<ItemId>,
     /// Each item's first frame (all 0 without a crop).
     offsets: Vec<usize>,
+    /// Each item's real frames (the rest, to the batch's width, is zero padding).
+    lengths: Vec<usize>,
     pool: Arc<Pool>,
     /// Whether the caller got it (else it is still the loader's, e.g. left unread).
     handed_out: bool,
@@ -558,6 +756,12 @@ impl Batch {
         &self.offsets
     }
 
+    /// Each item's real frames: the batch's width, except for whole clips shorter than
+    /// it (a crop of a short clip, or a bucket's shorter clips), zero-padded after.
+    pub fn lengths(&self) -> &[usize] {
+        &self.lengths
+    }
+
     /// The values in their element type (f32, or f16/bf16 as stored).
     pub fn values(&self) -> Values<'_> {
         use half::slice::HalfBitsSliceExt;
@@ -611,7 +815,7 @@ impl Batch {
 struct Shared {
     loader: Loader,
     epoch: u64,
-    order: Mutex<(ShardOrder, usize)>,
+    order: Mutex<(EpochOrder, usize)>,
     end: usize,
     pool: Arc<Pool>,
     done: Mutex<Done>,
@@ -646,10 +850,9 @@ impl std::fmt::Debug for Epoch {
 
 impl Epoch {
     fn start(loader: Loader, epoch: u64, from: usize) -> Epoch {
-        let end = loader.batches_per_epoch();
+        let end = loader.batches_in(epoch);
         let from = from.min(end);
-        let mut order = loader.order(epoch);
-        order.skip((from * loader.opts.batch_size) as u64);
+        let order = loader.epoch_order(epoch, from);
         let workers = loader.opts.workers.min(end - from).max(1);
         let shared = Arc::new(Shared {
             epoch,
@@ -832,7 +1035,7 @@ fn worker(shared: &Shared) {
     let split = &*loader.split;
     let mut reader = split.reader();
     let mut ids = Vec::with_capacity(loader.opts.batch_size);
-    let values = loader.opts.batch_size * loader.item_values;
+    let values = loader.buffer_values();
     let half = loader.opts.output == Output::Stored && split.dtype() != Dtype::F32;
     let make = || {
         if half {
@@ -866,13 +1069,26 @@ fn worker(shared: &Shared) {
             let index = o.1;
             o.1 += 1;
             ids.clear();
-            o.0.take(loader.opts.batch_size as u64, &mut ids);
+            o.0.take(index, loader.opts.batch_size, &mut ids);
             index
         };
-        let filled = fill(loader, &mut reader, shared.epoch, &ids, &mut buffer);
-        let result = filled.map(|(labels, item_ids, offsets)| {
+        let filled = match &loader.whole {
+            Some(w) => fill_whole(loader, w, &mut reader, shared.epoch, &ids, &mut buffer),
+            None => fill(loader, &mut reader, shared.epoch, &ids, &mut buffer),
+        };
+        let result = filled.map(|f| {
+            let Filled {
+                labels,
+                ids: item_ids,
+                offsets,
+                lengths,
+                width,
+            } = f;
             let mut shape = vec![ids.len()];
             shape.extend(&loader.item_shape);
+            if let Some(w) = width {
+                *shape.last_mut().expect("a frame axis") = w;
+            }
             Batch {
                 epoch: shared.epoch,
                 index,
@@ -882,6 +1098,7 @@ fn worker(shared: &Shared) {
                 labels,
                 ids: item_ids,
                 offsets,
+                lengths,
                 pool: Arc::clone(&shared.pool),
                 handed_out: false,
             }
@@ -907,7 +1124,7 @@ fn fill(
     epoch: u64,
     ids: &[u64],
     buffer: &mut Buffer,
-) -> Result<(Vec<i64>, Vec<ItemId>, Vec<usize>)> {
+) -> Result<Filled> {
     let n = loader.item_values;
     let split = reader.split();
     let labels_all = split.labels();
@@ -937,5 +1154,124 @@ fn fill(
         item_ids.push(item);
         offsets.push(at);
     }
-    Ok((labels, item_ids, offsets))
+    let frames = *loader.item_shape.last().expect("a frame axis");
+    Ok(Filled {
+        lengths: vec![frames; labels.len()],
+        labels,
+        ids: item_ids,
+        offsets,
+        width: None,
+    })
+}
+
+/// What filling a batch gave: each item's label, id, first frame and real frames, and
+/// the batch's width in frames where it is not the item shape's (buckets).
+struct Filled {
+    labels: Vec<i64>,
+    ids: Vec<ItemId>,
+    offsets: Vec<usize>,
+    lengths: Vec<usize>,
+    width: Option<usize>,
+}
+
+/// [`fill`] for whole clips: each item a crop (padded when the clip is shorter), or for
+/// buckets the whole clip padded to the batch's longest.
+fn fill_whole(
+    loader: &Loader,
+    whole: &WholeItems,
+    reader: &mut crate::Reader<'_>,
+    epoch: u64,
+    ids: &[u64],
+    buffer: &mut Buffer,
+) -> Result<Filled> {
+    let split = reader.split();
+    let index = split.whole_index()?;
+    let n_mels = split.n_mels();
+    let width = match whole.max_frames {
+        Some(_) => ids
+            .iter()
+            .map(|&i| whole.frames[i as usize])
+            .max()
+            .unwrap_or(0),
+        None => loader.opts.crop_frames.unwrap_or(0),
+    };
+    let per = n_mels * width;
+    let norm = match (&loader.opts.normalize, whole.max_frames) {
+        (Some(s), Some(_)) => Some(Affine::from_stats(s, width)),
+        _ => loader.norm.as_deref().cloned(),
+    };
+    let labels_all = split.labels();
+    let mut f = Filled {
+        labels: Vec::with_capacity(ids.len()),
+        ids: Vec::with_capacity(ids.len()),
+        offsets: Vec::with_capacity(ids.len()),
+        lengths: Vec::with_capacity(ids.len()),
+        width: Some(width),
+    };
+    let total = ids.len() * per;
+    let mut part = Vec::new();
+    match buffer {
+        Buffer::F32(v) => v.resize(total, 0.0),
+        Buffer::Half(v) => v.resize(total, 0),
+    }
+    for (j, &id) in ids.iter().enumerate() {
+        let item = loader.item_id(id);
+        let frames = whole.frames[item.clip];
+        let at = loader.crop_offset(epoch, item);
+        let real = frames.min(width);
+        part.resize(n_mels * real, 0.0f32);
+        reader.read_whole_window(item.clip, (at, real), &mut part, None)?;
+        // Normalised before padding: the padding stays zero.
+        if let Some(n) = &norm {
+            n.apply_rows(&mut part, real);
+            if part.iter().any(|v| !v.is_finite()) {
+                return Err(Error::config(
+                    "normalize",
+                    format!(
+                        "clip {} of {}: normalising it by the statistics given gives a value that is not finite in float32 (a standard deviation too small for its values?)",
+                        item.clip,
+                        split.path().display()
+                    ),
+                ));
+            }
+        }
+        write_padded(buffer, j * per, &part, (real, width), split.dtype());
+        f.labels.push(labels_all[index.first_rows()[item.clip]]);
+        f.ids.push(item);
+        f.offsets.push(at);
+        f.lengths.push(real);
+    }
+    Ok(f)
+}
+
+/// Writes `part` (`n_mels × real` f32 values) into `buffer` from `start` as `n_mels`
+/// rows of `width`, zeros after each row's `real` values; f16/bf16 buffers get the
+/// stored values back (widened exactly, so narrowed exactly).
+fn write_padded(
+    buffer: &mut Buffer,
+    start: usize,
+    part: &[f32],
+    (real, width): (usize, usize),
+    dtype: Dtype,
+) {
+    let rows = part.len().checked_div(real).unwrap_or(0);
+    for b in 0..rows {
+        let src = &part[b * real..(b + 1) * real];
+        let at = start + b * width;
+        match buffer {
+            Buffer::F32(v) => {
+                v[at..at + real].copy_from_slice(src);
+                v[at + real..at + width].fill(0.0);
+            }
+            Buffer::Half(v) => {
+                for (d, &x) in v[at..at + real].iter_mut().zip(src) {
+                    *d = match dtype {
+                        Dtype::Bf16 => bf16::from_f32(x).to_bits(),
+                        _ => f16::from_f32(x).to_bits(),
+                    };
+                }
+                v[at + real..at + width].fill(0);
+            }
+        }
+    }
 }
