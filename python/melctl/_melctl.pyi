@@ -14,6 +14,12 @@ _DTypeLike = Union[str, type, np.dtype[Any]]
 _Batch = Union[
     tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.int64]],
     tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.int64], npt.NDArray[np.int64]],
+    tuple[
+        npt.NDArray[np.floating[Any]],
+        npt.NDArray[np.int64],
+        npt.NDArray[np.int64],
+        npt.NDArray[np.int64],
+    ],
 ]
 
 __version__: str
@@ -33,7 +39,9 @@ class Split:
     """One split of a melctl output: a map-style dataset of clips.
 
     ``len(split)`` clips; ``split[i]`` clip ``i`` as a numpy array of ``clip_shape``
-    (negative ``i`` counts from the end; IndexError past either end). Reads run in Rust
+    (negative ``i`` counts from the end; IndexError past either end). A split of whole
+    clips (``audio.length = "whole"``, ``length == "whole"``) gives each clip at its own
+    length: ``split[i]`` is ``(n_mels, frames[i])``. Reads run in Rust
     with the GIL released. A Split pickles by path and reopens lazily where it is
     unpickled, so it serves torch's DataLoader workers under fork, spawn and forkserver.
     """
@@ -49,6 +57,12 @@ class Split:
     def stats(self, threads: int | None = None) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """``(mean, std)`` per mel bin: the stored statistics, or computed from every value
         when the output has none."""
+    @property
+    def length(self) -> Literal["fixed", "whole"]:
+        """``"whole"`` when each clip has its own number of frames, else ``"fixed"``."""
+    @property
+    def frames(self) -> npt.NDArray[np.int64]:
+        """Every clip's number of frames (all the same for fixed-length clips)."""
     @property
     def path(self) -> pathlib.Path:
         """The ``.h5`` file or ``.npy.d`` folder read."""
@@ -105,6 +119,8 @@ class Loader:
 
     Iterating yields ``(x, y)``, or ``(x, y, clip_index)`` with ``with_index=True``:
     ``x`` float32 (or float16 as stored) ``[batch, *item_shape]``, ``y`` int64 class ids.
+    Over whole clips (``audio.length = "whole"``) batches are ``(x, y, lengths)`` (then
+    ``clip_index``): ``lengths`` int64, each item's real frames, zeros after them.
     Rust threads fill batches ahead (``prefetch``) with the GIL released, and a float32
     batch's buffer becomes ``x`` without a copy (``torch.from_numpy(x)`` is free).
 
@@ -119,8 +135,12 @@ class Loader:
     threads (default: all cores). ``crop_frames=N``: each item is N consecutive frames of
     its own (every other axis kept) from an offset drawn anew each epoch from ``(seed,
     epoch, item)``, in the Rust threads: the same batches whatever ``threads``, and again
-    after ``load_state_dict``; N is 1 to the split's frames. ``None`` is each option's
-    default: uniform shuffle, no normalisation, float32, no crop.
+    after ``load_state_dict``; N is 1 to the split's frames (for whole clips: to the
+    longest clip's; a shorter clip is zero-padded). ``max_frames=M`` (whole clips only):
+    duration buckets, each batch clips of similar length padded to its longest, at most M
+    frames in all and at most ``batch_size`` clips; a whole-clip split needs
+    ``crop_frames`` or ``max_frames``. ``None`` is each option's default: uniform
+    shuffle, no normalisation, float32, no crop, no buckets.
 
     Iteration continues from the loader's position: a whole epoch from its first batch,
     and once its last batch is handed out, the next epoch (another order). ``state_dict``
@@ -144,9 +164,12 @@ class Loader:
         with_index: bool = False,
         split: str | None = None,
         crop_frames: int | None = None,
+        max_frames: int | None = None,
     ) -> Self: ...
     def __len__(self) -> int:
-        """Batches per epoch for this shard."""
+        """Batches per epoch for this shard (with ``max_frames``: of the next epoch)."""
+    def padding_share(self, epoch: int | None = None) -> float:
+        """The share of padding in epoch ``epoch``'s batches (the next one's by default)."""
     def __iter__(self) -> Batches: ...
     def set_epoch(self, epoch: int) -> None:
         """The next iteration reads epoch ``epoch`` from its first batch."""
@@ -174,8 +197,8 @@ class Loader:
 
 @final
 class Batches:
-    """One pass over a Loader's batches (from ``iter(loader)``): ``(x, y)`` or, with
-    ``with_index``, ``(x, y, clip_index)``; read with the GIL released. A pass that crosses a
+    """One pass over a Loader's batches (from ``iter(loader)``): ``(x, y)``, for whole
+    clips ``(x, y, lengths)``, then ``clip_index`` with ``with_index``; read with the GIL released. A pass that crosses a
     ``fork`` goes on in the child (its workers start again there)."""
     def __iter__(self) -> Batches: ...
     def __next__(self) -> _Batch: ...

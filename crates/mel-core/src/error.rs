@@ -208,11 +208,13 @@ impl Error {
     }
 
     /// The message without the path prefix, for per-file failures that are listed under
-    /// their path (`Decode`, `Unsupported`, `Io`); the whole message otherwise.
+    /// their path (`Decode`, `Unsupported`, `Io`, `Limit`); the whole message otherwise.
     pub fn reason(&self) -> String {
         match self {
             Error::Decode { reason, .. } => reason.clone(),
             Error::Unsupported { what, .. } => what.clone(),
+            // The file is named beside the reason: its name is not repeated in it.
+            Error::Limit { message, .. } => message.clone(),
             Error::Io { source, .. } => source.to_string(),
             other => other.to_string(),
         }

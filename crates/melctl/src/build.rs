@@ -75,8 +75,13 @@ pub fn announce(args: &BuildArgs, prepared: &PreparedBuild, shard_from: &str) {
         );
     }
     let config = &prepared.settings().config;
+    let per = if prepared.plan().whole().is_some() {
+        "whole clips, each stored as rows (blocks) of"
+    } else {
+        "per clip:"
+    };
     errln!(
-        "{}: {}, {}, {}; clip {:?} {} per clip",
+        "{}: {}, {}, {}; {per} {:?} {}",
         prepared.request().source.path().display(),
         dryrun::count(dataset.splits.len(), "split", "splits"),
         dryrun::count(dataset.label_names.len(), "class", "classes"),

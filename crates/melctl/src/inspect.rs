@@ -23,6 +23,8 @@ pub struct Summary {
     pub dims: String,
     /// Chunk shape, when chunked.
     pub chunks: Option<Vec<usize>>,
+    /// Whole clips (`audio.length = "whole"`): how many, and their lengths.
+    pub whole: Option<WholeClips>,
     /// (class, clips) in label order.
     pub classes: Vec<(String, usize)>,
     /// Each metadata column: its name, distinct values and the first few.
@@ -37,6 +39,38 @@ pub struct Summary {
     pub version: String,
     /// The resolved configuration (JSON).
     pub config: serde_json::Value,
+}
+
+/// The whole clips of a split in brief.
+#[derive(Debug, serde::Serialize)]
+pub struct WholeClips {
+    /// Clips (runs of rows).
+    pub clips: usize,
+    /// Frames of the shortest clip.
+    pub min_frames: usize,
+    /// The median clip's frames.
+    pub median_frames: usize,
+    /// Frames of the longest clip.
+    pub max_frames: usize,
+    /// Frames of every clip together.
+    pub total_frames: u64,
+    /// Frames per stored row (block).
+    pub block_frames: usize,
+}
+
+impl WholeClips {
+    fn of(index: &melkit::read::WholeIndex) -> WholeClips {
+        let mut frames = index.all_frames().to_vec();
+        frames.sort_unstable();
+        WholeClips {
+            clips: frames.len(),
+            min_frames: frames.first().copied().unwrap_or(0),
+            median_frames: frames.get(frames.len() / 2).copied().unwrap_or(0),
+            max_frames: frames.last().copied().unwrap_or(0),
+            total_frames: frames.iter().map(|&f| f as u64).sum(),
+            block_frames: index.block_frames(),
+        }
+    }
 }
 
 /// A metadata column in brief.
@@ -170,10 +204,34 @@ pub fn summarize(path: &Path, sample: usize) -> Result<Summary> {
     let mut sampled = Sampled::default();
     let mut reader = split.reader();
     let mut clip = vec![0.0f32; split.values_per_clip()];
-    for i in 0..split.clips().min(sample) {
-        reader.read_clip(i, &mut clip, None)?;
-        sampled.add(&clip);
+    let whole = split.whole();
+    match whole {
+        Some(w) => {
+            for i in 0..w.clips().min(sample) {
+                let n = w.frames(i);
+                clip.resize(split.n_mels() * n, 0.0);
+                reader.read_whole_window(i, (0, n), &mut clip, None)?;
+                sampled.add(&clip);
+            }
+        }
+        None => {
+            for i in 0..split.clips().min(sample) {
+                reader.read_clip(i, &mut clip, None)?;
+                sampled.add(&clip);
+            }
+        }
     }
+    // Whole clips: a clip's label and metadata are its first row's.
+    let per_clip = |rows: &[String]| -> Vec<String> {
+        match whole {
+            Some(w) => w.first_rows().iter().map(|&r| rows[r].clone()).collect(),
+            None => rows.to_vec(),
+        }
+    };
+    let labels: Vec<i64> = match whole {
+        Some(w) => w.first_rows().iter().map(|&r| split.labels()[r]).collect(),
+        None => split.labels().to_vec(),
+    };
     let chunks = match split.access() {
         melkit::read::Access::Chunks {
             clips_per_chunk, ..
@@ -196,11 +254,12 @@ pub fn summarize(path: &Path, sample: usize) -> Result<Summary> {
         dtype: split.dtype().name().to_string(),
         dims: split.dims().join(","),
         chunks,
-        classes: class_counts(split.label_names(), split.labels()),
+        whole: whole.map(WholeClips::of),
+        classes: class_counts(split.label_names(), &labels),
         metadata: split
             .meta_columns()
             .iter()
-            .map(|c| Column::of(c, split.metadata().column(c).unwrap_or_default()))
+            .map(|c| Column::of(c, &per_clip(split.metadata().column(c).unwrap_or_default())))
             .collect(),
         values: sampled.finish(),
         mel_mean: stats.map(|s| s.mean.clone()),
@@ -231,6 +290,13 @@ pub fn text(s: &Summary) -> Result<String> {
         "label       [{}] int64",
         s.shape.first().copied().unwrap_or(0)
     )?;
+    if let Some(w) = &s.whole {
+        writeln!(
+            t,
+            "clips       {} whole clips of {} to {} frames (median {}, {} in all), in rows of {} frames",
+            w.clips, w.min_frames, w.max_frames, w.median_frames, w.total_frames, w.block_frames
+        )?;
+    }
     writeln!(t, "classes     {}", s.classes.len())?;
     for (i, (n, c)) in s.classes.iter().enumerate() {
         writeln!(t, "  {i:>3} {n:<20} {c:>8} clips")?;

@@ -54,7 +54,23 @@ fn open(path: &Path) -> Result<Output> {
 impl Output {
     /// Clip `i`'s values, widened to f32, in stored order.
     fn clip(&self, i: usize) -> Result<Vec<f32>> {
+        if self.split.whole().is_some() {
+            return Ok(self.split.whole_clip(i)?.iter().copied().collect());
+        }
         Ok(self.split.clip(i)?.iter().copied().collect())
+    }
+
+    /// Clip `i`'s shape: the split's, or a whole clip's own `[n_mels, frames]`.
+    fn clip_shape(&self, i: usize) -> Vec<usize> {
+        match self.split.whole() {
+            Some(w) => vec![self.split.n_mels(), w.frames(i)],
+            None => self.split.clip_shape().to_vec(),
+        }
+    }
+
+    /// The row holding clip `i`'s label and path (its first block for whole clips).
+    fn row(&self, i: usize) -> usize {
+        self.split.whole().map_or(i, |w| w.first_rows()[i])
     }
 }
 
@@ -527,8 +543,14 @@ pub fn show(
     check_picture_path(file, png)?;
     let out = open(file)?;
     let split = &out.split;
-    let clips = split.clips();
+    let clips = split.whole().map_or(split.clips(), |w| w.clips());
     let clip_shape = split.clip_shape().to_vec();
+    if class_means && split.whole().is_some() {
+        bail!(
+            "{}: its whole clips have different lengths, so they have no mean picture; draw one with --index",
+            file.display()
+        );
+    }
     let segmented = clip_shape.len() > 2;
     let mut axes = axes_for(out.config.as_ref(), split.n_mels(), segmented, segment);
     let (title, panels) = if class_means {
@@ -572,14 +594,15 @@ pub fn show(
                 clips - 1
             );
         }
-        let img = image(&out.clip(index)?, &clip_shape, segment)?;
-        let label = usize::try_from(split.labels()[index])
+        let img = image(&out.clip(index)?, &out.clip_shape(index), segment)?;
+        let row = out.row(index);
+        let label = usize::try_from(split.labels()[row])
             .ok()
             .and_then(|l| split.label_names().get(l))
             .cloned()
-            .unwrap_or_else(|| split.labels()[index].to_string());
+            .unwrap_or_else(|| split.labels()[row].to_string());
         let which = segment.map_or(String::new(), |(l, s)| format!(", segment ({l}, {s})"));
-        let path = split.paths().get(index).map_or("?", String::as_str);
+        let path = split.paths().get(row).map_or("?", String::as_str);
         (
             format!("{path} (label {label}{which})"),
             vec![(format!("clip {index}"), img)],

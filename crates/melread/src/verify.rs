@@ -173,7 +173,7 @@ fn open_one(name: String, output: PathBuf) -> (SplitCheck, Option<Split>) {
         Ok(split) => (
             SplitCheck {
                 name,
-                clips: Some(split.clips()),
+                clips: Some(split.whole().map_or(split.clips(), |w| w.clips())),
                 build: split.build_id().map(str::to_string),
                 problem: None,
                 output,

@@ -154,16 +154,24 @@ pub fn merge(
     let mut splits = Vec::new();
     for (name, part) in &first.splits {
         let clips: usize = found.iter().map(|f| f.record.splits[name].clips).sum();
+        // Whole clips: the output holds the shards' rows (blocks), not one per clip.
+        let rows = match plan.whole() {
+            None => clips,
+            Some(_) => found.iter().try_fold(0usize, |n, f| {
+                let path = f.dir.join(&f.record.splits[name].output);
+                Ok::<_, Error>(n + melread::Split::open(&path)?.clips())
+            })?,
+        };
         let spec = SinkSpec {
             meta_columns: first.meta_columns.clone(),
             split: name.clone(),
-            rows: clips,
+            rows,
             plan: plan.clone(),
             label_names: first.label_names.clone(),
             provenance: config.resolved_json(),
         };
         let sink = outputs::make_sink(&config, out, spec, threads, &build_id)?;
-        splits.push((name.clone(), part.files, clips, sink, 0usize, None));
+        splits.push((name.clone(), part.files, rows, sink, 0usize, None));
     }
     let total: usize = splits.iter().map(|s| s.2).sum();
     observer.split_started("merge", total as u64);
@@ -191,11 +199,13 @@ pub fn merge(
     }
     observer.split_finished("merge");
     let mut finished: Vec<(String, Finished)> = Vec::new();
-    for (name, files, clips, sink, row, _) in splits {
-        if row != clips {
+    for (name, files, rows, sink, row, _) in splits {
+        // Whole clips: `rows` counts blocks; the report counts clips.
+        let clips: usize = found.iter().map(|f| f.record.splits[&name].clips).sum();
+        if row != rows {
             return Err(bad(
                 &out.join(SHARDS_DIR),
-                format!("split {name}: the shards hold {row} clips; their records say {clips}"),
+                format!("split {name}: the shards hold {row} rows; their records say {rows}"),
             ));
         }
         let skipped: Vec<String> = found
@@ -214,7 +224,7 @@ pub fn merge(
                     .unwrap_or_else(|| "none named".into()),
             });
         }
-        let output = sink.finish(clips)?;
+        let output = sink.finish(rows)?;
         report.splits.push(MergedSplit {
             split: name.clone(),
             files,
@@ -368,7 +378,13 @@ fn copy_rows(
         bytes.clear();
         let mut metas = Vec::with_capacity(end - start);
         for i in start..end {
-            follows(path, last, &split.paths()[i])?;
+            // A whole clip's rows share its path (melread checked the runs): its first
+            // row follows the last clip merged.
+            let same_clip =
+                split.whole().is_some() && i > 0 && split.paths()[i - 1] == split.paths()[i];
+            if !same_clip {
+                follows(path, last, &split.paths()[i])?;
+            }
             bytes.extend_from_slice(reader.raw(i, None)?);
             metas.push(ClipMeta {
                 meta: split.clip_meta(i).into(),

@@ -1,0 +1,264 @@
+"""Whole clips (issue 37): ``audio.length = "whole"`` stores each file at its own length;
+``split[i]`` is exactly the spectrogram of the whole file; h5py reads a clip in two
+lines; statistics count real frames only; the Loader crops (short clips padded, with
+lengths) and buckets by duration (``max_frames``), every clip once an epoch, the same
+batches whatever the threads and after a resume; bad requests are one-line errors."""
+
+import json
+import math
+import shutil
+import subprocess
+import wave
+
+import h5py
+import numpy as np
+import pytest
+
+import melctl
+from conftest import melctl_binary
+
+WHOLE = {"audio": {"length": "whole"}}
+RATE = 16000
+HOP = 160  # speech-16k
+
+
+def write_wav(path, samples, rate=RATE, channels=1):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = np.clip(np.asarray(samples) * 32767, -32768, 32767).astype("<i2")
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(channels)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(data.tobytes())
+
+
+def tone(n, freq, rate=RATE, seed=0):
+    t = np.arange(n) / rate
+    noise = np.random.default_rng(seed).standard_normal(n)
+    return 0.3 * np.sin(2 * np.pi * freq * t) + 0.02 * noise
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Two classes of tones from 0.3 s to 4 s, one file at 22.05 kHz and one in stereo."""
+    root = tmp_path_factory.mktemp("whole") / "data"
+    rng = np.random.default_rng(1)
+    for split, count in (("train", 14), ("test", 6)):
+        for k in range(count):
+            c = k % 2
+            n = int(RATE * rng.uniform(0.3, 4.0))
+            write_wav(root / split / f"c{c}" / f"{k}.wav", tone(n, 300 + 600 * c, seed=k))
+    write_wav(root / "train" / "c0" / "resampled.wav", tone(30000, 300, 22050), 22050)
+    stereo = np.repeat(tone(20000, 900), 2)
+    write_wav(root / "train" / "c1" / "stereo.wav", stereo, channels=2)
+    return root
+
+
+@pytest.fixture(scope="module")
+def built(corpus):
+    out = corpus.parent / "out"
+    melctl.build(corpus, out, preset="speech-16k", config=WHOLE)
+    return out
+
+
+def samples_at_16k(path):
+    with wave.open(str(path)) as w:
+        n, rate = w.getnframes(), w.getframerate()
+    return -(-n * RATE // rate)
+
+
+def test_each_clip_is_the_whole_files_spectrogram(corpus, built):
+    s = melctl.open(built, "train")
+    assert s.length == "whole" and len(s) == 16 and s.clip_shape == (80, None)
+    assert len(s.labels) == len(s.paths) == len(s.frames) == 16
+    for i in range(len(s)):
+        n = samples_at_16k(corpus / s.paths[i])
+        assert s.frames[i] == 1 + n // HOP, s.paths[i]
+        want = melctl.Extractor("speech-16k", config={"audio": {"clip_seconds": n / RATE}})
+        assert np.array_equal(s[i], want.file(corpus / s.paths[i]).astype(np.float32)), s.paths[i]
+        assert s.labels[i] == s.label_names.index(s.paths[i].split("/")[1])
+
+
+def test_h5py_reads_a_clip_in_two_lines_and_statistics_count_real_frames(built):
+    s = melctl.open(built, "train")
+    with h5py.File(built / "train.h5", "r") as f:
+        rows = np.flatnonzero(f["path"].asstr()[:] == s.paths[3])
+        clip = np.concatenate(f["mel"][rows[0] : rows[-1] + 1], axis=-1)[:, : s.frames[3]]
+        mean, std = f["mel_mean"][:], f["mel_std"][:]
+        assert f.attrs["mel_dims"] == "block,mel,frame"
+        assert json.loads(f.attrs["config"])["audio"]["length"] == "whole"
+    assert np.array_equal(clip.astype(np.float32), s[3])
+    every = np.concatenate([s[i] for i in range(len(s))], axis=1).astype(np.float64)
+    assert np.allclose(mean, every.mean(axis=1), rtol=1e-9, atol=1e-9)
+    assert np.allclose(std, every.std(axis=1), rtol=1e-9, atol=1e-9)
+
+
+def test_npy_sink_and_cli_give_the_same_clips(corpus, built, tmp_path):
+    config = tmp_path / "whole.toml"
+    config.write_text('[audio]\nlength = "whole"\n[output]\nsink = "npy"\n')
+    subprocess.run(
+        [melctl_binary(), "build", "-i", corpus, "-o", tmp_path / "npy", "--preset",
+         "speech-16k", "--config", config, "--quiet"],
+        check=True,
+    )
+    a, b = melctl.open(built, "test"), melctl.open(tmp_path / "npy", "test")
+    assert b.length == "whole" and list(a.frames) == list(b.frames) and a.paths == b.paths
+    for i in range(len(a)):
+        assert np.array_equal(a[i], b[i])
+    assert np.array_equal(a.mean, b.mean)
+
+
+def test_whole_clips_refuse_what_they_cannot_honour_in_one_line(corpus, tmp_path):
+    cases = [
+        ("leak-4k", WHOLE, "segment"),
+        ("speech-16k", {"audio": {"length": "whole"}, "log": {"kind": "db", "top_db": 80.0}},
+         "log.top_db"),
+        ("speech-16k", {"audio": {"length": "whole"}, "run": {"loader": "preload"}}, "run.loader"),
+        ("speech-16k", {"audio": {"length": "whole", "max_seconds": 0}}, "audio.max_seconds"),
+    ]
+    for preset, config, field in cases:
+        with pytest.raises(melctl.ConfigError) as e:
+            melctl.build(corpus, tmp_path / "x", preset=preset, config=config)
+        assert field in str(e.value) and "\n" not in str(e.value), str(e.value)
+    with pytest.raises(melctl.ConfigError, match="resume"):
+        melctl.build(corpus, tmp_path / "x", preset="speech-16k", config=WHOLE, resume=True)
+    assert not (tmp_path / "x").exists()
+
+
+def test_files_too_long_or_too_short_are_named(tmp_path):
+    root = tmp_path / "data"
+    write_wav(root / "a" / "ok.wav", tone(8000, 300))
+    write_wav(root / "a" / "long.wav", tone(3 * RATE, 300))
+    write_wav(root / "b" / "tiny.wav", tone(100, 300))
+    write_wav(root / "b" / "ok.wav", tone(8000, 900))
+    config = {"audio": {"length": "whole", "max_seconds": 2.0}}
+    with pytest.warns(UserWarning, match="2 file"):
+        report = melctl.build(root, tmp_path / "out", preset="speech-16k", config=config)
+    skipped = {s["path"].split("/")[-2] + "/" + s["path"].split("/")[-1]: s["reason"]
+               for s in report["splits"][0]["skipped"]}
+    assert set(skipped) == {"a/long.wav", "b/tiny.wav"}, skipped
+    assert "audio.max_seconds" in skipped["a/long.wav"]
+    assert "too short" in skipped["b/tiny.wav"]
+    s = melctl.open(tmp_path / "out", "all")
+    assert sorted(s.paths) == ["a/ok.wav", "b/ok.wav"]
+    with pytest.raises(melctl.Error, match="long.wav.*audio.max_seconds"):
+        melctl.build(root, tmp_path / "fail", preset="speech-16k", config=config,
+                     on_error="fail")
+
+
+def every_batch(loader):
+    return [tuple(np.array(a) for a in b) for b in loader]
+
+
+def test_crops_of_whole_clips_pad_short_ones_and_replay_exactly(built):
+    s = melctl.open(built, "train")
+    crop = 150
+    loader = melctl.Loader(built / "train.h5", batch_size=4, crop_frames=crop, seed=3,
+                           with_index=True)
+    seen = []
+    for x, y, lengths, index in loader:
+        assert x.shape[1:] == (80, crop)
+        for k, i in enumerate(index):
+            n = lengths[k]
+            assert n == min(crop, s.frames[i]) and y[k] == s.labels[i]
+            clip = s[i]
+            window = x[k, :, :n]
+            offsets = [o for o in range(s.frames[i] - n + 1)
+                       if np.array_equal(clip[:, o : o + n], window)]
+            assert offsets, f"clip {i}: the window is not in the clip"
+            assert not x[k, :, n:].any()
+            seen.append(int(i))
+    assert sorted(seen) == list(range(len(s)))
+    assert 0 < loader.padding_share(0) < 1
+    # The same batches with one thread or three, and after a resume mid-epoch.
+    one = every_batch(melctl.Loader(built / "train.h5", batch_size=4, crop_frames=crop,
+                                    seed=3, threads=1, epoch=2))
+    three = melctl.Loader(built / "train.h5", batch_size=4, crop_frames=crop, seed=3,
+                          threads=3, epoch=2)
+    it = iter(three)
+    first = [tuple(np.array(a) for a in next(it))]
+    state = three.state_dict()
+    assert state["crop_frames"] == crop and state["max_frames"] == 0
+    resumed = melctl.Loader(built / "train.h5", batch_size=4, crop_frames=crop, seed=3)
+    resumed.load_state_dict(state)
+    rest = every_batch(resumed)
+    assert len(one) == len(first) + len(rest)
+    for a, b in zip(one, first + rest):
+        assert all(np.array_equal(u, v) for u, v in zip(a, b))
+
+
+@pytest.fixture(scope="module")
+def spread(tmp_path_factory):
+    """600 clips of 0.5 to 10 s (a realistic spread of lengths), two classes."""
+    root = tmp_path_factory.mktemp("spread") / "data"
+    rng = np.random.default_rng(5)
+    for k in range(600):
+        n = int(RATE * rng.uniform(0.5, 10.0))
+        write_wav(root / f"c{k % 2}" / f"{k}.wav", tone(n, 300 + 600 * (k % 2), seed=k))
+    out = root.parent / "out"
+    melctl.build(root, out, preset="speech-16k", config=WHOLE)
+    return out
+
+
+def test_duration_buckets_hold_every_clip_once_within_max_frames(spread):
+    s = melctl.open(spread, "all")
+    max_frames = 8000
+    loader = melctl.Loader(spread, split="all", batch_size=64, max_frames=max_frames,
+                           seed=1, with_index=True)
+    seen, padded, real = [], 0, 0
+    for x, y, lengths, index in loader:
+        assert x.shape[0] * x.shape[2] <= max_frames
+        assert x.shape[2] == max(lengths)
+        for k, i in enumerate(index):
+            assert lengths[k] == s.frames[i] and y[k] == s.labels[i]
+            assert np.array_equal(x[k, :, : lengths[k]], s[i])
+            assert not x[k, :, lengths[k]:].any()
+        seen.extend(int(i) for i in index)
+        padded += x.shape[0] * x.shape[2]
+        real += int(lengths.sum())
+    assert sorted(seen) == list(range(len(s)))
+    share = 1 - real / padded
+    assert math.isclose(share, loader.padding_share(0), rel_tol=1e-9, abs_tol=1e-12)
+    assert share < 0.05, share
+    # Ranks get as many batches; the same plan whatever the threads; another epoch
+    # differs.
+    ranks = [melctl.Loader(spread, split="all", batch_size=64, max_frames=max_frames,
+                           seed=1, shard=(r, 3)) for r in range(3)]
+    assert len({len(r) for r in ranks}) == 1
+    a = melctl.Loader(spread, split="all", batch_size=64, max_frames=max_frames, seed=1,
+                      threads=1)
+    b = melctl.Loader(spread, split="all", batch_size=64, max_frames=max_frames, seed=1,
+                      threads=4)
+    assert a.plan(0).tolist() == b.plan(0).tolist() != a.plan(1).tolist()
+
+
+def test_loader_options_that_do_not_fit_whole_clips_are_one_line_errors(built, demo_data,
+                                                                          tmp_path):
+    path = built / "train.h5"
+    longest = int(melctl.open(path).frames.max())
+    cases = [
+        ({}, "crop_frames"),
+        ({"crop_frames": 10, "max_frames": 1000}, "max_frames"),
+        ({"crop_frames": longest + 1}, f"1 to {longest}"),
+        ({"max_frames": longest - 1}, "longest clip"),
+    ]
+    for options, words in cases:
+        with pytest.raises(melctl.ConfigError) as e:
+            melctl.Loader(path, batch_size=4, **options)
+        assert words in str(e.value) and "\n" not in str(e.value), str(e.value)
+    melctl.build(demo_data, tmp_path / "fixed", config={"audio": {"clip_seconds": 1.0}})
+    with pytest.raises(melctl.ConfigError, match="batch_size"):
+        melctl.Loader(tmp_path / "fixed", split="training", batch_size=4, max_frames=1000)
+    shutil.rmtree(tmp_path / "fixed")
+
+
+def test_shards_of_whole_clips_merge_into_the_one_build(corpus, built, tmp_path):
+    out = tmp_path / "sharded"
+    for k in range(3):
+        melctl.build(corpus, out, preset="speech-16k", config=WHOLE, shard=(k, 3))
+    melctl.merge(out)
+    for split in ("train", "test"):
+        a, b = melctl.open(built, split), melctl.open(out, split)
+        assert a.paths == b.paths and list(a.frames) == list(b.frames)
+        assert all(np.array_equal(a[i], b[i]) for i in range(len(a)))
+        assert np.array_equal(a.mean, b.mean) and np.array_equal(a.std, b.std)
