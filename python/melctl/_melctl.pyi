@@ -58,8 +58,15 @@ class Split:
         """``(mean, std)`` per mel bin: the stored statistics, or computed from every value
         when the output has none."""
     @property
-    def length(self) -> Literal["fixed", "whole"]:
-        """``"whole"`` when each clip has its own number of frames, else ``"fixed"``."""
+    def length(self) -> Literal["fixed", "whole", "windows"]:
+        """``"whole"`` when each clip has its own number of frames, ``"windows"`` when each
+        clip is a window of a longer file, else ``"fixed"``."""
+    @property
+    def files(self) -> npt.NDArray[np.int64]:
+        """Each clip's file (windows of one file share it); otherwise clip i is file i."""
+    @property
+    def starts(self) -> npt.NDArray[np.float64]:
+        """Where each clip starts in its file, in seconds (0.0 for whole files)."""
     @property
     def frames(self) -> npt.NDArray[np.int64]:
         """Every clip's number of frames (all the same for fixed-length clips)."""

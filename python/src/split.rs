@@ -178,13 +178,40 @@ impl PySplit {
     }
 
     /// `"whole"` when each clip has its own number of frames (``audio.length = "whole"``;
-    /// ``split[i]`` is ``(n_mels, frames[i])``), else `"fixed"`.
+    /// ``split[i]`` is ``(n_mels, frames[i])``), `"windows"` when each clip is a window of
+    /// a longer file (``audio.windows``; see `files` and `starts`), else `"fixed"`.
     #[getter]
     fn length(&self, py: Python<'_>) -> PyResult<&'static str> {
-        Ok(match self.split(py)?.whole() {
-            Some(_) => "whole",
-            None => "fixed",
+        let split = self.split(py)?;
+        Ok(match (split.whole(), split.windows()) {
+            (Some(_), _) => "whole",
+            (_, Some(_)) => "windows",
+            _ => "fixed",
         })
+    }
+
+    /// Each clip's file, as an index into the split's files (int64): with windows, the
+    /// windows of one file share it (`paths[i]` names it); otherwise clip i is file i.
+    #[getter]
+    fn files<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let split = self.split(py)?;
+        let files: Vec<i64> = match split.windows() {
+            Some(w) => w.file_of().iter().map(|&f| f as i64).collect(),
+            None => (0..clip_count(&split) as i64).collect(),
+        };
+        Ok(PyArray1::from_vec(py, files))
+    }
+
+    /// Where each clip starts in its file, in seconds (float64): a window's start; 0.0
+    /// for clips that are whole files.
+    #[getter]
+    fn starts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let split = self.split(py)?;
+        let starts: Vec<f64> = match split.windows() {
+            Some(w) => (0..split.clips()).map(|r| w.start_seconds(r)).collect(),
+            None => vec![0.0; clip_count(&split)],
+        };
+        Ok(PyArray1::from_vec(py, starts))
     }
 
     /// Every clip's number of frames (int64): its own for whole clips, else all the same.

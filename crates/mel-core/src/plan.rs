@@ -9,7 +9,7 @@ use crate::spec::{AudioConfig, Dtype, LogScale, MelConfig, MelScale, MelSpec, Pa
 mod range;
 pub mod whole;
 
-pub use whole::{BLOCK_FRAMES, WholeClips};
+pub use whole::{BLOCK_FRAMES, Cutting, WholeClips, Windowing};
 
 /// Longest clip melctl accepts, in samples (2^28, about 4.6 hours at 16 kHz):
 /// a bound that keeps every allocation finite.
@@ -82,6 +82,8 @@ pub struct MelPlan {
     sample_limit: f32,
     /// With `audio.length = "whole"`: how a clip becomes blocks (the plan is one block's).
     whole: Option<WholeClips>,
+    /// With `audio.windows`: how a file becomes windows (the plan is one window's).
+    windows: Option<Windowing>,
 }
 
 impl MelPlan {
@@ -91,7 +93,7 @@ impl MelPlan {
         config.check_options()?;
         let plan = MelPlan::new(&config.spec())?;
         let loader = config.run.loader;
-        if plan.whole().is_some()
+        if plan.cutting().is_some()
             && matches!(
                 loader,
                 crate::config::LoaderKind::Preload | crate::config::LoaderKind::Memmap
@@ -100,7 +102,7 @@ impl MelPlan {
             return Err(Error::config(
                 "run.loader",
                 format!(
-                    "= \"{}\" holds fixed-length clips; whole clips (audio.length = \"whole\") are read by their own loader: use \"auto\" or \"stream\"",
+                    "= \"{}\" holds one fixed-length clip per file; whole clips (audio.length = \"whole\") and windows (audio.windows) are read by their own loader: use \"auto\" or \"stream\"",
                     loader.name()
                 ),
             ));
@@ -134,6 +136,13 @@ impl MelPlan {
     /// Validates `spec` and derives the plan; every rejection names the field and the limit.
     /// The phases run in this order, so a spec wrong in several ways names its first fault.
     pub fn new(spec: &MelSpec) -> Result<MelPlan> {
+        if let Some(windows) = Windowing::of(spec, MAX_CLIP_SAMPLES)? {
+            // Windows: the plan computes one window; the spec stays the user's.
+            let mut plan = MelPlan::fixed(&windows.window_spec(spec))?;
+            plan.spec = spec.resolved();
+            plan.windows = Some(windows);
+            return Ok(plan);
+        }
         let Some(whole) = WholeClips::of(spec, MAX_CLIP_SAMPLES)? else {
             return MelPlan::fixed(spec);
         };
@@ -148,6 +157,21 @@ impl MelPlan {
     /// [`BLOCK_FRAMES`] frames (the plan's clip is one block); `None` for fixed clips.
     pub fn whole(&self) -> Option<&WholeClips> {
         self.whole.as_ref()
+    }
+
+    /// With `audio.windows`, how a file becomes windows (the plan's clip is one window).
+    pub fn windows(&self) -> Option<&Windowing> {
+        self.windows.as_ref()
+    }
+
+    /// How a file read whole becomes rows: blocks of a whole clip or windows; `None`
+    /// when each file is one fixed-length clip.
+    pub fn cutting(&self) -> Option<Cutting> {
+        match (&self.whole, &self.windows) {
+            (Some(w), _) => Some(Cutting::Blocks(*w)),
+            (_, Some(w)) => Some(Cutting::Windows(*w)),
+            _ => None,
+        }
     }
 
     /// The plan of fixed-length clips of `spec`.
@@ -195,6 +219,7 @@ impl MelPlan {
             full_scale_peak: range.full_scale_peak,
             sample_limit: range.sample_limit,
             whole: None,
+            windows: None,
         })
     }
 

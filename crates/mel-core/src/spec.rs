@@ -62,6 +62,21 @@ pub struct AudioConfig {
     /// Default 600; not written out at the default.
     #[serde(skip_serializing_if = "is_default_max_seconds")]
     pub max_seconds: f64,
+    /// Long recordings as windows: each file becomes clips of `seconds` every
+    /// `hop_seconds` (the last, partial one placed per `pad`), each a row of its own with
+    /// the file's label. `None` (the default, not written out): one clip per file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub windows: Option<Windows>,
+}
+
+/// `audio.windows = { seconds = S, hop_seconds = H }`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Windows {
+    /// Window length in seconds (the clip each window is; replaces `clip_seconds`).
+    pub seconds: f64,
+    /// Seconds between window starts.
+    pub hop_seconds: f64,
 }
 
 /// The default longest whole clip, seconds.
@@ -100,6 +115,7 @@ impl Default for AudioConfig {
             resample_quality: ResampleQuality::Balanced,
             length: ClipLength::Fixed,
             max_seconds: DEFAULT_MAX_SECONDS,
+            windows: None,
         }
     }
 }

@@ -1,5 +1,6 @@
-//! The loader of whole clips (`audio.length = "whole"`): each file decoded at its own
-//! length and cut into blocks ([`WholeClips`]), one row per block.
+//! The loader of files read whole: each file decoded at its own length and cut into rows
+//! ([`Cutting`]): the blocks of a whole clip (`audio.length = "whole"`), or windows
+//! (`audio.windows`).
 //!
 //! A sink sizes its output before the first row, so [`WholeLoader::start`] first finds
 //! every file's length (PCM WAV from its header, other codecs by counting their packets:
@@ -13,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use mel_audio::FileEntry;
-use mel_core::plan::WholeClips;
+use mel_core::plan::Cutting;
 use mel_core::spec::AudioConfig;
 use mel_core::{
     AudioLoader, ClipBatch, ClipFailure, Error, LoaderStats, MelPlan, Result, SampleBlock,
@@ -30,7 +31,7 @@ const READ_LIMIT: u64 = 256 << 20;
 pub struct WholeLoader {
     files: Vec<FileEntry>,
     audio: AudioConfig,
-    geometry: WholeClips,
+    geometry: Cutting,
     sample_limit: f32,
     opts: ReadOptions,
     pool: rayon::ThreadPool,
@@ -63,8 +64,8 @@ impl WholeLoader {
         opts: ReadOptions,
         cancel: Arc<AtomicBool>,
     ) -> Result<Self> {
-        let geometry = *plan.whole().ok_or_else(|| {
-            Error::Internal("the whole-clip loader needs a whole-clip plan".into())
+        let geometry = plan.cutting().ok_or_else(|| {
+            Error::Internal("the whole-file loader needs a plan of whole clips or windows".into())
         })?;
         let audio = plan.spec().audio.clone();
         let pool = rayon::ThreadPoolBuilder::new()
@@ -118,7 +119,7 @@ impl WholeLoader {
     fn decode(&self, index: usize, blocks: usize, bytes: &mut Vec<u8>) -> Result<Decoded> {
         let path = &self.files[index].path;
         let t0 = Instant::now();
-        let max = self.geometry.max_samples;
+        let max = self.geometry.max_samples();
         let mut clip = Vec::new();
         let len =
             read_file(path, self.opts, READ_LIMIT, bytes).map_err(|e| Error::read(path, e))?;
@@ -129,8 +130,7 @@ impl WholeLoader {
         };
         self.bytes.fetch_add(len, Ordering::Relaxed);
         let what = path.display().to_string();
-        let frames = self.geometry.frames(clip.len() as u64);
-        if self.geometry.blocks(frames) != blocks as u64 {
+        if self.geometry.rows(clip.len() as u64) != blocks as u64 {
             return Err(Error::decode(
                 path,
                 format!(
@@ -148,10 +148,10 @@ impl WholeLoader {
                 ),
             ));
         }
-        let n = self.geometry.block_samples;
+        let n = self.geometry.row_samples();
         let mut rows = vec![0.0f32; blocks * n];
         for (k, row) in rows.chunks_mut(n).enumerate() {
-            self.geometry.fill_block(&clip, k, row);
+            self.geometry.fill(&clip, k, row);
         }
         self.decode_ns
             .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -169,7 +169,7 @@ impl WholeLoader {
 }
 
 /// The blocks of the file at `path` as a whole clip, from its length.
-fn blocks_of(path: &Path, audio: &AudioConfig, geometry: &WholeClips) -> Result<u64> {
+fn blocks_of(path: &Path, audio: &AudioConfig, geometry: &Cutting) -> Result<u64> {
     let from_start = AudioConfig {
         trim: mel_core::spec::TrimPolicy::Start,
         ..audio.clone()
@@ -177,7 +177,7 @@ fn blocks_of(path: &Path, audio: &AudioConfig, geometry: &WholeClips) -> Result<
     let (rate, frames) = mel_audio::probe_length(path, &from_start)?;
     let samples = (frames as u128 * audio.sample_rate as u128).div_ceil(rate.max(1) as u128) as u64;
     geometry.check_samples(&path.display().to_string(), samples, audio.sample_rate)?;
-    Ok(geometry.blocks(geometry.frames(samples)))
+    Ok(geometry.rows(samples))
 }
 
 impl AudioLoader for WholeLoader {
@@ -225,7 +225,7 @@ impl AudioLoader for WholeLoader {
                 sources: Vec::with_capacity(rows),
                 samples: SampleBlock::owned(Vec::new()),
             };
-            let mut samples = Vec::with_capacity(rows * self.geometry.block_samples);
+            let mut samples = Vec::with_capacity(rows * self.geometry.row_samples());
             for (r, &(i, _)) in decoded.into_iter().zip(&take) {
                 match r {
                     Ok(d) => {
@@ -261,10 +261,10 @@ impl AudioLoader for WholeLoader {
             bytes_read: self.bytes.load(Ordering::Relaxed),
             files: self.next as u64,
             note: format!(
-                "whole clips: {} files, {} blocks of {} frames",
+                "{} files read whole: {} rows of {} samples",
                 self.files.len(),
                 self.rows(),
-                self.geometry.block_frames
+                self.geometry.row_samples()
             ),
         }
     }

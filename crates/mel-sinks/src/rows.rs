@@ -99,17 +99,24 @@ impl RowLedger {
     }
 
     /// How many of the clips in rows `0..rows` were resampled, downmixed, padded or
-    /// trimmed: a count per row, or for whole clips per clip (its first block), which is
-    /// never padded or trimmed.
+    /// trimmed: a count per row, or for files read whole (whole clips, windows) per file.
     pub(crate) fn provenance(&self, rows: usize, plan: &MelPlan) -> AdjustmentCounts {
         let (rate, sources) = (plan.sample_rate(), self.sources(rows));
-        if plan.whole().is_none() {
+        if plan.cutting().is_none() {
             return AdjustmentCounts::of(sources, rate, plan.clip_samples());
         }
+        // Files read whole: counted once each (their first row). A whole clip is never
+        // padded or trimmed; windows end with a padded one when audio is left over.
         let mut counts = AdjustmentCounts::default();
         for r in (0..rows).filter(|&r| r == 0 || self.paths[r] != self.paths[r - 1]) {
-            counts.resampled += usize::from(sources[r].resampled(rate));
-            counts.downmixed += usize::from(sources[r].downmixed());
+            let s = &sources[r];
+            counts.resampled += usize::from(s.resampled(rate));
+            counts.downmixed += usize::from(s.downmixed());
+            if let Some(w) = plan.windows() {
+                let n = (s.frames as u128 * rate as u128).div_ceil(s.rate.max(1) as u128) as u64;
+                let last_end = (w.count(n) - 1) * w.hop as u64 + w.window as u64;
+                counts.padded += usize::from(last_end > n);
+            }
         }
         counts
     }

@@ -25,6 +25,8 @@ pub struct Summary {
     pub chunks: Option<Vec<usize>>,
     /// Whole clips (`audio.length = "whole"`): how many, and their lengths.
     pub whole: Option<WholeClips>,
+    /// Windows (`audio.windows`): files cut, and the windows' length and hop in seconds.
+    pub windows: Option<(usize, f64, f64)>,
     /// (class, clips) in label order.
     pub classes: Vec<(String, usize)>,
     /// Each metadata column: its name, distinct values and the first few.
@@ -255,6 +257,16 @@ pub fn summarize(path: &Path, sample: usize) -> Result<Summary> {
         dims: split.dims().join(","),
         chunks,
         whole: whole.map(WholeClips::of),
+        windows: split.windows().map(|w| {
+            let rate = f64::from(
+                split
+                    .config()
+                    .and_then(|c| c["audio"]["sample_rate"].as_u64())
+                    .unwrap_or(1) as u32,
+            );
+            let g = w.windowing();
+            (w.files(), g.window as f64 / rate, g.hop as f64 / rate)
+        }),
         classes: class_counts(split.label_names(), &labels),
         metadata: split
             .meta_columns()
@@ -290,6 +302,13 @@ pub fn text(s: &Summary) -> Result<String> {
         "label       [{}] int64",
         s.shape.first().copied().unwrap_or(0)
     )?;
+    if let Some((files, seconds, hop)) = s.windows {
+        writeln!(
+            t,
+            "windows     {} windows of {files} files: {seconds} s every {hop} s",
+            s.shape.first().copied().unwrap_or(0)
+        )?;
+    }
     if let Some(w) = &s.whole {
         writeln!(
             t,

@@ -67,6 +67,9 @@ pub struct FileEvaluator {
     /// Every segment's probabilities per file, for per-segment thresholds chosen at
     /// report time (memory: 4 bytes × classes per segment).
     probs: Vec<Vec<f32>>,
+    /// For a split of windows: each row's file (`add` takes rows, a Loader's
+    /// `clip_index`); `None`: the ids given are files.
+    file_of: Option<Vec<usize>>,
 }
 
 /// Decisions and figures for every file.
@@ -145,6 +148,7 @@ impl FileEvaluator {
             votes,
             segments: vec![0; files],
             probs: vec![Vec::new(); files],
+            file_of: None,
         })
     }
 
@@ -153,12 +157,24 @@ impl FileEvaluator {
     /// and one mel configuration ([`Split::check_compatible`](crate::Split::check_compatible)),
     /// since class `k` of the model must be class `k` of `split`. Pass the same split
     /// twice to evaluate on the training split itself.
+    /// A split of whole clips is scored per clip; a split of windows (`audio.windows`) per
+    /// file, [`add`](Self::add) taking the split's rows (each a window) and finding
+    /// their files.
     pub fn for_split(split: &crate::Split, trained_on: &crate::Split) -> Result<Self> {
         trained_on.check_compatible(split)?;
-        Self::new(
-            split.labels().iter().map(|&l| l as usize).collect(),
-            split.label_names().len(),
-        )
+        let labels = split.labels();
+        let firsts = match (split.whole(), split.windows()) {
+            (Some(w), _) => Some(w.first_rows()),
+            (_, Some(w)) => Some(w.first_rows()),
+            _ => None,
+        };
+        let truth = match firsts {
+            Some(rows) => rows.iter().map(|&r| labels[r] as usize).collect(),
+            None => labels.iter().map(|&l| l as usize).collect(),
+        };
+        let mut ev = Self::new(truth, split.label_names().len())?;
+        ev.file_of = split.windows().map(|w| w.file_of().to_vec());
+        Ok(ev)
     }
 
     /// Classes scored.
@@ -167,9 +183,24 @@ impl FileEvaluator {
     }
 
     /// Adds a batch: `probs` holds `files.len()` rows of `classes` probabilities, row
-    /// `k` a segment of file `files[k]`. Rows may come in any order and batches may mix
+    /// `k` a segment of file `files[k]` (for an evaluator of a split of windows, `files`
+    /// are the split's rows, each a window of its file). Rows may come in any order and batches may mix
     /// files; a file's segments may span batches.
     pub fn add(&mut self, probs: &[f32], files: &[usize]) -> Result<()> {
+        let mapped: Vec<usize>;
+        let files = match &self.file_of {
+            None => files,
+            Some(map) => {
+                if let Some(&r) = files.iter().find(|&&r| r >= map.len()) {
+                    return Err(Error::Shape(format!(
+                        "window {r} is beyond the split's {} windows",
+                        map.len()
+                    )));
+                }
+                mapped = files.iter().map(|&r| map[r]).collect();
+                &mapped
+            }
+        };
         if probs.len() != files.len() * self.classes {
             return Err(Error::Shape(format!(
                 "{} probabilities for {} segments of {} classes",

@@ -81,7 +81,7 @@ pub use mel_core::{Dtype, Error, Result};
 pub use order::{Shuffle, Unit};
 pub use split::{
     Access, DEFAULT_CHUNK_CACHE, Format, Metadata, OpenOptions, Provenance, ReadMode, Reader,
-    Split, WholeIndex,
+    Split, WholeIndex, WindowIndex,
 };
 #[cfg(feature = "candle")]
 pub use tensor::TensorFloat;

@@ -114,6 +114,10 @@ impl Config {
         // Keys written only away from their defaults.
         every.audio.length = crate::spec::ClipLength::Whole;
         every.audio.max_seconds = 60.0;
+        every.audio.windows = Some(crate::spec::Windows {
+            seconds: 10.0,
+            hop_seconds: 5.0,
+        });
         every.log = LogScale::Db {
             amin: 1e-10,
             top_db: Some(80.0),

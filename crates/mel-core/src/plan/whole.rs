@@ -11,7 +11,7 @@
 //! frames past the clip's end; readers drop them.
 
 use crate::error::{Error, Result};
-use crate::spec::{ClipLength, LogScale, MelSpec, PadMode, StageSetting};
+use crate::spec::{ClipLength, LogScale, MelSpec, PadMode, PadPolicy, StageSetting};
 
 /// Frames in one stored block of a whole clip.
 pub const BLOCK_FRAMES: usize = 32;
@@ -58,19 +58,7 @@ impl WholeClips {
                 "is not supported with audio.length = \"whole\" (it needs each clip's peak); leave it unset",
             ));
         }
-        let a = &spec.audio;
-        let max = a.max_seconds * a.sample_rate as f64;
-        if !(a.max_seconds.is_finite() && a.max_seconds > 0.0)
-            || max.round() > max_clip_samples as f64
-        {
-            return Err(Error::config(
-                "audio.max_seconds",
-                format!(
-                    "= {} must be a positive number of seconds giving at most {max_clip_samples} samples at {} Hz",
-                    a.max_seconds, a.sample_rate
-                ),
-            ));
-        }
+        let max_samples = max_samples(spec, max_clip_samples)?;
         let n_fft = spec.mel.n_fft;
         let hop = spec.mel.hop_length();
         Ok(Some(WholeClips {
@@ -80,7 +68,7 @@ impl WholeClips {
             hop,
             center: spec.mel.center,
             pad_mode: spec.mel.pad_mode,
-            max_samples: (max.round() as usize).max(1),
+            max_samples,
         }))
     }
 
@@ -179,6 +167,162 @@ impl WholeClips {
     }
 }
 
+/// The longest file in samples (`audio.max_seconds`), checked.
+fn max_samples(spec: &MelSpec, limit: usize) -> Result<usize> {
+    let a = &spec.audio;
+    let max = a.max_seconds * a.sample_rate as f64;
+    if !(a.max_seconds.is_finite() && a.max_seconds > 0.0) || max.round() > limit as f64 {
+        return Err(Error::config(
+            "audio.max_seconds",
+            format!(
+                "= {} must be a positive number of seconds giving at most {limit} samples at {} Hz",
+                a.max_seconds, a.sample_rate
+            ),
+        ));
+    }
+    Ok((max.round() as usize).max(1))
+}
+
+/// Long recordings as windows (`audio.windows`): each file cut into clips of `window`
+/// samples every `hop`, the last one (when audio is left past the last whole window)
+/// partial and placed per `audio.pad`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Windowing {
+    /// Samples per window (the plan's clip).
+    pub window: usize,
+    /// Samples between window starts.
+    pub hop: usize,
+    /// Where a partial window's zeros go.
+    pub pad: PadPolicy,
+    /// The longest file kept, in samples (`audio.max_seconds`).
+    pub max_samples: usize,
+}
+
+impl Windowing {
+    /// Checks `audio.windows` (with fixed-length clips, a positive window and hop, a valid
+    /// `max_seconds`); `None` without windows.
+    pub(crate) fn of(spec: &MelSpec, limit: usize) -> Result<Option<Windowing>> {
+        let Some(w) = spec.audio.windows else {
+            return Ok(None);
+        };
+        if spec.audio.length != ClipLength::Fixed {
+            return Err(Error::config(
+                "audio.windows",
+                "cuts files into fixed-length clips: it needs audio.length = \"fixed\" (drop one of them)",
+            ));
+        }
+        let rate = spec.audio.sample_rate as f64;
+        let samples = |field: &str, s: f64| -> Result<usize> {
+            let n = (s * rate).round();
+            if !(s.is_finite() && s > 0.0) || n < 1.0 || n > limit as f64 {
+                return Err(Error::config(
+                    field,
+                    format!(
+                        "= {s} must be a positive number of seconds giving 1 to {limit} samples at {rate} Hz"
+                    ),
+                ));
+            }
+            Ok(n as usize)
+        };
+        Ok(Some(Windowing {
+            window: samples("audio.windows.seconds", w.seconds)?,
+            hop: samples("audio.windows.hop_seconds", w.hop_seconds)?,
+            pad: spec.audio.pad,
+            max_samples: max_samples(spec, limit)?,
+        }))
+    }
+
+    /// The spec of one window: a fixed clip of `seconds`.
+    pub(crate) fn window_spec(&self, spec: &MelSpec) -> MelSpec {
+        let mut one = spec.clone();
+        one.audio.windows = None;
+        one.audio.clip_seconds = self.window as f64 / spec.audio.sample_rate as f64;
+        one
+    }
+
+    /// Windows of a file of `samples` samples: one for a file no longer than a window,
+    /// else every whole window and a last partial one when audio is left after them.
+    pub fn count(&self, samples: u64) -> u64 {
+        let (w, h) = (self.window as u64, self.hop as u64);
+        if samples <= w {
+            1
+        } else {
+            1 + (samples - w).div_ceil(h)
+        }
+    }
+
+    /// Writes window `k` of `clip` into `dst` (`window` long), a partial one placed per `pad`.
+    pub fn fill(&self, clip: &[f32], k: usize, dst: &mut [f32]) {
+        let start = (k * self.hop).min(clip.len());
+        let kept = &clip[start..(start + self.window).min(clip.len())];
+        let before = match self.pad {
+            PadPolicy::End => 0,
+            PadPolicy::Both => (self.window - kept.len()) / 2,
+        };
+        dst.fill(0.0);
+        dst[before..before + kept.len()].copy_from_slice(kept);
+    }
+}
+
+/// How a file becomes rows when it is read whole: blocks of a whole clip, or windows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cutting {
+    /// `audio.length = "whole"`.
+    Blocks(WholeClips),
+    /// `audio.windows`.
+    Windows(Windowing),
+}
+
+impl Cutting {
+    /// Rows of a file of `samples` samples (0: it has no frame).
+    pub fn rows(&self, samples: u64) -> u64 {
+        match self {
+            Cutting::Blocks(w) => w.blocks(w.frames(samples)),
+            Cutting::Windows(w) => w.count(samples),
+        }
+    }
+
+    /// Samples per row.
+    pub fn row_samples(&self) -> usize {
+        match self {
+            Cutting::Blocks(w) => w.block_samples,
+            Cutting::Windows(w) => w.window,
+        }
+    }
+
+    /// The longest file kept, in samples.
+    pub fn max_samples(&self) -> usize {
+        match self {
+            Cutting::Blocks(w) => w.max_samples,
+            Cutting::Windows(w) => w.max_samples,
+        }
+    }
+
+    /// Checks a file of `samples` samples can be cut (not too long; whole clips: not
+    /// too short for a frame). `what` names the file.
+    pub fn check_samples(&self, what: &str, samples: u64, rate: u32) -> Result<()> {
+        match self {
+            Cutting::Blocks(w) => w.check_samples(what, samples, rate),
+            Cutting::Windows(w) if samples > w.max_samples as u64 => Err(Error::limit(
+                what,
+                format!(
+                    "{samples} samples at {rate} Hz, longer than audio.max_seconds ({} samples); raise it",
+                    w.max_samples
+                ),
+            )),
+            Cutting::Windows(_) => Ok(()),
+        }
+    }
+
+    /// Writes row `k` of `clip` into `dst` (`row_samples` long).
+    pub fn fill(&self, clip: &[f32], k: usize, dst: &mut [f32]) {
+        match self {
+            Cutting::Blocks(w) => w.fill_block(clip, k, dst),
+            Cutting::Windows(w) => w.fill(clip, k, dst),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,6 +407,49 @@ mod tests {
             let e = MelPlan::new(&spec).unwrap_err().to_string();
             assert!(e.contains("audio.max_seconds"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn windows_cover_the_file_and_place_the_last_per_pad() {
+        let w = Windowing {
+            window: 4,
+            hop: 3,
+            pad: PadPolicy::End,
+            max_samples: 100,
+        };
+        assert_eq!(
+            [w.count(1), w.count(4), w.count(5), w.count(7), w.count(8)],
+            [1, 1, 2, 2, 3]
+        );
+        let clip: Vec<f32> = (1..=8).map(|x| x as f32).collect();
+        let mut dst = [9.0f32; 4];
+        w.fill(&clip, 2, &mut dst);
+        assert_eq!(dst, [7.0, 8.0, 0.0, 0.0]);
+        let both = Windowing {
+            pad: PadPolicy::Both,
+            ..w
+        };
+        both.fill(&clip, 2, &mut dst);
+        assert_eq!(dst, [0.0, 7.0, 8.0, 0.0]);
+        both.fill(&clip[..2], 0, &mut dst);
+        assert_eq!(dst, [0.0, 1.0, 2.0, 0.0]);
+        let mut spec = crate::config::Config::default().spec();
+        spec.audio.windows = Some(crate::spec::Windows {
+            seconds: 2.0,
+            hop_seconds: 0.0,
+        });
+        let e = MelPlan::new(&spec).unwrap_err().to_string();
+        assert!(e.contains("audio.windows.hop_seconds"), "{e}");
+        spec.audio.windows = Some(crate::spec::Windows {
+            seconds: 2.0,
+            hop_seconds: 1.0,
+        });
+        let plan = MelPlan::new(&spec).unwrap();
+        assert_eq!(plan.clip_samples(), 8192);
+        assert!(matches!(plan.cutting(), Some(Cutting::Windows(w)) if w.hop == 4096));
+        spec.audio.length = ClipLength::Whole;
+        let e = MelPlan::new(&spec).unwrap_err().to_string();
+        assert!(e.contains("audio.windows"), "{e}");
     }
 
     #[test]

@@ -241,10 +241,14 @@ impl BuildRequest {
         if let Some(available) = self.host.available_memory {
             mel_core::pipeline::check_memory(config, &plan, available)?;
         }
-        if self.resume && plan.whole().is_some() {
+        if self.resume && plan.cutting().is_some() {
+            let field = match plan.whole() {
+                Some(_) => "audio.length",
+                None => "audio.windows",
+            };
             return Err(mel_core::Error::config(
-                "audio.length",
-                "= \"whole\" does not resume an interrupted build yet; build again without --resume",
+                field,
+                "(whole clips, windows) does not resume an interrupted build yet; build again without --resume",
             )
             .into());
         }

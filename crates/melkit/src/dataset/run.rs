@@ -297,7 +297,7 @@ impl Build<'_> {
             cancel: run.cancel,
             spares: &run.samples,
         };
-        let (loader, choice, rows) = match self.plan.whole() {
+        let (loader, choice, rows) = match self.plan.cutting() {
             Some(_) => {
                 let loader = mel_loaders::WholeLoader::start(
                     files,
@@ -308,7 +308,13 @@ impl Build<'_> {
                     run.cancel.clone(),
                 )?;
                 let rows = loader.rows();
-                let line = "whole (audio.length = \"whole\": each file decoded whole)".to_string();
+                let line = match self.plan.whole() {
+                    Some(_) => "whole (audio.length = \"whole\": each file decoded whole)",
+                    None => {
+                        "whole files (audio.windows: each file decoded whole, cut into windows)"
+                    }
+                }
+                .to_string();
                 (
                     Box::new(loader) as Box<dyn mel_core::AudioLoader>,
                     line,
@@ -325,7 +331,7 @@ impl Build<'_> {
             Some(j) => j.sink(),
             None => self.sink(run, split, rows)?,
         };
-        let progress_total = if self.plan.whole().is_some() {
+        let progress_total = if self.plan.cutting().is_some() {
             rows as u64
         } else {
             files_to_load

@@ -253,6 +253,7 @@ pub(super) fn open_hdf5(path: &Path, opts: &OpenOptions) -> Result<Split> {
         store,
         chunk_cache: opts.chunk_cache,
         whole: None,
+        windows: None,
     })
 }
 

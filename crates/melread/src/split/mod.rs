@@ -42,7 +42,7 @@ mod whole;
 
 pub use reader::Reader;
 use store::Store;
-pub use whole::WholeIndex;
+pub use whole::{WholeIndex, WindowIndex};
 
 /// Decoded chunks of `mel` each [`Reader`] keeps by default (chunked layouts).
 pub const DEFAULT_CHUNK_CACHE: usize = 4;
@@ -215,6 +215,8 @@ pub struct Split {
     chunk_cache: usize,
     /// Whole clips: where each lies in `mel`'s rows (set at open from the stored plan).
     whole: Option<WholeIndex>,
+    /// Windows: each row's file (set at open from the stored plan).
+    windows: Option<WindowIndex>,
 }
 
 impl std::fmt::Debug for Split {

@@ -202,6 +202,7 @@ pub(super) fn open_npy(dir: &Path, opts: &OpenOptions) -> Result<Split> {
         store,
         chunk_cache: opts.chunk_cache,
         whole: None,
+        windows: None,
     })
 }
 

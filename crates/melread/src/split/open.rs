@@ -76,6 +76,15 @@ impl Split {
                 plan.sample_rate(),
             )?);
         }
+        if let Some(plan) = &plan
+            && let Some(windows) = plan.windows()
+        {
+            split.windows = Some(super::WindowIndex::build(
+                &split,
+                *windows,
+                plan.sample_rate(),
+            )?);
+        }
         Ok(split)
     }
 }

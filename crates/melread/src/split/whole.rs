@@ -6,7 +6,7 @@
 
 use std::ops::Range;
 
-use mel_core::plan::WholeClips;
+use mel_core::plan::{WholeClips, Windowing};
 use mel_core::{Error, Result};
 use ndarray::Array2;
 
@@ -28,46 +28,15 @@ pub struct WholeIndex {
 impl WholeIndex {
     /// The index of `split`'s rows, stored with `geometry` at `sample_rate`.
     pub(super) fn build(split: &Split, geometry: WholeClips, sample_rate: u32) -> Result<Self> {
-        let p = &split.provenance;
-        let (Some(rates), Some(lengths)) = (&p.source_rate, &p.source_frames) else {
-            return Err(bad(
-                &split.path,
-                "holds whole clips but not each row's source rate and frame count, which give each clip's length",
-            ));
-        };
-        let rows = split.clips();
-        let (mut starts, mut frames) = (vec![0], Vec::new());
-        let mut r = 0;
-        while r < rows {
-            let samples = (lengths[r] as u128 * sample_rate as u128)
-                .div_ceil(rates[r].max(1) as u128)
-                .min(u64::MAX as u128) as u64;
-            let t = geometry.frames(samples);
-            let blocks = geometry.blocks(t);
-            let end = (r as u64).saturating_add(blocks);
-            let same = |q: usize| {
-                split.paths[q] == split.paths[r]
-                    && rates[q] == rates[r]
-                    && lengths[q] == lengths[r]
-                    && split.labels[q] == split.labels[r]
-            };
-            if t == 0 || end > rows as u64 || !(r..end as usize).all(same) {
-                return Err(bad(
-                    &split.path,
-                    format!(
-                        "row {r} ({}) begins a whole clip of {t} frames, which the {blocks} rows from it do not hold",
-                        split.paths[r]
-                    ),
-                ));
-            }
-            frames.push(t as usize);
-            r = end as usize;
-            starts.push(r);
-        }
+        let rows_of = |samples: u64| geometry.blocks(geometry.frames(samples));
+        let (starts, samples) = runs(split, sample_rate, &rows_of)?;
         Ok(WholeIndex {
             geometry,
             starts,
-            frames,
+            frames: samples
+                .iter()
+                .map(|&n| geometry.frames(n) as usize)
+                .collect(),
         })
     }
 
@@ -118,7 +87,117 @@ impl WholeIndex {
     }
 }
 
+/// The runs of rows of `split`, one per file: each file's first row (then the row
+/// count), and its samples at `sample_rate`. A file of `n` samples has `rows_of(n)` rows,
+/// all of its path, label and source; any other run refuses the file.
+fn runs(
+    split: &Split,
+    sample_rate: u32,
+    rows_of: &dyn Fn(u64) -> u64,
+) -> Result<(Vec<usize>, Vec<u64>)> {
+    let p = &split.provenance;
+    let (Some(rates), Some(lengths)) = (&p.source_rate, &p.source_frames) else {
+        return Err(bad(
+            &split.path,
+            "holds files read whole (whole clips or windows) but not each row's source rate and frame count, which give each file's rows",
+        ));
+    };
+    let rows = split.clips();
+    let (mut starts, mut all) = (vec![0], Vec::new());
+    let mut r = 0;
+    while r < rows {
+        let samples = (lengths[r] as u128 * sample_rate as u128)
+            .div_ceil(rates[r].max(1) as u128)
+            .min(u64::MAX as u128) as u64;
+        let n = rows_of(samples);
+        let end = (r as u64).saturating_add(n);
+        let same = |q: usize| {
+            split.paths[q] == split.paths[r]
+                && rates[q] == rates[r]
+                && lengths[q] == lengths[r]
+                && split.labels[q] == split.labels[r]
+        };
+        if n == 0 || end > rows as u64 || !(r..end as usize).all(same) {
+            return Err(bad(
+                &split.path,
+                format!(
+                    "row {r} ({}) begins a file of {samples} samples, whose {n} rows the rows from it do not hold",
+                    split.paths[r]
+                ),
+            ));
+        }
+        all.push(samples);
+        r = end as usize;
+        starts.push(r);
+    }
+    Ok((starts, all))
+}
+
+/// Where each file's windows lie in a split built with `audio.windows`: a row is a window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowIndex {
+    windows: Windowing,
+    sample_rate: u32,
+    /// The first row of each file, then the row count (files + 1 entries).
+    starts: Vec<usize>,
+    /// Each row's file.
+    file_of: Vec<usize>,
+}
+
+impl WindowIndex {
+    /// The index of `split`'s rows, cut by `windows` at `sample_rate`.
+    pub(super) fn build(split: &Split, windows: Windowing, sample_rate: u32) -> Result<Self> {
+        let (starts, _) = runs(split, sample_rate, &|n| windows.count(n))?;
+        let mut file_of = Vec::with_capacity(split.clips());
+        for (f, w) in starts.windows(2).enumerate() {
+            file_of.extend(std::iter::repeat_n(f, w[1] - w[0]));
+        }
+        Ok(WindowIndex {
+            windows,
+            sample_rate,
+            starts,
+            file_of,
+        })
+    }
+
+    /// Files in the split.
+    pub fn files(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    /// The rows (windows) of file `file`.
+    pub fn rows(&self, file: usize) -> Range<usize> {
+        self.starts[file]..self.starts[file + 1]
+    }
+
+    /// Each row's file.
+    pub fn file_of(&self) -> &[usize] {
+        &self.file_of
+    }
+
+    /// The first row of each file.
+    pub fn first_rows(&self) -> &[usize] {
+        &self.starts[..self.files()]
+    }
+
+    /// Where row `row`'s window starts in its file, in seconds.
+    pub fn start_seconds(&self, row: usize) -> f64 {
+        let k = row - self.starts[self.file_of[row]];
+        (k * self.windows.hop) as f64 / self.sample_rate as f64
+    }
+
+    /// How files were cut.
+    pub fn windowing(&self) -> &Windowing {
+        &self.windows
+    }
+}
+
 impl Split {
+    /// With windows (`audio.windows`), each row's file and start; `None` otherwise.
+    pub fn windows(&self) -> Option<&WindowIndex> {
+        self.windows.as_ref()
+    }
+
     /// With whole clips (`audio.length = "whole"`), where each clip lies; `None` for
     /// fixed-length clips, where a row is a clip.
     pub fn whole(&self) -> Option<&WholeIndex> {
