@@ -262,3 +262,38 @@ def test_shards_of_whole_clips_merge_into_the_one_build(corpus, built, tmp_path)
         assert a.paths == b.paths and list(a.frames) == list(b.frames)
         assert all(np.array_equal(a[i], b[i]) for i in range(len(a)))
         assert np.array_equal(a.mean, b.mean) and np.array_equal(a.std, b.std)
+
+
+def test_attacks_on_whole_clips_are_refused_or_honoured(corpus, built, tmp_path):
+    """What an attack round found: each now a one-line refusal or honoured."""
+    # The Extractor computes one fixed-length clip: whole clips are refused, not faked.
+    with pytest.raises(melctl.ConfigError, match="audio.length"):
+        melctl.Extractor("speech-16k", config=WHOLE)
+    path = built / "train.h5"
+    # A max_frames too large for memory names max_frames, never an overflow.
+    with pytest.raises(melctl.LimitError, match="max_frames"):
+        melctl.Loader(path, batch_size=4, max_frames=10**18)
+    # shuffle=False buckets in order, the same every epoch.
+    plain = melctl.Loader(path, batch_size=8, max_frames=700, shuffle=False)
+    assert plain.plan(0).tolist() == plain.plan(1).tolist()
+    assert sorted(plain.plan(0)[:, 0].tolist()) == list(range(len(melctl.open(path))))
+    # A bound on the files kept is not a feature setting.
+    other = tmp_path / "other"
+    config = {"audio": {"length": "whole", "max_seconds": 700}}
+    melctl.build(corpus, other, preset="speech-16k", config=config)
+    ev = melctl.FileEvaluator.for_split(melctl.open(built, "test"), melctl.open(other, "train"))
+    assert ev.classes == 2
+    # A file whose rows are two runs (a path twice) is refused at open, in one line.
+    copy = tmp_path / "dup.h5"
+    shutil.copy(path, copy)
+    with h5py.File(copy, "r+") as f:
+        paths = f["path"].asstr()[:]
+        # The second clip takes the first clip's path, source and label: one path, two runs.
+        second = np.flatnonzero(paths != paths[0])[0]
+        rows = np.flatnonzero(paths == paths[second])
+        for column in ("path", "source_frames", "source_rate", "label"):
+            f[column][rows] = f[column][0]
+    with pytest.raises(melctl.DatasetError) as e:
+        s = melctl.open(copy)
+        [s[i] for i in range(len(s))]
+    assert "\n" not in str(e.value)

@@ -11,15 +11,30 @@ use rayon::prelude::*;
 
 use crate::report::bytes;
 
-/// Why a listed file would be skipped, if it would: a name the output could not store,
-/// or a header that does not decode ([`melkit::audio::probe`]: no audio is decoded).
-fn precheck(path: &Path, config: &Config) -> Option<String> {
+/// The rows a listed file would give (1; for files read whole, its blocks or windows),
+/// or why it would be skipped: a name the output could not store, a header that does not
+/// decode ([`melkit::audio::probe`]: no audio is decoded), or, read whole, a length the
+/// build refuses.
+fn precheck(path: &Path, config: &Config, plan: &MelPlan) -> Result<u64, String> {
     if path.file_name().and_then(|n| n.to_str()).is_none() {
-        return Some("the file name is not valid UTF-8".into());
+        return Err("the file name is not valid UTF-8".into());
     }
-    melkit::audio::probe(path, &config.audio)
-        .err()
-        .map(|e| e.reason())
+    let Some(cutting) = plan.cutting() else {
+        return melkit::audio::probe(path, &config.audio)
+            .map(|()| 1)
+            .map_err(|e| e.reason());
+    };
+    let audio = melkit::spec::AudioConfig {
+        trim: melkit::spec::TrimPolicy::Start,
+        ..config.audio.clone()
+    };
+    let (rate, frames) = melkit::audio::probe_length(path, &audio).map_err(|e| e.reason())?;
+    let rate_out = config.audio.sample_rate;
+    let samples = (frames as u128 * rate_out as u128).div_ceil(rate.max(1) as u128) as u64;
+    cutting
+        .check_samples(&path.display().to_string(), samples, rate_out)
+        .map_err(|e| e.reason())?;
+    Ok(cutting.rows(samples))
 }
 
 /// The dry run's text; `backend` and `loaders` are the choices the build would make.
@@ -65,19 +80,22 @@ pub fn text(
     }
     writeln!(s, "{head}")?;
     let mut skips = Vec::new();
-    let mut clips = 0usize;
+    let (mut clips, mut rows) = (0usize, 0u64);
     for split in &dataset.splits {
         let mut counts = vec![0usize; dataset.label_names.len()];
-        let verdicts: Vec<Option<String>> = split
+        let verdicts: Vec<Result<u64, String>> = split
             .files
             .par_iter()
-            .map(|f| precheck(&f.path, config))
+            .map(|f| precheck(&f.path, config, plan))
             .collect();
         for (f, verdict) in split.files.iter().zip(verdicts) {
             counts[f.label as usize] += 1;
             match verdict {
-                Some(why) => skips.push(format!("{}: {why}", f.path.display())),
-                None => clips += 1,
+                Err(why) => skips.push(format!("{}: {why}", f.path.display())),
+                Ok(n) => {
+                    clips += 1;
+                    rows += n;
+                }
             }
         }
         for u in &split.unreadable {
@@ -110,7 +128,7 @@ pub fn text(
         )?;
     }
     let per_clip = plan.bytes_per_clip() as u64;
-    let estimate = clips as u64 * per_clip + dataset.splits.len() as u64 * (64 << 10);
+    let estimate = rows * per_clip + dataset.splits.len() as u64 * (64 << 10);
     let sink = config.output.sink.name();
     let compressed =
         if config.hdf5.gzip > 0 && config.output.sink == melkit::core::config::SinkKind::Hdf5 {
@@ -118,9 +136,14 @@ pub fn text(
         } else {
             ""
         };
+    let what = match (plan.whole(), plan.windows()) {
+        (Some(_), _) => format!("{clips} whole clips in {rows} rows (blocks)"),
+        (_, Some(_)) => format!("{clips} files in {rows} windows"),
+        _ => format!("{clips} clips"),
+    };
     writeln!(
         s,
-        "output   {} as {sink}: about {} ({clips} clips × {} of {} {:?}{compressed})",
+        "output   {} as {sink}: about {} ({what} × {} of {} {:?}{compressed})",
         out.display(),
         bytes(estimate),
         bytes(per_clip),

@@ -94,8 +94,21 @@ pub struct Extractor {
 
 impl Extractor {
     /// Validates `spec`, plans it, and starts the backend `request` asks for.
+    /// A spec of whole clips or windows is refused: an extractor computes one
+    /// fixed-length clip at a time.
     pub fn new(spec: &MelSpec, request: &BackendRequest) -> Result<Self> {
         let plan = MelPlan::new(spec)?;
+        if plan.cutting().is_some() {
+            let field = match plan.whole() {
+                Some(_) => "audio.length",
+                None => "audio.windows",
+            };
+            return Err(mel_core::Error::config(
+                field,
+                "the Extractor computes one fixed-length clip at a time: for whole clips or windows build the files, or extract with audio.clip_seconds set to the length wanted",
+            )
+            .into());
+        }
         let chosen = choose(&plan, request)?;
         Ok(Extractor {
             row: vec![0.0; plan.clip_samples()],

@@ -20,6 +20,9 @@ pub const POOL: usize = 4096;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct BucketSpec {
     pub max_frames: usize,
+    /// Whether clips and batches are shuffled (`Shuffle::None`: clips in order, sorted
+    /// within pools, batches in order).
+    pub shuffle: bool,
     pub batch_size: usize,
     pub seed: u64,
     pub rank: usize,
@@ -34,7 +37,10 @@ pub(crate) fn plan(frames: &[usize], spec: BucketSpec, epoch: u64) -> Vec<Vec<u6
         return Vec::new();
     }
     let order = Permutation::new(n, epoch_seed(spec.seed, epoch, 11));
-    let shuffled: Vec<u64> = (0..n).map(|i| order.apply(i)).collect();
+    let shuffled: Vec<u64> = match spec.shuffle {
+        true => (0..n).map(|i| order.apply(i)).collect(),
+        false => (0..n).collect(),
+    };
     let mut batches = Vec::new();
     for pool in shuffled.chunks(POOL) {
         let mut pool = pool.to_vec();
@@ -68,7 +74,8 @@ pub(crate) fn plan(frames: &[usize], spec: BucketSpec, epoch: u64) -> Vec<Vec<u6
     (0..per_rank)
         .map(|q| {
             let g = (spec.rank as u64 + q * world) % total;
-            batches[shuffle.apply(g) as usize].clone()
+            let b = if spec.shuffle { shuffle.apply(g) } else { g };
+            batches[b as usize].clone()
         })
         .collect()
 }
@@ -95,6 +102,7 @@ mod tests {
     fn spec(rank: usize, world: usize) -> BucketSpec {
         BucketSpec {
             max_frames: 4000,
+            shuffle: true,
             batch_size: 256,
             seed: 7,
             rank,

@@ -272,7 +272,7 @@ impl Loader {
                     format!("{crop} frames: a crop is 1 to {longest} frames (the longest clip)"),
                 ));
             }
-            (Some(crop), None) => (n_mels * crop, crop),
+            (Some(crop), None) => (n_mels.saturating_mul(crop), crop),
             (None, Some(m)) if m < longest => {
                 let at = frames.iter().position(|&f| f == longest).unwrap_or(0);
                 let path = split.whole().map_or(0, |w| w.first_rows()[at]);
@@ -284,7 +284,7 @@ impl Loader {
                     ),
                 ));
             }
-            (None, Some(m)) => (n_mels * m, 0),
+            (None, Some(m)) => (n_mels.saturating_mul(m), 0),
         };
         let loader = Loader {
             items: Items {
@@ -308,12 +308,24 @@ impl Loader {
     /// Refuses a batch buffer over [`MAX_BATCH_BYTES`].
     fn check_batch_bytes(&self) -> Result<()> {
         let loader = self;
-        let items = if self.whole.as_ref().is_some_and(|w| w.max_frames.is_some()) {
+        let buckets = self.whole.as_ref().and_then(|w| w.max_frames);
+        let items = if buckets.is_some() {
             1
         } else {
             loader.opts.batch_size as u64
         };
         let bytes = items.checked_mul(loader.item_bytes() as u64);
+        if let Some(m) = buckets
+            && bytes.is_none_or(|b| b > MAX_BATCH_BYTES)
+        {
+            return Err(Error::limit(
+                "max_frames",
+                format!(
+                    "{m} frames of {} mel bins exceed the {MAX_BATCH_BYTES}-byte limit on one batch",
+                    self.split.n_mels()
+                ),
+            ));
+        }
         if bytes.is_none_or(|b| b > MAX_BATCH_BYTES) {
             return Err(Error::limit(
                 "batch_size",
@@ -373,7 +385,7 @@ impl Loader {
 
     /// Bytes of one item in a batch.
     pub fn item_bytes(&self) -> usize {
-        self.item_values * self.elem_bytes()
+        self.item_values.saturating_mul(self.elem_bytes())
     }
 
     fn elem_bytes(&self) -> usize {
@@ -404,6 +416,7 @@ impl Loader {
         let max_frames = w.max_frames?;
         let spec = crate::buckets::BucketSpec {
             max_frames,
+            shuffle: self.opts.shuffle != Shuffle::None,
             batch_size: self.opts.batch_size,
             seed: self.opts.seed,
             rank: self.opts.rank,

@@ -41,6 +41,7 @@ impl Sameness {
                             s.remove(key);
                         }
                     }
+                    strip_bounds(&mut view);
                 } else {
                     view.insert("dtype".into(), config["output"]["dtype"].clone());
                 }
@@ -57,6 +58,20 @@ impl Sameness {
                 view
             }
         }
+    }
+}
+
+/// Takes out of a meaning view the audio keys that bound a build but do not change a
+/// value: `max_seconds` (the longest file a build keeps), and `clip_seconds` where files
+/// are read whole (whole clips, windows), whose length it does not set.
+fn strip_bounds(view: &mut serde_json::Map<String, Value>) {
+    let Some(audio) = view.get_mut("audio").and_then(Value::as_object_mut) else {
+        return;
+    };
+    audio.remove("max_seconds");
+    let whole = audio.get("length").and_then(Value::as_str) == Some("whole");
+    if whole || audio.contains_key("windows") {
+        audio.remove("clip_seconds");
     }
 }
 
@@ -101,6 +116,11 @@ mod tests {
                 vec![Sameness::Meaning, Sameness::Values],
             ),
             (changed(&|c| c.run.threads += 3), all.to_vec()),
+            // A bound on the files a build keeps does not change a value.
+            (
+                changed(&|c| c.audio.max_seconds = 700.0),
+                vec![Sameness::Meaning],
+            ),
             (changed(&|c| c.output.fsync = !c.output.fsync), all.to_vec()),
         ];
         for (i, (other, alike)) in cases.iter().enumerate() {
@@ -108,6 +128,15 @@ mod tests {
                 assert_eq!(same(s, &base, other), alike.contains(&s), "case {i}, {s:?}");
             }
         }
+        // Where files are read whole, clip_seconds sets nothing.
+        let whole = changed(&|c| c.audio.length = crate::spec::ClipLength::Whole);
+        let longer = {
+            let mut c = whole.clone();
+            c.audio.clip_seconds = 99.0;
+            c
+        };
+        assert!(same(Sameness::Meaning, &whole, &longer));
+        assert!(!same(Sameness::Meaning, &base, &whole));
         // A value left to its default and the same value written out are the same.
         let explicit = changed(&|c| c.mel.win_length = Some(c.mel.win_length()));
         assert!(all.iter().all(|&s| same(s, &base, &explicit)));

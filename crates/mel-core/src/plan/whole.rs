@@ -91,14 +91,17 @@ impl WholeClips {
         }
     }
 
-    /// Frames of a clip of `samples` samples (0 when it is shorter than [`min_samples`](Self::min_samples)).
+    /// Frames of a clip of `samples` samples, as torch's centred STFT gives them (0 when it
+    /// is shorter than [`min_samples`](Self::min_samples)).
     pub fn frames(&self, samples: u64) -> u64 {
         if samples < self.min_samples() as u64 {
             return 0;
         }
         let hop = self.hop as u64;
         if self.center {
-            1 + samples / hop
+            // torch pads n_fft / 2 (rounded down) on each side: odd n_fft loses one.
+            let pad = (self.n_fft / 2) as u64;
+            1 + (samples + 2 * pad - self.n_fft as u64) / hop
         } else {
             1 + (samples - self.n_fft as u64) / hop
         }
@@ -341,13 +344,17 @@ mod tests {
     /// one centred STFT of the whole clip (the reference, in f64).
     #[test]
     fn blocks_concatenated_are_the_whole_clips_frames() {
-        for (samples, pad_mode) in [
-            (300usize, PadMode::Reflect),
-            (4096 * 3 + 77, PadMode::Reflect),
-            (9000, PadMode::Constant),
+        for (samples, pad_mode, n_fft) in [
+            (300usize, PadMode::Reflect, 512),
+            (4096 * 3 + 77, PadMode::Reflect, 512),
+            (9000, PadMode::Constant, 512),
+            // Odd n_fft, a clip a whole number of hops long: one frame fewer.
+            (128 * 40, PadMode::Reflect, 401),
         ] {
             let mut spec = whole_spec();
             spec.mel.pad_mode = pad_mode;
+            spec.mel.n_fft = n_fft;
+            spec.mel.win_length = Some(n_fft);
             let plan = MelPlan::new(&spec).unwrap();
             let w = plan.whole().unwrap();
             let clip: Vec<f32> = (0..samples)

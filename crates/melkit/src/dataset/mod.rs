@@ -237,6 +237,13 @@ impl<'a> Build<'a> {
             self.splits(),
             mel_loaders::select::available_memory(),
         )?;
+        if self.plan.cutting().is_some() {
+            let line = "whole files (each decoded whole, then cut into rows: whole clips' blocks or windows)";
+            return Ok(self
+                .splits()
+                .map(|s| (s.name.clone(), line.to_string()))
+                .collect());
+        }
         self.splits()
             .map(|s| {
                 let (choice, _) = loaders::loader_choice(

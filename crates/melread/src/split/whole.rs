@@ -104,8 +104,19 @@ fn runs(
     };
     let rows = split.clips();
     let (mut starts, mut all) = (vec![0], Vec::new());
+    let mut seen = std::collections::HashSet::new();
     let mut r = 0;
     while r < rows {
+        // A file is one run: its path twice (two runs) is not what melctl writes.
+        if !seen.insert(split.paths[r].as_str()) {
+            return Err(bad(
+                &split.path,
+                format!(
+                    "row {r} begins a second run of rows of {}: a file's rows are one run",
+                    split.paths[r]
+                ),
+            ));
+        }
         let samples = (lengths[r] as u128 * sample_rate as u128)
             .div_ceil(rates[r].max(1) as u128)
             .min(u64::MAX as u128) as u64;
@@ -121,7 +132,7 @@ fn runs(
             return Err(bad(
                 &split.path,
                 format!(
-                    "row {r} ({}) begins a file of {samples} samples, whose {n} rows the rows from it do not hold",
+                    "row {r} ({}) begins a file of {samples} samples, which needs {n} rows of that file from it; the rows there do not match (edited, or another configuration's?)",
                     split.paths[r]
                 ),
             ));
