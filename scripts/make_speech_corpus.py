@@ -9,10 +9,14 @@ gain and a random lead-in of silence, and one of six formats: 16-bit WAV at 22,0
 (espeak's own), 16-bit WAV at 16 kHz, 24-bit FLAC at 44.1 kHz, 32-bit float WAV at 8 kHz,
 Ogg Vorbis at 48 kHz, MP3 at 24 kHz (stereo: the same voice in both channels).
 
+With ``--repeat K`` each file says its word 1 to K times (drawn per file), so the
+utterances run from about half a second to several seconds: the variable-length corpus
+for whole clips (``audio.length = "whole"``) and duration buckets.
+
 Needs espeak-ng and sox (Debian: espeak-ng sox libsox-fmt-all). Deterministic for a seed:
 the same tools give the same files. Usage:
 
-    scripts/make_speech_corpus.py OUT [--speakers 6] [--seed 0] [--jobs N]
+    scripts/make_speech_corpus.py OUT [--speakers 6] [--repeat 1] [--seed 0] [--jobs N]
 """
 
 import argparse
@@ -76,6 +80,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--speakers", type=int, default=6, help="speakers per voice variant (validation gets half)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=1, help="each file says its word 1 to this many times")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     args = ap.parse_args()
     for tool in ("espeak-ng", "sox"):
@@ -96,7 +101,8 @@ def main():
                 path = os.path.join(folder, f"{name}_{word}.{fmt[0]}")
                 gain = -rng.uniform(0.0, 12.0)
                 lead = rng.uniform(0.0, 0.1)
-                jobs.append((path, word, voice, speed, pitch, gain, lead, fmt, tmp))
+                said = ", ".join([word] * rng.randint(1, args.repeat)) if args.repeat > 1 else word
+                jobs.append((path, said, voice, speed, pitch, gain, lead, fmt, tmp))
     with ThreadPoolExecutor(args.jobs) as pool:
         list(pool.map(make, jobs))
     shutil.rmtree(tmp, ignore_errors=True)

@@ -15,6 +15,11 @@
 //! (computed in one pass when it has none). After each epoch it reports segment- and
 //! file-level accuracy on `validation`, every file's segments scored in large batches;
 //! it ends with `file-level accuracy on testing: A (N files)`.
+//!
+//! On whole clips (`audio.length = "whole"`), give `--max-frames M` (train on duration
+//! buckets; each clip is scored whole) or `--crop N` (train on random crops of N frames;
+//! each file is scored over all its windows of N frames, every N/2): the network pools
+//! over each clip's real frames only (the batch's `lengths`).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -57,6 +62,14 @@ pub struct Args {
     /// Segments per evaluation batch (the segments of many files at once).
     #[arg(long, default_value_t = 8192)]
     pub eval_batch: usize,
+    /// Whole clips: train on random crops of this many frames; score each file over all
+    /// its windows of that many frames.
+    #[arg(long)]
+    pub crop: Option<usize>,
+    /// Whole clips: train on duration buckets of at most this many frames a batch; score
+    /// each clip whole.
+    #[arg(long)]
+    pub max_frames: Option<usize>,
 }
 
 /// The largest batch either flag takes (the loader also bounds a batch's bytes).
@@ -157,15 +170,61 @@ impl Net {
     /// `[batch, n_mels, frames]` → logits `[batch, classes]`; `train` makes the batch
     /// normalisations use (and update) the batch's statistics.
     fn forward_t(&self, x: &Tensor, train: bool) -> candle_core::Result<Tensor> {
+        self.forward_masked(x, None, train)
+    }
+
+    /// [`forward_t`](Self::forward_t) of items whose real frames are `lengths` (zeros
+    /// after them): the pooling sees the frames each item's real frames reach only.
+    fn forward_masked(
+        &self,
+        x: &Tensor,
+        lengths: Option<&[usize]>,
+        train: bool,
+    ) -> candle_core::Result<Tensor> {
         // [batch, 1, n_mels, frames] → [batch, WIDTH, 1, frames'] after each layer.
+        let frames = x.dim(D::Minus1)?;
         let mut h = x.unsqueeze(1)?;
         for (conv, bn) in &self.layers {
             h = h.apply(conv)?.apply_t(bn, train)?.relu()?;
         }
         let h = h.squeeze(2)?;
-        let pooled = Tensor::cat(&[h.max(D::Minus1)?, h.mean(D::Minus1)?], 1)?;
+        let pooled = match lengths {
+            None => Tensor::cat(&[h.max(D::Minus1)?, h.mean(D::Minus1)?], 1)?,
+            Some(lengths) => {
+                let out = h.dim(D::Minus1)?;
+                let shrink = frames - out;
+                let (mask, counts) = valid_mask(lengths, shrink, out, x.device())?;
+                let masked = h.broadcast_mul(&mask)?;
+                // Padding positions pushed far below any activation (ReLU: ≥ 0).
+                let lowered = masked.broadcast_add(&((mask - 1.0)? * 1e4)?)?;
+                let mean = masked.sum(D::Minus1)?.broadcast_div(&counts)?;
+                Tensor::cat(&[lowered.max(D::Minus1)?, mean], 1)?
+            }
+        };
         pooled.apply(&self.fc)
     }
+}
+
+/// For items of `lengths` real frames after convolutions that shortened each by
+/// `shrink` to `out` frames: a mask `[batch, 1, out]` (1 where an output frame sees only
+/// real frames) and each item's count of such frames `[batch, 1]` (at least 1).
+fn valid_mask(
+    lengths: &[usize],
+    shrink: usize,
+    out: usize,
+    device: &Device,
+) -> candle_core::Result<(Tensor, Tensor)> {
+    let mut mask = vec![0f32; lengths.len() * out];
+    let mut counts = Vec::with_capacity(lengths.len());
+    for (i, &n) in lengths.iter().enumerate() {
+        let valid = n.saturating_sub(shrink).clamp(1, out);
+        mask[i * out..i * out + valid].fill(1.0);
+        counts.push(valid as f32);
+    }
+    Ok((
+        Tensor::from_vec(mask, (lengths.len(), 1, out), device)?,
+        Tensor::from_vec(counts, (lengths.len(), 1), device)?,
+    ))
 }
 
 /// Scores every segment of `split` in batches of `batch` segments (many files per
@@ -178,7 +237,16 @@ fn evaluate(
     batch: usize,
     workers: usize,
     device: &Device,
+    crop: Option<usize>,
 ) -> Result<(f64, FileEvaluator)> {
+    if split.whole().is_some() {
+        let how = whole::How {
+            batch,
+            workers,
+            crop,
+        };
+        return whole::evaluate(net, split, trained_on, stats, how, device);
+    }
     let loader = Loader::new(
         split.clone(),
         LoaderOptions {
@@ -272,6 +340,7 @@ pub fn run(args: &Args, log: &mut dyn Write) -> Result<Report> {
         batch: args.eval_batch,
         workers,
         device: &device,
+        crop: args.crop.filter(|_| training.whole().is_some()),
     };
 
     let mut losses = Vec::new();
@@ -284,9 +353,16 @@ pub fn run(args: &Args, log: &mut dyn Write) -> Result<Report> {
         let mean_loss = losses[first..].iter().sum::<f32>() / trained.max(1) as f32;
         let (seg_acc, files) = scorer.evaluate(&validation)?;
         let report = files.report(&Decision::MeanProbability);
+        let padding = match training.whole() {
+            Some(_) => format!(
+                ", padding {:.1}%",
+                100.0 * loader.padding_share(epoch as u64)
+            ),
+            None => String::new(),
+        };
         writeln!(
             log,
-            "epoch {}: {trained} steps, loss {mean_loss:.4} ({:.1} s); validation: segment accuracy {seg_acc:.3}, file-level accuracy {:.3} ({} files)",
+            "epoch {}: {trained} steps, loss {mean_loss:.4}{padding} ({:.1} s); validation: segment accuracy {seg_acc:.3}, file-level accuracy {:.3} ({} files)",
             epoch + 1,
             t.elapsed().as_secs_f64(),
             report.accuracy(),
@@ -332,6 +408,20 @@ fn normalisation(training: &Split, workers: usize, log: &mut dyn Write) -> Resul
     } else {
         "computed from training"
     };
+    if let Some(w) = training.whole() {
+        let frames = w.all_frames();
+        writeln!(
+            log,
+            "training: {} whole clips of {} to {} frames, {} ({:?}); normalisation {source} ({:.2} s)",
+            w.clips(),
+            frames.iter().min().unwrap_or(&0),
+            frames.iter().max().unwrap_or(&0),
+            training.dtype().name(),
+            training.access(),
+            t.elapsed().as_secs_f64()
+        )?;
+        return Ok(stats);
+    }
     writeln!(
         log,
         "training: {} clips x {} segments of {:?} {} ({:?}); normalisation {source} ({:.2} s)",
@@ -349,7 +439,12 @@ fn normalisation(training: &Split, workers: usize, log: &mut dyn Write) -> Resul
 /// optimizer.
 fn build_model(training: &Split, args: &Args, device: &Device) -> Result<(Net, candle_nn::AdamW)> {
     let classes = training.label_names().len();
-    let [n_mels, frames] = training.segment_shape();
+    let [n_mels, mut frames] = training.segment_shape();
+    if let Some(w) = training.whole() {
+        // The shortest item the network sees: a crop, or the shortest whole clip.
+        let shortest = w.all_frames().iter().copied().min().unwrap_or(1);
+        frames = args.crop.unwrap_or(shortest);
+    }
     let varmap = VarMap::new();
     let vb = VarBuilder::from_varmap(&varmap, DType::F32, device);
     let net = Net::new(vb, classes, n_mels, frames)?;
@@ -366,12 +461,22 @@ fn training_loader(
     stats: &MelStats,
     workers: usize,
 ) -> Result<Loader> {
-    let segments = training.clips() * training.segments_per_clip();
+    let segments = match training.whole() {
+        Some(w) => w.clips(),
+        None => training.clips() * training.segments_per_clip(),
+    };
     let batch = args.batch.unwrap_or((segments / 50).clamp(16, 256));
+    if training.whole().is_some() && args.crop.is_none() == args.max_frames.is_none() {
+        bail!(
+            "training holds whole clips: give --crop N (random crops) or --max-frames M (duration buckets), one of them"
+        );
+    }
     Ok(Loader::new(
         training.clone(),
         LoaderOptions {
             unit: Unit::Segment,
+            crop_frames: args.crop.filter(|_| training.whole().is_some()),
+            max_frames: args.max_frames.filter(|_| training.whole().is_some()),
             batch_size: batch,
             shuffle: Shuffle::Buffered { buffer: 16_384 },
             seed: args.seed,
@@ -396,9 +501,13 @@ fn train_epoch(
 ) -> Result<()> {
     let steps = args.steps.unwrap_or(usize::MAX);
     let first = losses.len();
+    let whole = loader.split().whole().is_some();
     for b in loader.epoch(epoch as u64).take(steps) {
-        let (x, y) = b?.into_tensors(device, TensorFloat::F32)?;
-        let loss = candle_nn::loss::cross_entropy(&net.forward_t(&x, true)?, &y)?;
+        let b = b?;
+        let lengths = b.lengths().to_vec();
+        let (x, y) = b.into_tensors(device, TensorFloat::F32)?;
+        let logits = net.forward_masked(&x, whole.then_some(lengths.as_slice()), true)?;
+        let loss = candle_nn::loss::cross_entropy(&logits, &y)?;
         opt.backward_step(&loss)?;
         let value = loss.to_scalar::<f32>()?;
         if !value.is_finite() {
@@ -422,6 +531,7 @@ struct Scorer<'a> {
     batch: usize,
     workers: usize,
     device: &'a Device,
+    crop: Option<usize>,
 }
 
 impl Scorer<'_> {
@@ -435,6 +545,7 @@ impl Scorer<'_> {
             self.batch,
             self.workers,
             self.device,
+            self.crop,
         )
     }
 }
@@ -463,6 +574,205 @@ fn test(scorer: &Scorer, testing: &Arc<Split>, log: &mut dyn Write) -> Result<Fi
         report.files()
     )?;
     Ok(report)
+}
+
+/// Scoring whole clips: each clip whole (in duration buckets), or each file over all its
+/// windows.
+mod whole {
+    use super::*;
+
+    /// Scores every clip of `split` (whole clips): over all its windows of `--crop`
+    /// frames every half window when the model was trained on crops (`crop`), else
+    /// each clip whole, many per batch. Returns (window or clip accuracy, per-clip evaluator).
+    pub(super) fn evaluate(
+        net: &Net,
+        split: &Arc<Split>,
+        trained_on: &Split,
+        stats: &MelStats,
+        how: How,
+        device: &Device,
+    ) -> Result<(f64, FileEvaluator)> {
+        let How {
+            batch,
+            workers,
+            crop,
+        } = how;
+        let mut files = FileEvaluator::for_split(split, trained_on)?;
+        let index = split.whole().expect("whole clips");
+        let labels: Vec<i64> = index
+            .first_rows()
+            .iter()
+            .map(|&r| split.labels()[r])
+            .collect();
+        let mut score = Score::default();
+        match crop {
+            Some(crop) => {
+                let windows = Windows::new(split, stats, crop);
+                let mut pending = Pending::default();
+                for clip in 0..index.clips() {
+                    windows.of_clip(clip, &mut pending)?;
+                    if pending.items() >= batch.min(4096) || clip + 1 == index.clips() {
+                        pending.score(net, device, &labels, &mut files, &mut score)?;
+                    }
+                }
+            }
+            None => {
+                let longest = index.all_frames().iter().copied().max().unwrap_or(1);
+                let loader = Loader::new(
+                    split.clone(),
+                    LoaderOptions {
+                        unit: Unit::Clip,
+                        batch_size: 256,
+                        max_frames: Some(longest.max(batch)),
+                        shuffle: Shuffle::None,
+                        normalize: Some(stats.clone()),
+                        workers,
+                        prefetch: 2,
+                        ..LoaderOptions::default()
+                    },
+                )?;
+                for b in loader.epoch(0) {
+                    let b = b?;
+                    let clips: Vec<usize> = b.ids().iter().map(|id| id.clip).collect();
+                    let lengths = b.lengths().to_vec();
+                    let (x, _) = b.into_tensors(device, TensorFloat::F32)?;
+                    let logits = net.forward_masked(&x, Some(&lengths), false)?;
+                    score.add(&logits, &clips, &labels, &mut files)?;
+                }
+            }
+        }
+        Ok((score.accuracy(), files))
+    }
+
+    /// How whole clips are scored: items per batch, loader threads, and the crop the
+    /// model was trained on (`None`: each clip whole).
+    #[derive(Debug, Clone, Copy)]
+    pub(super) struct How {
+        pub batch: usize,
+        pub workers: usize,
+        pub crop: Option<usize>,
+    }
+
+    /// Right and scored items.
+    #[derive(Default)]
+    struct Score {
+        right: usize,
+        total: usize,
+    }
+
+    impl Score {
+        fn add(
+            &mut self,
+            logits: &Tensor,
+            clips: &[usize],
+            labels: &[i64],
+            files: &mut FileEvaluator,
+        ) -> Result<()> {
+            let probs = candle_nn::ops::softmax(logits, D::Minus1)?;
+            let guess: Vec<u32> = probs.argmax(D::Minus1)?.to_vec1()?;
+            self.right += guess
+                .iter()
+                .zip(clips)
+                .filter(|(g, c)| **g as i64 == labels[**c])
+                .count();
+            self.total += clips.len();
+            files.add(&probs.flatten_all()?.to_vec1::<f32>()?, clips)?;
+            Ok(())
+        }
+
+        fn accuracy(&self) -> f64 {
+            self.right as f64 / self.total.max(1) as f64
+        }
+    }
+
+    /// The windows of each clip, normalised: `crop` frames every `crop / 2`, the last one
+    /// ending at the clip's end (a clip shorter than a window: one, zero-padded).
+    struct Windows<'a> {
+        split: &'a Split,
+        mean: Vec<f32>,
+        scale: Vec<f32>,
+        crop: usize,
+    }
+
+    impl<'a> Windows<'a> {
+        fn new(split: &'a Split, stats: &MelStats, crop: usize) -> Self {
+            let (mean, scale) = stats.affine();
+            Windows {
+                split,
+                mean,
+                scale,
+                crop,
+            }
+        }
+
+        fn of_clip(&self, clip: usize, into: &mut Pending) -> Result<()> {
+            let x = self.split.whole_clip(clip)?;
+            let (m, t) = x.dim();
+            let c = self.crop;
+            let mut starts: Vec<usize> = (0..t.saturating_sub(c) + 1)
+                .step_by((c / 2).max(1))
+                .collect();
+            if t > c && starts.last() != Some(&(t - c)) {
+                starts.push(t - c);
+            }
+            for s in starts {
+                let n = c.min(t - s);
+                for b in 0..m {
+                    for j in 0..c {
+                        let v = if j < n {
+                            (x[[b, s + j]] - self.mean[b]) * self.scale[b]
+                        } else {
+                            0.0
+                        };
+                        into.values.push(v);
+                    }
+                }
+                into.lengths.push(n);
+                into.clips.push(clip);
+            }
+            into.shape = (m, c);
+            Ok(())
+        }
+    }
+
+    /// Windows waiting to be scored together.
+    #[derive(Default)]
+    struct Pending {
+        values: Vec<f32>,
+        lengths: Vec<usize>,
+        clips: Vec<usize>,
+        shape: (usize, usize),
+    }
+
+    impl Pending {
+        fn items(&self) -> usize {
+            self.clips.len()
+        }
+
+        fn score(
+            &mut self,
+            net: &Net,
+            device: &Device,
+            labels: &[i64],
+            files: &mut FileEvaluator,
+            score: &mut Score,
+        ) -> Result<()> {
+            if self.clips.is_empty() {
+                return Ok(());
+            }
+            let (m, c) = self.shape;
+            let x = Tensor::from_vec(
+                std::mem::take(&mut self.values),
+                (self.clips.len(), m, c),
+                device,
+            )?;
+            let logits = net.forward_masked(&x, Some(&self.lengths), false)?;
+            score.add(&logits, &self.clips, labels, files)?;
+            self.lengths.clear();
+            self.clips.clear();
+            Ok(())
+        }
+    }
 }
 
 fn main() -> Result<()> {

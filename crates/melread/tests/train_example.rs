@@ -57,6 +57,8 @@ fn leak_4k_segments_train_and_the_loss_falls() {
         seed: 1,
         workers: Some(2),
         eval_batch: 4096,
+        crop: None,
+        max_frames: None,
     };
     let (report, text) = run(&args);
     assert_eq!(report.losses.len(), 40);
@@ -93,6 +95,8 @@ fn speech_16k_whole_spectrograms_from_npy_train() {
         seed: 1,
         workers: Some(2),
         eval_batch: 64,
+        crop: None,
+        max_frames: None,
     };
     let (report, text) = run(&args);
     assert_eq!(report.losses.len(), 15);
@@ -113,6 +117,8 @@ fn quick_args(data: std::path::PathBuf) -> train::Args {
         seed: 1,
         workers: Some(2),
         eval_batch: 64,
+        crop: None,
+        max_frames: None,
     }
 }
 
@@ -165,6 +171,8 @@ fn options_no_training_can_use_are_refused_naming_the_flag() {
         (
             train::Args {
                 eval_batch: 0,
+                crop: None,
+                max_frames: None,
                 ..base.clone()
             },
             "--eval-batch 0",
