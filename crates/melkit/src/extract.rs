@@ -106,8 +106,7 @@ impl Extractor {
             return Err(mel_core::Error::config(
                 field,
                 "the Extractor computes one fixed-length clip at a time: for whole clips or windows build the files, or extract with audio.clip_seconds set to the length wanted",
-            )
-            .into());
+            ));
         }
         let chosen = choose(&plan, request)?;
         Ok(Extractor {

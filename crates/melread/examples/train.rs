@@ -229,16 +229,16 @@ fn valid_mask(
 
 /// Scores every segment of `split` in batches of `batch` segments (many files per
 /// batch) and decides each file by mean probability: (segment accuracy, file report).
-fn evaluate(
-    net: &Net,
-    split: &Arc<Split>,
-    trained_on: &Split,
-    stats: &MelStats,
-    batch: usize,
-    workers: usize,
-    device: &Device,
-    crop: Option<usize>,
-) -> Result<(f64, FileEvaluator)> {
+fn evaluate(scorer: &Scorer, split: &Arc<Split>) -> Result<(f64, FileEvaluator)> {
+    let Scorer {
+        net,
+        training: trained_on,
+        stats,
+        batch,
+        workers,
+        device,
+        crop,
+    } = *scorer;
     if split.whole().is_some() {
         let how = whole::How {
             batch,
@@ -524,6 +524,7 @@ fn train_epoch(
 }
 
 /// What [`evaluate`] needs besides the split it scores.
+#[derive(Clone, Copy)]
 struct Scorer<'a> {
     net: &'a Net,
     training: &'a Split,
@@ -537,16 +538,7 @@ struct Scorer<'a> {
 impl Scorer<'_> {
     /// [`evaluate`] on `split`.
     fn evaluate(&self, split: &Arc<Split>) -> Result<(f64, FileEvaluator)> {
-        evaluate(
-            self.net,
-            split,
-            self.training,
-            self.stats,
-            self.batch,
-            self.workers,
-            self.device,
-            self.crop,
-        )
+        evaluate(self, split)
     }
 }
 

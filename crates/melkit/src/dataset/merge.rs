@@ -154,14 +154,7 @@ pub fn merge(
     let mut splits = Vec::new();
     for (name, part) in &first.splits {
         let clips: usize = found.iter().map(|f| f.record.splits[name].clips).sum();
-        // Whole clips: the output holds the shards' rows (blocks), not one per clip.
-        let rows = match plan.whole() {
-            None => clips,
-            Some(_) => found.iter().try_fold(0usize, |n, f| {
-                let path = f.dir.join(&f.record.splits[name].output);
-                Ok::<_, Error>(n + melread::Split::open(&path)?.clips())
-            })?,
-        };
+        let rows = output_rows(&plan, &found, name, clips)?;
         let spec = SinkSpec {
             meta_columns: first.meta_columns.clone(),
             split: name.clone(),
@@ -400,6 +393,18 @@ fn copy_rows(
         observer.progress((end - start) as u64);
     }
     Ok(clips)
+}
+
+/// The rows split `name`'s merged output holds: one per clip, or for whole clips the
+/// shards' rows (blocks).
+fn output_rows(plan: &MelPlan, found: &[Found], name: &str, clips: usize) -> Result<usize> {
+    if plan.whole().is_none() {
+        return Ok(clips);
+    }
+    found.iter().try_fold(0usize, |n, f| {
+        let path = f.dir.join(&f.record.splits[name].output);
+        Ok(n + melread::Split::open(&path)?.clips())
+    })
 }
 
 /// Refuses a row of `output` whose path `next` does not come after the `last` merged

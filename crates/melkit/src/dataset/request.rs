@@ -248,7 +248,7 @@ impl BuildRequest {
             };
             return Err(mel_core::Error::config(
                 field,
-                "(whole clips, windows) does not resume an interrupted build yet; build again without --resume",
+                "(whole clips, windows) does not resume an interrupted build yet; build again without resuming",
             )
             .into());
         }
