@@ -13,7 +13,7 @@ side in one run, warm (the file read once before each run):
   ``Dataset`` reads a random window of N frames of each clip (the rows that hold it),
   padding short clips in ``collate_fn``.
 
-    python3 python/benches/whole_vs_h5py.py SPLIT.h5 --max-frames 8000 [--rounds 3] [--workers 4]
+    python3 python/benches/whole_vs_h5py.py SPLIT.h5 --max-frames 8000 [--rounds 3] [--workers 4] [--epochs E]
 
 Prints a JSON line per run and a Markdown table of clips/s and ratios.
 """
@@ -86,8 +86,9 @@ def run_melctl(path, a, epoch):
     loader = melctl.Loader(path, a.batch, shuffle=True, seed=0, epoch=epoch, threads=a.threads,
                            prefetch=4, max_frames=a.max_frames, crop_frames=a.crop)
     n = 0
-    for x, y, lengths in loader:
-        n += len(y)
+    for _ in range(a.epochs):  # each pass is the next epoch
+        for x, y, lengths in loader:
+            n += len(y)
     seconds = time.perf_counter() - t
     return {"reader": "melctl", "clips": n, "seconds": seconds, "clips_per_s": n / seconds}
 
@@ -97,7 +98,7 @@ def same_batches(path, a, epoch):
     ``with_index`` (untimed): the peer gets exactly these."""
     loader = melctl.Loader(path, a.batch, shuffle=True, seed=0, epoch=epoch, threads=a.threads,
                            max_frames=a.max_frames, crop_frames=a.crop, with_index=True)
-    return [b[-1].tolist() for b in loader]
+    return [b[-1].tolist() for _ in range(a.epochs) for b in loader]
 
 
 def run_torch(path, a, epoch):
@@ -124,6 +125,8 @@ def main():
     ap.add_argument("--workers", type=int, default=4, help="DataLoader worker processes")
     ap.add_argument("--threads", type=int, default=None, help="melctl loader threads (default: all cores)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=1,
+                    help="epochs per run: one Loader, one DataLoader pass over the epochs' batches")
     a = ap.parse_args()
 
     rows = []

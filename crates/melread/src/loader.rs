@@ -1232,29 +1232,46 @@ fn fill_whole(
         let frames = whole.frames[item.clip];
         let at = loader.crop_offset(epoch, item);
         let real = frames.min(width);
-        part.resize(n_mels * real, 0.0f32);
-        reader.read_whole_window(item.clip, (at, real), &mut part, None)?;
-        // Normalised before padding: the padding stays zero.
-        if let Some(n) = &norm {
-            n.apply_rows(&mut part, real);
-            if part.iter().any(|v| !v.is_finite()) {
-                return Err(Error::config(
-                    "normalize",
-                    format!(
-                        "clip {} of {}: normalising it by the statistics given gives a value that is not finite in float32 (a standard deviation too small for its values?)",
-                        item.clip,
-                        split.path().display()
-                    ),
-                ));
+        match &mut *buffer {
+            Buffer::F32(v) => {
+                // Straight into the batch (rows of `width`), normalised in place, the
+                // padding after each row zero.
+                let dst = &mut v[j * per..(j + 1) * per];
+                reader.read_whole_rows(item.clip, (at, real), dst, width)?;
+                for (b, row) in dst.chunks_exact_mut(width).enumerate() {
+                    if let Some(n) = &norm {
+                        n.apply_bin(b, &mut row[..real]);
+                    }
+                    row[real..].fill(0.0);
+                }
+                if norm.is_some() && dst.iter().any(|v| !v.is_finite()) {
+                    return Err(not_finite_normalised(item.clip, split));
+                }
+            }
+            Buffer::Half(_) => {
+                // As stored (no normalisation with f16/bf16 output).
+                part.resize(n_mels * real, 0.0f32);
+                reader.read_whole_window(item.clip, (at, real), &mut part, None)?;
+                write_padded(buffer, j * per, &part, (real, width), split.dtype());
             }
         }
-        write_padded(buffer, j * per, &part, (real, width), split.dtype());
         f.labels.push(labels_all[index.first_rows()[item.clip]]);
         f.ids.push(item);
         f.offsets.push(at);
         f.lengths.push(real);
     }
     Ok(f)
+}
+
+/// The error for whole clip `clip` of `split` whose normalised values are not finite.
+fn not_finite_normalised(clip: usize, split: &Split) -> Error {
+    Error::config(
+        "normalize",
+        format!(
+            "clip {clip} of {}: normalising it by the statistics given gives a value that is not finite in float32 (a standard deviation too small for its values?)",
+            split.path().display()
+        ),
+    )
 }
 
 /// Writes `part` (`n_mels × real` f32 values) into `buffer` from `start` as `n_mels`

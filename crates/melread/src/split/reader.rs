@@ -171,6 +171,24 @@ impl<'a> Reader<'a> {
         self.judge(clip, segment, finite, norm.is_some())
     }
 
+    /// The stored bytes of row `row` (a clip of the fixed layout, a block of a whole clip).
+    pub(crate) fn row_bytes(&mut self, row: usize) -> Result<&[u8]> {
+        self.item_bytes(row, None)
+    }
+
+    /// The verdict on what was read of whole clip `clip` (its values widened, not
+    /// normalised): the file unchanged, every value finite.
+    pub(crate) fn judge_row(&mut self, clip: usize, finite: bool) -> Result<()> {
+        self.check_unchanged()?;
+        if finite {
+            return Ok(());
+        }
+        Err(bad(
+            &self.split.path,
+            format!("whole clip {clip} holds a value that is not finite (NaN or infinity), which melctl never stores"),
+        ))
+    }
+
     /// The verdict on an item read: the file unchanged since it was opened, and every
     /// value finite (else: normalising overflowed, or the file holds what melctl never
     /// stores).

@@ -247,31 +247,8 @@ impl Reader<'_> {
         out: &mut [f32],
         norm: Option<&Affine>,
     ) -> Result<()> {
+        self.read_whole_rows(clip, (at, n), out, n)?;
         let split = self.split();
-        let index = split.whole_index()?;
-        index.check_clip(clip)?;
-        let (m, f, t) = (split.n_mels(), index.block_frames(), index.frames(clip));
-        if n == 0 || at + n > t || out.len() != m * n {
-            return Err(Error::Shape(format!(
-                "an output of {} values for frames {at}..{} of a clip of {t} frames and {m} mel bins",
-                out.len(),
-                at + n
-            )));
-        }
-        let first = index.rows(clip).start;
-        let mut part = Vec::new();
-        let mut frame = at;
-        while frame < at + n {
-            let (k, lo) = (frame / f, frame % f);
-            let len = (f - lo).min(at + n - frame);
-            part.resize(m * len, 0.0);
-            self.read_window_into(first + k, None, (lo, len), OutSlice::F32(&mut part), None)?;
-            for b in 0..m {
-                let dst = b * n + (frame - at);
-                out[dst..dst + len].copy_from_slice(&part[b * len..(b + 1) * len]);
-            }
-            frame += len;
-        }
         if !convert::normalised(out, norm) {
             return Err(Error::config(
                 "normalize",
@@ -282,5 +259,46 @@ impl Reader<'_> {
             ));
         }
         Ok(())
+    }
+
+    /// Reads frames `at..at + n` of whole clip `clip` as f32 into the first `n` values of
+    /// each of `n_mels` rows of `stride` values of `out`: each block's bytes fetched once,
+    /// each mel bin's run of frames widened straight into place, every value checked
+    /// finite.
+    pub(crate) fn read_whole_rows(
+        &mut self,
+        clip: usize,
+        (at, n): (usize, usize),
+        out: &mut [f32],
+        stride: usize,
+    ) -> Result<()> {
+        let split = self.split();
+        let index = split.whole_index()?;
+        index.check_clip(clip)?;
+        let (m, f, t) = (split.n_mels(), index.block_frames(), index.frames(clip));
+        if n == 0 || at + n > t || stride < n || out.len() < (m - 1) * stride + n {
+            return Err(Error::Shape(format!(
+                "an output of {} values ({stride} a row) for frames {at}..{} of a clip of {t} frames and {m} mel bins",
+                out.len(),
+                at + n
+            )));
+        }
+        let (dtype, size) = (split.dtype(), split.dtype().size());
+        let first = index.rows(clip).start;
+        let mut halves = Vec::new();
+        let mut finite = true;
+        let mut frame = at;
+        while frame < at + n {
+            let (k, lo) = (frame / f, frame % f);
+            let len = (f - lo).min(at + n - frame);
+            let bytes = self.row_bytes(first + k)?;
+            for b in 0..m {
+                let src = &bytes[(b * f + lo) * size..(b * f + lo + len) * size];
+                let dst = &mut out[b * stride + (frame - at)..][..len];
+                finite &= convert::convert(src, dtype, OutSlice::F32(dst), None, &mut halves);
+            }
+            frame += len;
+        }
+        self.judge_row(clip, finite)
     }
 }
