@@ -185,7 +185,9 @@ impl<'a> Reader<'a> {
         }
         Err(bad(
             &self.split.path,
-            format!("whole clip {clip} holds a value that is not finite (NaN or infinity), which melctl never stores"),
+            format!(
+                "whole clip {clip} holds a value that is not finite (NaN or infinity), which melctl never stores"
+            ),
         ))
     }
 
