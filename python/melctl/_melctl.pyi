@@ -145,7 +145,9 @@ class Loader:
     after ``load_state_dict``; N is 1 to the split's frames (for whole clips: to the
     longest clip's; a shorter clip is zero-padded). ``max_frames=M`` (whole clips only):
     duration buckets, each batch clips of similar length padded to its longest, at most M
-    frames in all and at most ``batch_size`` clips; a whole-clip split needs
+    frames in all and at most ``batch_size`` clips (sorted by length within pools of 4096
+    clips, so a small split's batches hold the same clips each epoch; with ``shard`` ranks
+    get as many batches, the first repeated); a whole-clip split needs
     ``crop_frames`` or ``max_frames``. ``None`` is each option's default: uniform
     shuffle, no normalisation, float32, no crop, no buckets.
 

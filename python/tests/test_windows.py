@@ -98,3 +98,18 @@ def test_shards_of_windows_merge_into_the_one_build(recordings, tmp_path):
     assert a.paths == b.paths and list(a.files) == list(b.files) and list(a.starts) == list(b.starts)
     assert all(np.array_equal(a[i], b[i]) for i in range(len(a)))
     assert np.array_equal(a.mean, b.mean)
+
+
+def test_gaps_make_no_window_past_the_end_and_fixed_models_score_windows(recordings, tmp_path):
+    """With a hop longer than the window, audio left in a gap makes no window of padding
+    alone; windows of S seconds are scored by a model trained on fixed S-second clips."""
+    root, out = recordings
+    gap = {"audio": {"windows": {"seconds": 0.5, "hop_seconds": 1.3}}}
+    melctl.build(root, tmp_path / "gap", preset="speech-16k", config=gap)
+    s = melctl.open(tmp_path / "gap", "all")
+    for i in range(len(s)):
+        assert s.starts[i] * RATE < len(read(root / s.paths[i])), (s.paths[i], s.starts[i])
+    melctl.build(root, tmp_path / "fixed", preset="speech-16k", config={"audio": {"clip_seconds": 1.0}})
+    ev = melctl.FileEvaluator.for_split(melctl.open(out, "all"),
+                                       trained_on=melctl.open(tmp_path / "fixed", "all"))
+    assert ev.classes == 2

@@ -62,15 +62,22 @@ impl Sameness {
 }
 
 /// Takes out of a meaning view the audio keys that bound a build but do not change a
-/// value: `max_seconds` (the longest file a build keeps), and `clip_seconds` where files
-/// are read whole (whole clips, windows), whose length it does not set.
+/// value: `max_seconds` (the longest file a build keeps), `clip_seconds` of whole clips
+/// (it sets no length), and a window's hop (a window is a clip of `windows.seconds`).
 fn strip_bounds(view: &mut serde_json::Map<String, Value>) {
     let Some(audio) = view.get_mut("audio").and_then(Value::as_object_mut) else {
         return;
     };
     audio.remove("max_seconds");
-    let whole = audio.get("length").and_then(Value::as_str) == Some("whole");
-    if whole || audio.contains_key("windows") {
+    // A window is a clip of its `seconds`: the same features as fixed clips of that
+    // length, whatever the hop.
+    if let Some(seconds) = audio
+        .remove("windows")
+        .and_then(|w| w.get("seconds").cloned())
+    {
+        audio.insert("clip_seconds".into(), seconds);
+    }
+    if audio.get("length").and_then(Value::as_str) == Some("whole") {
         audio.remove("clip_seconds");
     }
 }
@@ -137,6 +144,14 @@ mod tests {
         };
         assert!(same(Sameness::Meaning, &whole, &longer));
         assert!(!same(Sameness::Meaning, &base, &whole));
+        // Windows of S seconds mean what fixed clips of S seconds mean, whatever the hop.
+        let windows = changed(&|c| {
+            c.audio.windows = Some(crate::spec::Windows {
+                seconds: c.audio.clip_seconds,
+                hop_seconds: 1.0,
+            })
+        });
+        assert!(same(Sameness::Meaning, &base, &windows));
         // A value left to its default and the same value written out are the same.
         let explicit = changed(&|c| c.mel.win_length = Some(c.mel.win_length()));
         assert!(all.iter().all(|&s| same(s, &base, &explicit)));

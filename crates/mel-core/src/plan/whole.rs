@@ -244,14 +244,17 @@ impl Windowing {
     }
 
     /// Windows of a file of `samples` samples: one for a file no longer than a window,
-    /// else every whole window and a last partial one when audio is left after them.
+    /// else every whole window and a last partial one when audio is left after them and
+    /// the next start is inside the file (with a hop longer than the window, audio left
+    /// in a gap makes no window of padding alone).
     pub fn count(&self, samples: u64) -> u64 {
         let (w, h) = (self.window as u64, self.hop as u64);
         if samples <= w {
-            1
-        } else {
-            1 + (samples - w).div_ceil(h)
+            return 1;
         }
+        let whole = 1 + (samples - w) / h;
+        let covered = (whole - 1) * h + w;
+        whole + u64::from(covered < samples && whole * h < samples)
     }
 
     /// Writes window `k` of `clip` into `dst` (`window` long), a partial one placed per `pad`.
@@ -427,6 +430,17 @@ mod tests {
         assert_eq!(
             [w.count(1), w.count(4), w.count(5), w.count(7), w.count(8)],
             [1, 1, 2, 2, 3]
+        );
+        // A hop longer than the window: no window starts at or past the end.
+        let gaps = Windowing { hop: 10, ..w };
+        assert_eq!(
+            [
+                gaps.count(9),
+                gaps.count(10),
+                gaps.count(11),
+                gaps.count(14)
+            ],
+            [1, 1, 2, 2]
         );
         let clip: Vec<f32> = (1..=8).map(|x| x as f32).collect();
         let mut dst = [9.0f32; 4];
