@@ -50,6 +50,7 @@ _quiet_vulkan_loader()
 
 # The stubs, and these names, are checked against the module by stubtest (CI).
 from ._melctl import (  # noqa: E402
+    Augment,
     Batches,
     CancelledError,
     ConfigError,
@@ -82,6 +83,7 @@ __all__ = [
     "open",
     "Split",
     "Loader",
+    "Augment",
     "build",
     "merge",
     "verify",

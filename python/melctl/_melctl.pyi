@@ -43,7 +43,8 @@ class Split:
     clips (``audio.length = "whole"``, ``length == "whole"``) gives each clip at its own
     length: ``split[i]`` is ``(n_mels, frames[i])``. Reads run in Rust
     with the GIL released. A Split pickles by path and reopens lazily where it is
-    unpickled, so it serves torch's DataLoader workers under fork, spawn and forkserver.
+    unpickled, so it serves torch's DataLoader workers under fork, spawn and forkserver;
+    ``melctl.torch.Dataset`` gives ``(x, y)`` tensors for supervised training.
     """
 
     def __len__(self) -> int: ...
@@ -122,38 +123,58 @@ class Split:
 
 @final
 class Loader:
-    """Shuffled, sharded, resumable batches of one split.
+    """Shuffled, sharded, resumable, augmented batches of one split, filled by Rust threads.
 
-    Iterating yields ``(x, y)``, or ``(x, y, clip_index)`` with ``with_index=True``:
-    ``x`` float32 (or float16 as stored) ``[batch, *item_shape]``, ``y`` int64 class ids.
-    Over whole clips (``audio.length = "whole"``) batches are ``(x, y, lengths)`` (then
-    ``clip_index``): ``lengths`` int64, each item's real frames, zeros after them.
-    Rust threads fill batches ahead (``prefetch``) with the GIL released, and a float32
-    batch's buffer becomes ``x`` without a copy (``torch.from_numpy(x)`` is free).
+    Loader(path, batch_size, unit="segment", shuffle=None, seed=0, epoch=0, drop_last=False,
+           shard=None, normalize=None, dtype=None, threads=None, prefetch=2, with_index=False,
+           split=None, crop_frames=None, max_frames=None, augment=None)
 
-    ``path`` is a split file or folder, an output folder with ``split=``, or a
-    :class:`Split`. ``unit`` is ``"segment"`` (one ``[n_mels, frames]`` spectrogram) or
-    ``"clip"``. ``shuffle``: True / ``"uniform"`` (every item anywhere), ``"buffered"``
-    (clip order through a shuffle buffer), False / ``"none"`` (file order). ``shard=(rank,
-    world)``: rank takes every world-th item; every rank gets as many items and batches
-    (as torch's ``DistributedSampler``: without ``drop_last`` the last positions wrap to
-    the epoch's first items, fewer than ``world`` seen twice; with it the rest is left out).
-    ``normalize``: True (the stored statistics) or ``(mean, std)``. ``threads``: worker
-    threads (default: all cores). ``crop_frames=N``: each item is N consecutive frames of
-    its own (every other axis kept) from an offset drawn anew each epoch from ``(seed,
-    epoch, item)``, in the Rust threads: the same batches whatever ``threads``, and again
-    after ``load_state_dict``; N is 1 to the split's frames (for whole clips: to the
-    longest clip's; a shorter clip is zero-padded). ``max_frames=M`` (whole clips only):
-    duration buckets, each batch clips of similar length padded to its longest, at most M
-    frames in all and at most ``batch_size`` clips (sorted by length within pools of 4096
-    clips, so a small split's batches hold the same clips each epoch; with ``shard`` ranks
-    get as many batches, the first repeated); a whole-clip split needs
-    ``crop_frames`` or ``max_frames``. ``None`` is each option's default: uniform
-    shuffle, no normalisation, float32, no crop, no buckets.
+    Iterating yields ``(x, y)``, or ``(x, y, clip_index)`` with ``with_index=True``: ``x``
+    float32 (or float16 as stored) ``[batch, *item_shape]``, ``y`` int64 class ids (with
+    mixup: float32 soft labels ``[batch, classes]``). Over whole clips (``audio.length =
+    "whole"``) batches are ``(x, y, lengths)`` (then ``clip_index``): ``lengths`` int64, each
+    item's real frames, zeros after them. Rust threads fill batches ahead (``prefetch``) with
+    the GIL released, and a float32 batch's buffer becomes ``x`` without a copy
+    (``torch.from_numpy(x)`` is free).
 
-    Iteration continues from the loader's position: a whole epoch from its first batch,
-    and once its last batch is handed out, the next epoch (another order). ``state_dict``
-    records the position; ``load_state_dict`` resumes exactly there.
+    Arguments:
+
+    - ``path``: a split file or folder, an output folder with ``split=``, or a ``Split``.
+    - ``unit``: ``"segment"`` (one ``[n_mels, frames]`` spectrogram) or ``"clip"``.
+    - ``shuffle``: True / ``"uniform"`` (every item anywhere; the default), ``"buffered"``
+      (clip order through a shuffle buffer), False / ``"none"`` (file order).
+    - ``seed``: fixes every epoch's order, crops and augmentation.
+    - ``shard=(rank, world)``: rank takes every world-th item; every rank gets as many items
+      and batches (as torch's ``DistributedSampler``: without ``drop_last`` the last positions
+      wrap to the epoch's first items, fewer than ``world`` seen twice; with it the rest is
+      left out).
+    - ``normalize``: True (the stored statistics) or ``(mean, std)`` per mel bin.
+    - ``dtype``: float32 (default) or float16 as stored. ``threads``: worker threads
+      (default: all cores).
+    - ``crop_frames=N``: each item is N consecutive frames of its own (every other axis kept)
+      from an offset drawn anew each epoch from ``(seed, epoch, item)``; N is 1 to the split's
+      frames (whole clips: to the longest clip's; a shorter clip is zero-padded).
+    - ``max_frames=M`` (whole clips only): duration buckets, each batch clips of similar
+      length padded to its longest, at most M frames in all and at most ``batch_size`` clips
+      (sorted by length within pools of 4096 clips). A whole-clip split needs ``crop_frames``
+      or ``max_frames``.
+    - ``augment``: a ``melctl.Augment`` (time and frequency masks, gain, mixup), applied in
+      the Rust threads, drawn from ``(seed, epoch, item)``.
+
+    Every draw (order, crops, augmentation) depends on the seed, the epoch and the item only:
+    batches are the same whatever ``threads``.
+
+    Iteration follows ``DataLoader``: ``iter(loader)`` starts the loader's epoch from its
+    first batch, and once an epoch's last batch is handed out the loader is at the next epoch
+    (another order). Leaving a pass early (peeking at one batch) costs nothing: the next
+    ``iter()`` starts that epoch again. ``state_dict()`` records the position mid-epoch, and
+    after ``load_state_dict(state)`` the next ``iter()`` continues from there, the same
+    batches bit for bit (torchdata's ``StatefulDataLoader`` convention). ``set_epoch(e)``
+    starts epoch ``e`` next.
+
+    A Loader pickles as its arguments and position (``multiprocessing`` with spawn or
+    forkserver); a forked child may also go on with a pass under way. For torch's
+    ``DataLoader`` with worker processes, see ``melctl.torch.IterableDataset``.
     """
 
     def __new__(
@@ -174,7 +195,11 @@ class Loader:
         split: str | None = None,
         crop_frames: int | None = None,
         max_frames: int | None = None,
+        augment: Augment | None = None,
     ) -> Self: ...
+    def __getnewargs_ex__(self) -> tuple[tuple[Any, ...], dict[str, Any]]: ...
+    def __getstate__(self) -> dict[str, Any]: ...
+    def __setstate__(self, state: dict[str, Any]) -> None: ...
     def __len__(self) -> int:
         """Batches per epoch for this shard (with ``max_frames``: of the next epoch)."""
     def padding_share(self, epoch: int | None = None) -> float:
@@ -203,6 +228,60 @@ class Loader:
         """The most bytes the loader's batch buffers take."""
     @property
     def split(self) -> Split: ...
+
+@final
+class Augment:
+    """Augmentation the Loader applies in its Rust threads, off unless asked for.
+
+    ``Augment(time_masks=0, time_mask_frames=0, freq_masks=0, freq_mask_bins=0,
+    gain_db=0.0, mixup_alpha=None, mixup_prob=1.0)``
+
+    - **Time and frequency masks** (SpecAugment): ``time_masks`` masks per item, each
+      ``0..=time_mask_frames`` frames wide (at most the item's real frames), and
+      ``freq_masks`` masks of ``0..=freq_mask_bins`` mel bins; masked values become 0
+      (the mean, when the Loader normalises).
+    - **Gain**: a level uniform in ``[-gain_db, +gain_db]`` dB added to each item's
+      log-mel values (scaled by each bin's std when the Loader normalises).
+    - **Mixup**: with ``mixup_alpha`` set, each item (a share ``mixup_prob`` of them) is
+      mixed with another of its batch, ``w·x_i + (1 − w)·x_j``, ``w ~ Beta(α, α)``; the
+      batch's ``y`` is then float32 soft labels ``[batch, classes]`` (a target
+      ``torch.nn.functional.cross_entropy`` takes).
+
+    Every draw is a function of the Loader's seed, the epoch and the item, so batches are
+    the same for any number of threads and bit-identical after ``load_state_dict``.
+    Order: gain, mixup, masks. Only the real frames of whole clips are touched.
+
+        aug = melctl.Augment(time_masks=2, time_mask_frames=20, freq_masks=2,
+                             freq_mask_bins=8, mixup_alpha=0.4)
+        loader = melctl.Loader(path, batch_size=64, augment=aug, max_frames=4000)
+    """
+
+    def __new__(
+        cls,
+        time_masks: int = 0,
+        time_mask_frames: int = 0,
+        freq_masks: int = 0,
+        freq_mask_bins: int = 0,
+        gain_db: float = 0.0,
+        mixup_alpha: float | None = None,
+        mixup_prob: float = 1.0,
+    ) -> Self: ...
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    @property
+    def time_masks(self) -> int: ...
+    @property
+    def time_mask_frames(self) -> int: ...
+    @property
+    def freq_masks(self) -> int: ...
+    @property
+    def freq_mask_bins(self) -> int: ...
+    @property
+    def gain_db(self) -> float: ...
+    @property
+    def mixup_alpha(self) -> float | None: ...
+    @property
+    def mixup_prob(self) -> float: ...
 
 @final
 class Batches:
@@ -407,7 +486,14 @@ def evaluate_files(
     positive: int | None = None,
     threshold: float | None = None,
 ) -> _EvalReport:
-    """One call: the file-level report of one batch of per-segment probabilities."""
+    """One call: the file-level report of one batch of per-segment probabilities.
+
+    ``probs`` is ``[segments, classes]`` (softmax outputs), ``files`` each segment's file
+    number (``0..len(truth)``), ``truth`` each file's class. ``rule`` is ``"mean"`` (the
+    class of the highest mean probability) or ``"vote"`` (the majority of segment
+    decisions); ``positive`` with ``threshold`` decides a binary task by the mean
+    probability of class ``positive``. Returns :class:`FileEvaluator`'s ``report()``.
+    """
 
 def _extractor_from_toml(toml: str, dtype: str) -> Extractor:
     """Unpickles an Extractor (its configuration as TOML, its results' dtype)."""
@@ -443,6 +529,7 @@ __all__ = [
     "_reopen_split",
     "Split",
     "Loader",
+    "Augment",
     "Batches",
     "Error",
     "ConfigError",

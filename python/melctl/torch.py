@@ -1,5 +1,7 @@
-"""melctl batches for PyTorch: :class:`melctl.Loader`'s numpy batches as torch tensors,
-in pinned memory and on a device when asked.
+"""melctl for PyTorch: :class:`melctl.Loader`'s numpy batches as torch tensors (pinned,
+on a device), a map-style :class:`Dataset` of ``(x, y)`` for ``DataLoader`` and
+``DistributedSampler``, and an :class:`IterableDataset` that shards itself by rank and
+worker.
 
 Imported only by who asks for it (``import melctl.torch``); torch is not a dependency of
 melctl. The numpy-to-torch step costs nothing (``torch.from_numpy`` shares the buffer
@@ -10,6 +12,11 @@ asynchronous from pinned memory (``non_blocking``).
     loader = TorchLoader("out/training.h5", batch_size=5632, normalize=True, device="cuda")
     for x, y in loader:        # x float32 [5632, 32, 5] on cuda, y int64 on cuda
         ...
+
+Worker processes: a :class:`Dataset` pickles by path (fork, spawn and forkserver all
+work); an :class:`IterableDataset` makes its Loader in each worker, over that worker's
+shard. :class:`TorchLoader` reads with Rust threads in the training process: it needs no
+worker processes at all (``num_workers=0`` is its intended use).
 """
 
 from __future__ import annotations
@@ -18,9 +25,10 @@ from typing import Any, Iterator, Optional, Tuple, Union
 
 import torch
 
-from . import Loader
+from . import Loader, Split
+from . import open as _open
 
-__all__ = ["TorchLoader", "to_torch"]
+__all__ = ["TorchLoader", "Dataset", "IterableDataset", "collate_padded", "to_torch"]
 
 
 def to_torch(
@@ -90,3 +98,134 @@ class TorchLoader:
 
     def __repr__(self) -> str:
         return f"melctl.torch.TorchLoader({self.loader!r}, device={self.device}, pin_memory={self.pin_memory})"
+
+
+class Dataset(torch.utils.data.Dataset):
+    """A split as a map-style dataset of ``(x, y)`` tensors: ``x`` float32 (or
+    ``dtype``) of the clip's shape, ``y`` its class id (int64).
+
+    ``Dataset(path, split=None, dtype=None, normalize=None)``: ``path`` and ``split`` as
+    :func:`melctl.open` takes them, or a :class:`melctl.Split`. ``normalize`` is True (the
+    split's stored statistics) or ``(mean, std)`` per mel bin. Works with ``DataLoader``
+    (shuffle, samplers, worker processes under fork, spawn and forkserver: it pickles by
+    path) and ``DistributedSampler``. Whole clips (``audio.length = "whole"``) differ in
+    length: batch them with ``collate_fn=collate_padded``.
+
+        ds = melctl.torch.Dataset("out/training.h5")
+        sampler = torch.utils.data.DistributedSampler(ds)   # under torch.distributed
+        dl = torch.utils.data.DataLoader(ds, batch_size=64, sampler=sampler, num_workers=4)
+    """
+
+    def __init__(
+        self,
+        path: Any,
+        split: Optional[str] = None,
+        dtype: Any = None,
+        normalize: Any = None,
+    ) -> None:
+        self.split = path if isinstance(path, Split) else _open(path, split, dtype)
+        self.labels = torch.from_numpy(self.split.labels.copy())
+        self._shift: Optional[torch.Tensor] = None
+        self._scale: Optional[torch.Tensor] = None
+        if normalize is True:
+            stored_mean, stored_std = self.split.mean, self.split.std
+            normalize = (
+                (stored_mean, stored_std)
+                if stored_mean is not None and stored_std is not None
+                else self.split.stats()
+            )
+        if normalize is not None and normalize is not False:
+            mean_t = torch.as_tensor(normalize[0], dtype=torch.float64)
+            std_t = torch.as_tensor(normalize[1], dtype=torch.float64)
+            self._shift = mean_t.to(torch.float32)[:, None]
+            self._scale = (1.0 / std_t).to(torch.float32)[:, None]
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+    def __getitem__(self, index: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        x = torch.from_numpy(self.split[index])
+        if self._shift is not None and self._scale is not None:
+            x = (x.float() - self._shift) * self._scale
+        return x, self.labels[index]
+
+    def __repr__(self) -> str:
+        return f"melctl.torch.Dataset({self.split!r})"
+
+
+def collate_padded(
+    items: Any,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``DataLoader``'s ``collate_fn`` for clips of different lengths: ``(x, y, lengths)``
+    with ``x`` ``[batch, ..., longest]`` zero-padded after each clip's frames."""
+    xs, ys = zip(*items)
+    lengths = torch.tensor([x.shape[-1] for x in xs], dtype=torch.int64)
+    longest = int(lengths.max())
+    x = xs[0].new_zeros((len(xs), *xs[0].shape[:-1], longest))
+    for i, item in enumerate(xs):
+        x[i, ..., : item.shape[-1]] = item
+    return x, torch.stack(ys), lengths
+
+
+class IterableDataset(torch.utils.data.IterableDataset):
+    """Batches of a :class:`melctl.Loader` as an ``IterableDataset`` that shards itself:
+    in each ``DataLoader`` worker of each rank (``torch.distributed``, when initialised)
+    it reads shard ``rank · workers + worker`` of ``world · workers``, so every item of an
+    epoch is read once across them all (``drop_last`` as the Loader's ``shard`` says).
+
+    ``IterableDataset(path, batch_size, **loader_options)`` takes :class:`melctl.Loader`'s
+    arguments but ``shard`` (and ``threads``, default 1 per worker process). Batches are
+    already made: give ``DataLoader`` ``batch_size=None``. Call :meth:`set_epoch` before
+    each epoch (as with ``DistributedSampler``) for a new order; workers are made anew each
+    epoch (``persistent_workers=False``, the default) and receive it. Works under fork,
+    spawn and forkserver (it pickles as its arguments).
+
+        ds = melctl.torch.IterableDataset("out/training.h5", 256, seed=1)
+        dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=4)
+        for epoch in range(10):
+            ds.set_epoch(epoch)
+            for x, y in dl: ...
+    """
+
+    def __init__(self, path: Any, batch_size: int, **options: Any) -> None:
+        if "shard" in options:
+            raise TypeError("IterableDataset shards itself by rank and worker: no shard=")
+        options.setdefault("threads", 1)
+        self.path = path
+        self.batch_size = batch_size
+        self.options = options
+        self.epoch = int(options.pop("epoch", 0))
+        # Checked here, in the main process: a bad option is an error now, not in a worker.
+        self._probe = Loader(path, batch_size, epoch=self.epoch, **options)
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch the next pass reads (its own order, crops and augmentation)."""
+        self.epoch = epoch
+
+    def shard(self) -> Tuple[int, int]:
+        """``(index, count)`` of the shard this process reads: rank and worker."""
+        info = torch.utils.data.get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        rank, world = 0, 1
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        return rank * workers + worker, world * workers
+
+    def loader(self) -> Loader:
+        """The Loader of this process's shard, at the dataset's epoch."""
+        return Loader(self.path, self.batch_size, epoch=self.epoch, shard=self.shard(), **self.options)
+
+    def __iter__(self) -> Iterator[Tuple[torch.Tensor, ...]]:
+        for batch in self.loader():
+            yield to_torch(batch)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_probe", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    def __repr__(self) -> str:
+        return f"melctl.torch.IterableDataset({self.path!r}, {self.batch_size}, epoch={self.epoch})"

@@ -216,8 +216,43 @@ fn labels_of(labels: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Labels>> {
     Ok(Some(Labels::File(path)))
 }
 
-/// Builds `input` (a `ROOT/{split}/{class}/` folder or a manifest) into `output`, one
-/// file per split, exactly as `melctl build` does, and returns its report as a dict.
+/// Builds ``input`` (a ``ROOT/{split}/{class}/`` folder, or a manifest CSV) into
+/// ``output``, one file per split, exactly as ``melctl build`` does: the output folder
+/// locked, every split written under a temporary name and published only when all have
+/// succeeded, ``resume=True`` continuing an interrupted build.
+///
+/// The configuration is ``preset``, then ``config`` (a TOML file or a dict of
+/// sections), then ``backend``, then ``overrides``: a key of one section by its name
+/// (``n_mels=64``, ``dtype="f32"``, ``precision="fast"``, ``threads=4``,
+/// ``loader="stream"``), or
+/// ``section__key`` (``run__stream__readers=4``), or a whole section as a dict (but
+/// ``output``, which is the output folder: write ``output__dtype="f32"``). Two keywords
+/// naming one key are refused.
+///
+/// ``input`` is a folder or a manifest (CSV or JSONL). A manifest without a split
+/// column is split by ``split_ratio`` (``{"training": 0.8, "testing": 0.2}`` or
+/// ``"training=0.8,testing=0.2"``; 0.7/0.2/0.1 by default) from ``seed`` (0), as
+/// ``--split-ratio`` and ``--seed`` do; so is a ``ROOT/{class}/`` folder given either.
+/// A manifest's columns beyond path, label and split are kept per clip
+/// (``Split.metadata``). ``group_by="speaker"`` (a manifest column) or
+/// ``group_pattern=r"([^/]+)_nohash_"`` (the first capture in each path) keeps every
+/// clip of a group in one split: drawn by a hash of the group, or, where the source
+/// names the splits, refused if a group is found in two.
+///
+/// ``progress(split, done, total)`` is called from this thread as clips are computed;
+/// an exception it raises before the outputs are published stops the build (nothing
+/// published) and is raised; once the publish has begun it is not called again. Ctrl-C
+/// does the same with KeyboardInterrupt. The build runs with the GIL released.
+///
+/// Returns the report (``melctl build --report``'s JSON as a dict, plus ``notices``).
+/// Files left out (undecodable, with ``on_error="skip"``) are listed in it and named in
+/// a UserWarning. Errors raise a :class:`Error` subclass.
+///
+/// ``shard=(k, n)`` (or ``"k/n"``, numbered from 0) builds shard ``k`` of ``n`` into
+/// ``output/shards/k-of-n/``: each split's sorted file list cut into ``n`` contiguous
+/// ranges, the whole tree's label map kept. A shard already complete and verified is
+/// left as it is (the report's ``shard.built`` is False), so retries are safe.
+/// :func:`merge` then writes what one build of the whole tree would.
 #[pyfunction]
 #[pyo3(signature = (
     input, output, preset="leak-4k", config=None, backend=None, *, splits=None,
@@ -386,9 +421,13 @@ fn parse_shard(value: &Bound<'_, PyAny>) -> PyResult<Shard> {
     shard.map_err(crate::errors::build_to_py)
 }
 
-/// Merges the shards of a sharded build under `output/shards/K-of-N/` into
-/// `output/{split}.h5` (what one build of the whole tree writes), as `melctl merge` does;
-/// returns its report as a dict.
+/// Merges the shards under ``output/shards/k-of-n/`` into ``output/{split}.h5`` (or
+/// ``.npy.d``), exactly as ``melctl merge`` does: the set checked first (every shard
+/// present and complete, one configuration, label map and file set), then the datasets
+/// one build of the whole tree writes, published atomically. ``shards`` picks the count
+/// when shards of several counts are there. Ctrl-C stops it before the publish.
+///
+/// Returns the report: each split's clips, output and the files the shards left out.
 #[pyfunction]
 #[pyo3(signature = (output, *, shards=None, threads=None, progress=None))]
 pub fn merge<'py>(

@@ -131,7 +131,12 @@ fn batch(
     Ok((p.as_slice()?.to_vec(), files))
 }
 
-/// Collects per-segment probabilities of many files, in batches of any size and order.
+/// Per-segment class probabilities of many files, added in batches of any size and
+/// order, decided per file.
+///
+/// ``report()`` returns ``accuracy``, ``files``, ``correct``, ``decisions`` (int64, -1
+/// for a file with no segment scored), ``truth``, ``scores`` and ``confusion``
+/// (``[true, decided]``).
 #[pyclass(name = "FileEvaluator", module = "melctl", frozen)]
 pub struct PyFileEvaluator {
     inner: Mutex<FileEvaluator>,
@@ -233,8 +238,13 @@ impl PyFileEvaluator {
     }
 }
 
-/// One call: decides the files of one batch of per-segment probabilities (`probs`
-/// `[segments, classes]`, `files` each row's file id, `truth` each file's class).
+/// One call: the file-level report of one batch of per-segment probabilities.
+///
+/// ``probs`` is ``[segments, classes]`` (softmax outputs), ``files`` each segment's file
+/// number (``0..len(truth)``), ``truth`` each file's class. ``rule`` is ``"mean"`` (the
+/// class of the highest mean probability) or ``"vote"`` (the majority of segment
+/// decisions); ``positive`` with ``threshold`` decides a binary task by the mean
+/// probability of class ``positive``. Returns :class:`FileEvaluator`'s ``report()``.
 #[pyfunction]
 #[pyo3(signature = (probs, files, truth, classes=None, rule="mean", positive=None, threshold=None))]
 #[allow(clippy::too_many_arguments)]

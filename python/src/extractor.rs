@@ -16,7 +16,18 @@ use pyo3::types::PyDict;
 use crate::dtype::ItemDtype;
 use crate::errors::to_py;
 
-/// Computes spectrograms with one backend, kept across calls.
+/// Computes, in-process, exactly the spectrogram a build stores for a clip: the same
+/// decoding, resampling, padding, backend and checks. Serve a model the features it
+/// was trained on.
+///
+/// ``Extractor(preset, config, backend, dtype, **overrides)`` resolves the configuration
+/// as :func:`build` does. Results are ``dtype``: float32 (default; stored f16/bf16
+/// widened exactly), float64, or float16 where the configuration stores f16. It pickles
+/// by configuration.
+///
+/// With ``precision="fast"`` the values depend on the backend that computes them (the
+/// CPU's float32 transform; GPUs run their exact kernels): extract with the backend the
+/// build used (its report's ``backend``) to get the stored values bit for bit.
 #[pyclass(name = "Extractor", module = "melctl", frozen)]
 pub struct PyExtractor {
     extractor: Mutex<melkit::Extractor>,

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 
+pub mod augment;
 pub mod build;
 pub mod config;
 pub mod dtype;
@@ -21,8 +22,13 @@ pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
-/// Opens a split: a `.h5` file, an `.npy.d` folder, or an output folder with `split`
-/// naming one of its splits. `split[i]` returns clip `i` as `dtype`.
+/// Opens a split: a ``.h5`` file, an ``.npy.d`` folder, or an output folder with
+/// ``split`` naming one of its splits (``melctl.open("out", "training")``).
+///
+/// ``split[i]`` returns clip ``i`` as ``dtype``: float32 (default; f16 and bf16 widened
+/// exactly), float64, or float16 (f16 splits only: nothing is rounded). The file is
+/// checked as melread checks it (the build record, the HDF5 structure, every size
+/// against the file's length); a file it refuses raises a :class:`Error` subclass.
 #[pyfunction]
 #[pyo3(signature = (path, split=None, dtype=None))]
 fn open(
@@ -38,11 +44,12 @@ fn open(
     split::PySplit::open(py, &path, split.as_deref(), dtype)
 }
 
-/// Checks that the output folder `out` is one whole set of splits, as `melctl verify`
-/// does: each opens with every reader check, the build record names each one, and they
-/// share labels and configuration. Returns the verdict as a dict (`whole`, `build`,
-/// `splits`, `problems`); raises DatasetError naming each problem (a split left by an
-/// interrupted build, which h5py would read without a word) unless `strict=False`.
+/// Checks that the output folder ``out`` is one whole set of splits, as ``melctl
+/// verify`` does: each opens with every reader check, the build record names each one,
+/// and they share labels and configuration. Returns the verdict as a dict (``whole``,
+/// ``build``, ``splits``, ``problems``); raises DatasetError naming each problem (a split
+/// left by an interrupted build, which h5py would read without a word) unless
+/// ``strict=False``.
 #[pyfunction]
 #[pyo3(signature = (out, *, strict=true))]
 fn verify<'py>(py: Python<'py>, out: PathBuf, strict: bool) -> PyResult<Bound<'py, PyAny>> {
@@ -90,6 +97,7 @@ fn _melctl(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(split::_reopen_split, m)?)?;
     m.add_class::<split::PySplit>()?;
     m.add_class::<loader::PyLoader>()?;
+    m.add_class::<augment::PyAugment>()?;
     m.add_class::<loader::PyBatches>()?;
     errors::register(m)?;
     Ok(())

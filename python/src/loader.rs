@@ -14,6 +14,7 @@ use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
+use crate::augment::PyAugment;
 use crate::dtype::ItemDtype;
 use crate::errors::to_py;
 use crate::options;
@@ -22,23 +23,31 @@ use crate::split::PySplit;
 /// How long a wait for a batch runs before Python's signal handlers get a turn.
 const SIGNAL_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// Where the loader is: the epoch and the batch the next iteration starts from.
+/// Where the loader is: the epoch, and the batch after the last one handed out.
 #[derive(Debug, Clone, Copy, Default)]
 struct Position {
     epoch: u64,
     batch: usize,
+    /// Set by `load_state_dict`: the next `iter()` continues from `batch` (once). Without
+    /// it an `iter()` starts `epoch` from its first batch, as a `DataLoader` does.
+    resume: bool,
     /// Bumped by every `iter()`, `set_epoch` and `load_state_dict`: only the latest
     /// iterator moves the position.
     generation: u64,
 }
 
-/// Batches of one split: iterate for `(x, y)` or `(x, y, clip_index)` numpy arrays.
+#[doc = include_str!("loader_doc.txt")]
 #[pyclass(name = "Loader", module = "melctl", frozen)]
 pub struct PyLoader {
     loader: Loader,
     split: Py<PySplit>,
     with_index: bool,
+    /// Mixup is on: `y` is soft labels over this many classes.
+    soft_labels: Option<usize>,
     position: Arc<Mutex<Position>>,
+    /// The arguments it was made with, for pickling: `(path, batch_size)` and the rest.
+    args: Py<PyTuple>,
+    kwargs: Py<PyDict>,
 }
 
 fn locked<T>(m: &Mutex<T>) -> PyResult<MutexGuard<'_, T>> {
@@ -70,28 +79,73 @@ impl PyLoader {
     #[pyo3(signature = (
         path, batch_size, unit="segment", shuffle=None, seed=0, epoch=0, drop_last=false,
         shard=None, normalize=None, dtype=None, threads=None, prefetch=2, with_index=false,
-        split=None, crop_frames=None, max_frames=None,
+        split=None, crop_frames=None, max_frames=None, augment=None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         path: &Bound<'_, PyAny>,
-        batch_size: usize,
+        batch_size: i64,
         unit: &str,
         shuffle: Option<&Bound<'_, PyAny>>,
         seed: u64,
         epoch: u64,
         drop_last: bool,
-        shard: Option<(usize, usize)>,
+        shard: Option<(i64, i64)>,
         normalize: Option<&Bound<'_, PyAny>>,
         dtype: Option<&Bound<'_, PyAny>>,
-        threads: Option<usize>,
-        prefetch: usize,
+        threads: Option<i64>,
+        prefetch: i64,
         with_index: bool,
         split: Option<&str>,
-        crop_frames: Option<usize>,
-        max_frames: Option<usize>,
+        crop_frames: Option<i64>,
+        max_frames: Option<i64>,
+        augment: Option<PyRef<'_, PyAugment>>,
     ) -> PyResult<Self> {
+        let kwargs = PyDict::new(py);
+        for (key, value) in [
+            ("unit", unit.into_pyobject(py)?.into_any()),
+            ("shuffle", shuffle.into_pyobject(py)?.into_any()),
+            ("seed", seed.into_pyobject(py)?.into_any()),
+            ("epoch", epoch.into_pyobject(py)?.into_any()),
+            (
+                "drop_last",
+                drop_last.into_pyobject(py)?.to_owned().into_any(),
+            ),
+            ("shard", shard.into_pyobject(py)?.into_any()),
+            ("normalize", normalize.into_pyobject(py)?.into_any()),
+            ("dtype", dtype.into_pyobject(py)?.into_any()),
+            ("threads", threads.into_pyobject(py)?.into_any()),
+            ("prefetch", prefetch.into_pyobject(py)?.into_any()),
+            (
+                "with_index",
+                with_index.into_pyobject(py)?.to_owned().into_any(),
+            ),
+            ("split", split.into_pyobject(py)?.into_any()),
+            ("crop_frames", crop_frames.into_pyobject(py)?.into_any()),
+            ("max_frames", max_frames.into_pyobject(py)?.into_any()),
+        ] {
+            kwargs.set_item(key, value)?;
+        }
+        let aug = augment
+            .as_ref()
+            .map(|a| a.inner.clone())
+            .unwrap_or_default();
+        kwargs.set_item("augment", augment)?;
+        let args = PyTuple::new(py, [path.clone(), batch_size.into_pyobject(py)?.into_any()])?;
+        let batch_size = options::count("batch_size", batch_size)?;
+        let shard = match shard {
+            Some((r, w)) => Some((options::count("shard", r)?, options::count("shard", w)?)),
+            None => None,
+        };
+        let threads = threads.map(|t| options::count("threads", t)).transpose()?;
+        let prefetch = options::count("prefetch", prefetch)?;
+        let crop_frames = crop_frames
+            .map(|c| options::count("crop_frames", c))
+            .transpose()?;
+        let max_frames = max_frames
+            .map(|m| options::count("max_frames", m))
+            .transpose()?;
         let py_split = split_arg(py, path, split)?;
         let split = py_split.get().split(py)?;
         let threads = threads.unwrap_or_else(crate::default_threads);
@@ -122,17 +176,51 @@ impl PyLoader {
             normalize,
             crop_frames,
             max_frames,
+            augment: aug,
         };
         let loader = Loader::new(split, opts).map_err(to_py)?;
+        let soft_labels = loader
+            .options()
+            .augment
+            .mixup
+            .map(|_| loader.split().label_names().len());
         Ok(PyLoader {
             loader,
             split: py_split,
             with_index,
+            soft_labels,
             position: Arc::new(Mutex::new(Position {
                 epoch,
                 ..Position::default()
             })),
+            args: args.unbind(),
+            kwargs: kwargs.unbind(),
         })
+    }
+
+    /// Pickling (spawn and forkserver workers): made again from its arguments, its
+    /// position carried as a `state_dict`.
+    fn __getnewargs_ex__<'py>(&self, py: Python<'py>) -> (Bound<'py, PyTuple>, Bound<'py, PyDict>) {
+        (self.args.bind(py).clone(), self.kwargs.bind(py).clone())
+    }
+
+    /// The position, as `state_dict` gives it.
+    fn __getstate__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = self.state_dict(py)?;
+        d.set_item("resume", locked(&self.position)?.resume)?;
+        Ok(d)
+    }
+
+    /// Restores a pickled position.
+    fn __setstate__(&self, state: &Bound<'_, PyDict>) -> PyResult<()> {
+        self.load_state_dict(state)?;
+        let resume = state
+            .get_item("resume")?
+            .map(|r| r.extract::<bool>())
+            .transpose()?
+            .unwrap_or(true);
+        locked(&self.position)?.resume = resume;
+        Ok(())
     }
 
     /// Batches per epoch for this shard (with `max_frames`, of the epoch the next
@@ -153,11 +241,17 @@ impl PyLoader {
         Ok(self.loader.padding_share(epoch))
     }
 
-    /// The batches from the loader's position: the rest of the current epoch (all of it
-    /// unless resumed); once its last batch is handed out the position is the next epoch.
+    /// One epoch's batches, as a `DataLoader` gives them: the loader's epoch from its first
+    /// batch (after `load_state_dict`, from the saved batch on, once). Once its last batch
+    /// is handed out the loader is at the next epoch (another order); a pass left early
+    /// leaves the epoch where it is, so peeking at a batch costs the epoch nothing.
     fn __iter__(&self) -> PyResult<PyBatches> {
         let mut pos = locked(&self.position)?;
         pos.generation += 1;
+        if !pos.resume {
+            pos.batch = 0;
+        }
+        pos.resume = false;
         Ok(PyBatches {
             state: Mutex::new(State::Ready(self.loader.resume(pos.epoch, pos.batch))),
             loader: self.loader.clone(),
@@ -168,6 +262,7 @@ impl PyLoader {
             batches: self.loader.batches_in(pos.epoch),
             with_index: self.with_index,
             lengths: self.loader.split().whole().is_some(),
+            soft_labels: self.soft_labels,
         })
     }
 
@@ -177,6 +272,7 @@ impl PyLoader {
         *pos = Position {
             epoch,
             batch: 0,
+            resume: false,
             generation: pos.generation + 1,
         };
         Ok(())
@@ -259,6 +355,7 @@ impl PyLoader {
             let ours = ours.text();
             let theirs: String = match (key, state.get_item(key)?) {
                 ("crop_frames" | "max_frames", None) => "0".into(),
+                ("augment", None) => "off".into(),
                 _ => get(key)?.str()?.extract()?,
             };
             if theirs != ours {
@@ -279,6 +376,7 @@ impl PyLoader {
         *pos = Position {
             epoch,
             batch,
+            resume: true,
             generation: pos.generation + 1,
         };
         Ok(())
@@ -325,6 +423,19 @@ impl PyLoader {
             ),
             // 0: no buckets (and what a state saved before buckets existed means).
             ("max_frames", Setting::Int(o.max_frames.unwrap_or(0) as u64)),
+            // The augmentation draws: another one gives other batches ("off": none, and
+            // what a state saved before augmentation existed means).
+            (
+                "augment",
+                Setting::Text(if o.augment.is_off() {
+                    "off".into()
+                } else {
+                    PyAugment {
+                        inner: o.augment.clone(),
+                    }
+                    .text()
+                }),
+            ),
             ("items", Setting::Int(self.loader.items_per_epoch() as u64)),
             // The build the split comes from: a state saved before the split was built
             // again (as many clips, other ones or in another order) is refused.
@@ -367,7 +478,9 @@ enum State {
     Done,
 }
 
-/// One pass over a Loader's batches (from `iter(loader)`).
+/// One pass over a Loader's batches (from ``iter(loader)``): ``(x, y)``, for whole
+/// clips ``(x, y, lengths)``, then ``clip_index`` with ``with_index``; read with the GIL released. A pass that crosses a
+/// ``fork`` goes on in the child (its workers start again there).
 #[pyclass(name = "Batches", module = "melctl", frozen)]
 pub struct PyBatches {
     state: Mutex<State>,
@@ -382,6 +495,8 @@ pub struct PyBatches {
     with_index: bool,
     /// Whole clips: batches carry each item's frames (`(x, y, lengths)`).
     lengths: bool,
+    /// Mixup: `y` is soft labels over this many classes.
+    soft_labels: Option<usize>,
 }
 
 #[pymethods]
@@ -496,7 +611,15 @@ impl PyBatches {
     /// copy, and returns to the loader when `x` is freed; f16 batches are copied once.
     fn to_python<'py>(&self, py: Python<'py>, batch: Batch) -> PyResult<Bound<'py, PyTuple>> {
         let shape = batch.shape().to_vec();
-        let y = PyArray1::from_slice(py, batch.labels());
+        let y = match (self.soft_labels, batch.mixed()) {
+            (Some(classes), Some(m)) => {
+                let soft = m.soft_labels(batch.labels(), classes);
+                PyArray1::from_vec(py, soft)
+                    .reshape([batch.len(), classes])?
+                    .into_any()
+            }
+            _ => PyArray1::from_slice(py, batch.labels()).into_any(),
+        };
         let clips: Vec<i64> = batch.ids().iter().map(|id| id.clip as i64).collect();
         let lengths: Vec<i64> = batch.lengths().iter().map(|&n| n as i64).collect();
         let x = if let Values::F16(v) = batch.values() {
@@ -505,7 +628,7 @@ impl PyBatches {
         } else {
             lent_f32(py, shape, batch)?
         };
-        let mut items = vec![x, y.into_any()];
+        let mut items = vec![x, y];
         if self.lengths {
             items.push(PyArray1::from_vec(py, lengths).into_any());
         }

@@ -8,6 +8,13 @@ use pyo3::types::PyString;
 use crate::dtype::ItemDtype;
 use crate::errors::to_py;
 
+/// A count given from Python (an int that must not be negative), as a one-line
+/// ValueError naming the argument instead of an OverflowError.
+pub fn count(name: &str, value: i64) -> PyResult<usize> {
+    usize::try_from(value)
+        .map_err(|_| PyValueError::new_err(format!("{name} = {value}: must be 0 or more")))
+}
+
 /// `unit="segment" | "clip"`.
 pub fn unit(name: &str) -> PyResult<Unit> {
     match name {

@@ -33,7 +33,15 @@ struct Identity {
     build: Option<String>,
 }
 
-/// A split of a melctl output: `len(split)` clips, `split[i]` clip i as a numpy array.
+/// One split of a melctl output: a map-style dataset of clips.
+///
+/// ``len(split)`` clips; ``split[i]`` clip ``i`` as a numpy array of ``clip_shape``
+/// (negative ``i`` counts from the end; IndexError past either end). A split of whole
+/// clips (``audio.length = "whole"``, ``length == "whole"``) gives each clip at its own
+/// length: ``split[i]`` is ``(n_mels, frames[i])``. Reads run in Rust
+/// with the GIL released. A Split pickles by path and reopens lazily where it is
+/// unpickled, so it serves torch's DataLoader workers under fork, spawn and forkserver;
+/// ``melctl.torch.Dataset`` gives ``(x, y)`` tensors for supervised training.
 #[pyclass(name = "Split", module = "melctl", frozen)]
 pub struct PySplit {
     identity: Identity,

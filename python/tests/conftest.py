@@ -168,3 +168,15 @@ def outputs(demo_data):
 def h5(outputs):
     """The default (f16, contiguous) training split's file."""
     return outputs["f16"] / "training.h5"
+
+
+def need_torch():
+    """torch, or a skip saying it is missing; where MEL_REQUIRE_TORCH=1 (CI, whose setup
+    installs it) a missing torch fails instead: the torch surface is never skipped there."""
+    try:
+        import torch
+    except ImportError as e:
+        if os.environ.get("MEL_REQUIRE_TORCH") == "1":
+            pytest.fail(f"MEL_REQUIRE_TORCH=1 but torch does not import: {e}")
+        pytest.skip("torch is not installed: the torch tests are skipped here")
+    return torch

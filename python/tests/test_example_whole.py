@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import melctl
-from conftest import ROOT
+from conftest import ROOT, need_torch
 from test_whole import RATE, tone, write_wav
 
 EXAMPLE = ROOT / "python" / "examples" / "train_whole.py"
@@ -32,7 +32,7 @@ def whole_build(tmp_path_factory):
 
 @pytest.mark.parametrize("how", [["--max-frames", "3000"], ["--crop", "60"]])
 def test_train_whole_example_runs_and_learns(whole_build, how):
-    pytest.importorskip("torch", reason="torch is not installed (issue 38 makes CI install it)")
+    need_torch()
     out = subprocess.run(
         [sys.executable, EXAMPLE, "--data", whole_build, *how, "--epochs", "3", "--batch", "8",
          "--threads", "2"],

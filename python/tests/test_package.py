@@ -42,6 +42,24 @@ def test_everything_public_has_a_docstring():
                 assert getattr(cls, attr).__doc__, f"{cls.__name__}.{attr}"
 
 
+def test_help_shows_what_the_stubs_say():
+    """``help()`` on a runtime class or function shows the stubs' docstring: one text,
+    in the Rust docs (what pyo3 makes ``__doc__``) and in the stubs (what IDEs show)."""
+    import inspect
+
+    tree = ast.parse(Path(melctl.__file__).with_name("_melctl.pyi").read_text())
+    checked = 0
+    for node in tree.body:
+        if not isinstance(node, (ast.ClassDef, ast.FunctionDef)) or node.name.startswith("_"):
+            continue
+        stub = ast.get_docstring(node)
+        if stub is None or "Error" in node.name:
+            continue
+        assert inspect.getdoc(getattr(melctl, node.name)) == stub, node.name
+        checked += 1
+    assert checked >= 11
+
+
 def test_version():
     assert melctl.__version__.count(".") == 2
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import melctl
+from conftest import need_torch
 
 
 def clip_sums(args):
@@ -88,7 +89,7 @@ def test_a_split_built_again_with_its_shape_is_refused_where_it_is_reopened(demo
 
 @pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
 def test_torch_dataloader_workers(h5, method):
-    torch = pytest.importorskip("torch", reason="torch is not installed: DataLoader test skipped")
+    torch = need_torch()
     split = melctl.open(h5)
     loader = torch.utils.data.DataLoader(
         split, batch_size=4, num_workers=2, multiprocessing_context=method

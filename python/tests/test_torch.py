@@ -4,7 +4,9 @@ the reason printed, where torch is not installed."""
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch", reason="torch is not installed: melctl.torch is untested here")
+from conftest import need_torch  # noqa: E402
+
+torch = need_torch()
 
 import melctl  # noqa: E402
 from melctl.torch import TorchLoader, to_torch  # noqa: E402

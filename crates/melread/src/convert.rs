@@ -51,6 +51,11 @@ impl Affine {
         }
     }
 
+    /// Mel bin `bin`'s scale (`1 / std`).
+    pub fn scale(&self, bin: usize) -> f32 {
+        self.scale[bin]
+    }
+
     /// Applies mel bin `bin`'s normalisation in place to `row` (its values).
     pub fn apply_bin(&self, bin: usize, row: &mut [f32]) {
         let (s, k) = (self.shift[bin], self.scale[bin]);

@@ -53,6 +53,7 @@
 //! every size it allocates from a file is checked against the file's length first.
 #![warn(missing_docs)]
 
+pub mod augment;
 pub mod buckets;
 pub mod commit;
 mod compat;
@@ -68,6 +69,7 @@ mod split;
 pub mod tensor;
 pub mod verify;
 
+pub use augment::{Augment, Mixed, Mixup};
 pub use convert::Affine;
 pub use limits::{
     MAX_CHUNK_BYTES, MAX_LABEL_NAME_BYTES, MAX_META_BYTES, MAX_PATH_BYTES, MAX_VALUES_PER_CLIP,

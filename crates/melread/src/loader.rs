@@ -15,6 +15,7 @@ use half::{bf16, f16};
 use mel_core::{Dtype, Error, Result};
 use ndarray::{ArrayD, ArrayViewD};
 
+use crate::augment::{Augment, BatchKey, Items as AugItems, Layout, Mixed};
 use crate::convert::{Affine, OutSlice};
 use crate::order::{Items, ShardOrder, Shuffle, Unit, mix64};
 use crate::split::Split;
@@ -70,6 +71,9 @@ pub struct LoaderOptions {
     /// with zeros to its longest, at most `M` frames in all (and at most `batch_size`
     /// clips); [`Batch::lengths`] gives each clip's frames. See [`crate::buckets`].
     pub max_frames: Option<usize>,
+    /// Augmentation of f32 batches (masks, mixup, gain), drawn from `(seed, epoch, item)`;
+    /// off by default. See [`crate::augment`].
+    pub augment: Augment,
 }
 
 impl Default for LoaderOptions {
@@ -88,6 +92,7 @@ impl Default for LoaderOptions {
             normalize: None,
             crop_frames: None,
             max_frames: None,
+            augment: Augment::default(),
         }
     }
 }
@@ -204,6 +209,12 @@ impl Loader {
                 opts.crop_frames.unwrap_or(split.frames()),
             ))),
         };
+        if !opts.augment.is_off() && opts.output == Output::Stored && split.dtype() != Dtype::F32 {
+            return Err(Error::config(
+                "augment",
+                "applies to f32 output; with stored f16/bf16 output augment on the device",
+            ));
+        }
         if let Some(index) = split.whole() {
             return Loader::over_whole(split.clone(), opts, norm, index.all_frames());
         }
@@ -228,6 +239,8 @@ impl Loader {
             None => (item_values, item_shape),
             Some(crop) => cropped(&split, crop, item_values, item_shape)?,
         };
+        let frames = *item_shape.last().expect("a frame axis");
+        opts.augment.check(split.n_mels(), frames)?;
         let loader = Loader {
             items: Items {
                 clips: split.clips() as u64,
@@ -286,6 +299,9 @@ impl Loader {
             }
             (None, Some(m)) => (n_mels.saturating_mul(m), 0),
         };
+        // The widest item: the crop, or (buckets) the longest clip.
+        opts.augment
+            .check(n_mels, opts.crop_frames.unwrap_or(longest))?;
         let loader = Loader {
             items: Items {
                 clips: frames.len() as u64,
@@ -694,6 +710,8 @@ pub struct Batch {
     offsets: Vec<usize>,
     /// Each item's real frames (the rest, to the batch's width, is zero padding).
     lengths: Vec<usize>,
+    /// What mixup did, where it is on (boxed: a batch moves through channels).
+    mixed: Option<Box<Mixed>>,
     pool: Arc<Pool>,
     /// Whether the caller got it (else it is still the loader's, e.g. left unread).
     handed_out: bool,
@@ -773,6 +791,12 @@ impl Batch {
     /// it (a crop of a short clip, or a bucket's shorter clips), zero-padded after.
     pub fn lengths(&self) -> &[usize] {
         &self.lengths
+    }
+
+    /// With mixup, each item's partner and weight (its label is the same mixture:
+    /// [`Mixed::soft_labels`]); `None` without.
+    pub fn mixed(&self) -> Option<&Mixed> {
+        self.mixed.as_deref()
     }
 
     /// The values in their element type (f32, or f16/bf16 as stored).
@@ -1057,6 +1081,7 @@ fn worker(shared: &Shared) {
             Buffer::F32(vec![0.0; values])
         }
     };
+    let mut scratch = Vec::new();
     let finish = || {
         let mut d = shared.done.lock().expect("loader lock");
         d.workers_left -= 1;
@@ -1094,7 +1119,7 @@ fn worker(shared: &Shared) {
                 labels,
                 ids: item_ids,
                 offsets,
-                lengths,
+                mut lengths,
                 width,
             } = f;
             let mut shape = vec![ids.len()];
@@ -1102,6 +1127,32 @@ fn worker(shared: &Shared) {
             if let Some(w) = width {
                 *shape.last_mut().expect("a frame axis") = w;
             }
+            let mixed = match &mut buffer {
+                Buffer::F32(values) if !loader.opts.augment.is_off() => {
+                    let key = BatchKey {
+                        seed: loader.opts.seed,
+                        epoch: shared.epoch,
+                        rank: loader.opts.rank as u64,
+                        index: index as u64,
+                    };
+                    let batch = AugItems {
+                        ids: &ids,
+                        values,
+                        lengths: &mut lengths,
+                    };
+                    let layout = layout_of(&shape);
+                    let norm = loader.norm.as_deref();
+                    crate::augment::apply(
+                        &loader.opts.augment,
+                        &key,
+                        layout,
+                        norm,
+                        batch,
+                        &mut scratch,
+                    )
+                }
+                _ => None,
+            };
             Batch {
                 epoch: shared.epoch,
                 index,
@@ -1112,6 +1163,7 @@ fn worker(shared: &Shared) {
                 ids: item_ids,
                 offsets,
                 lengths,
+                mixed: mixed.map(Box::new),
                 pool: Arc::clone(&shared.pool),
                 handed_out: false,
             }
@@ -1127,6 +1179,16 @@ fn worker(shared: &Shared) {
         shared.ready.notify_all();
     }
     finish();
+}
+
+/// How a batch of `shape` (`[items, .., n_mels, frames]`) lays out each item.
+fn layout_of(shape: &[usize]) -> Layout {
+    let d = shape.len();
+    Layout {
+        planes: shape[1..d - 2].iter().product(),
+        n_mels: shape[d - 2],
+        width: shape[d - 1],
+    }
 }
 
 /// Reads the items `ids` of `epoch` into `buffer` (trimmed to their number of values),

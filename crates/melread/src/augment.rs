@@ -1,0 +1,535 @@
+//! Augmentation in the loader's threads: SpecAugment's time and frequency masks, mixup and
+//! a random gain, applied to each f32 batch after it is read (and normalised).
+//!
+//! Every draw is a function of the loader's seed, the epoch and the item (its clip and
+//! segment), and mixup's pairing of the batch's number: never of the worker that fills the
+//! batch or of the batches before it. So an epoch's augmented batches are the same for 1
+//! or 16 threads, and a run resumed mid-epoch from `(epoch, batch)` gets bit-identical
+//! batches. The generator is ChaCha8 (`rand_chacha`, value-stable across platforms) and
+//! mixup's weight a Beta draw (`rand_distr`).
+//!
+//! Order, per batch: gain, then mixup, then masks, each on an item's real frames only
+//! (padding after a short whole clip stays zero).
+
+use mel_core::{Error, Result};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Beta, Distribution};
+
+use crate::convert::Affine;
+use crate::order::mix64;
+
+/// Augmentation of training batches; every part is off by default.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Augment {
+    /// Time masks per item (SpecAugment's `m_T`).
+    pub time_masks: usize,
+    /// The widest time mask, in frames (SpecAugment's `T`): each mask's width is drawn
+    /// uniformly from `0..=T` (at most the item's real frames), its start uniformly where
+    /// it fits.
+    pub time_mask_frames: usize,
+    /// Frequency masks per item (SpecAugment's `m_F`).
+    pub freq_masks: usize,
+    /// The widest frequency mask, in mel bins (SpecAugment's `F`), drawn as time masks are.
+    pub freq_mask_bins: usize,
+    /// A random gain, uniform in `[-gain_db, +gain_db]` dB, added to each item's log-mel
+    /// values (after normalisation: the same gain divided by each bin's std).
+    pub gain_db: f32,
+    /// Mixup, or `None`.
+    pub mixup: Option<Mixup>,
+}
+
+/// Mixup (Zhang et al., 2018): an item becomes `w·x_i + (1 − w)·x_j` with another item `j`
+/// of its batch, its label the same mixture ([`Mixed`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Mixup {
+    /// The Beta(α, α) distribution's α that weights are drawn from (0.2 to 1 are usual).
+    pub alpha: f64,
+    /// The share of items mixed, in `[0, 1]`; the others keep weight 1.
+    pub prob: f64,
+}
+
+/// The most masks of each kind per item: a guard against a typo, far above use.
+pub const MAX_MASKS: usize = 64;
+
+/// The largest `gain_db`: 96 dB is the whole range of 16-bit audio.
+pub const MAX_GAIN_DB: f32 = 96.0;
+
+/// What mixup did to a batch: item `i` is `weight[i]·x_i + (1 − weight[i])·x_partner[i]`
+/// (as the batch holds them), and so is its label.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mixed {
+    /// Each item's partner: its position in the batch (itself when not mixed).
+    pub partner: Vec<usize>,
+    /// Each item's own weight, in `[0, 1]` (1 when not mixed).
+    pub weight: Vec<f32>,
+}
+
+impl Mixed {
+    /// Soft labels `[items × classes]`, row-major: `weight` on the item's class, the rest
+    /// on its partner's (what `torch.nn.functional.cross_entropy` takes as a target).
+    pub fn soft_labels(&self, labels: &[i64], classes: usize) -> Vec<f32> {
+        let mut out = vec![0.0f32; labels.len() * classes];
+        for (i, row) in out.chunks_exact_mut(classes.max(1)).enumerate() {
+            let (a, b) = (labels[i], labels[self.partner[i]]);
+            let w = self.weight[i];
+            if let Ok(a) = usize::try_from(a)
+                && a < classes
+            {
+                row[a] += w;
+            }
+            if let Ok(b) = usize::try_from(b)
+                && b < classes
+            {
+                row[b] += 1.0 - w;
+            }
+        }
+        out
+    }
+}
+
+/// Keeps each kind of draw apart from the others and from the shuffle and crops.
+const ITEM_STREAM: u64 = 0x6175_676d_2d69_7465;
+const PAIR_STREAM: u64 = 0x6175_676d_2d70_6169;
+
+impl Augment {
+    /// Whether every part is off.
+    pub fn is_off(&self) -> bool {
+        *self == Augment::default()
+    }
+
+    /// Checks the settings against items of `n_mels` bins and at most `frames` frames (the
+    /// longest clip, or the crop): one-line errors naming the field.
+    pub fn check(&self, n_mels: usize, frames: usize) -> Result<()> {
+        let field = |f: &str| format!("augment.{f}");
+        for (count, name) in [
+            (self.time_masks, "time_masks"),
+            (self.freq_masks, "freq_masks"),
+        ] {
+            if count > MAX_MASKS {
+                return Err(Error::config(
+                    field(name),
+                    format!("{count} masks per item; at most {MAX_MASKS}"),
+                ));
+            }
+        }
+        if self.time_mask_frames > frames {
+            return Err(Error::config(
+                field("time_mask_frames"),
+                format!(
+                    "a mask of up to {} frames is wider than the items ({frames} frames)",
+                    self.time_mask_frames
+                ),
+            ));
+        }
+        if self.freq_mask_bins > n_mels {
+            return Err(Error::config(
+                field("freq_mask_bins"),
+                format!(
+                    "a mask of up to {} mel bins is wider than the items ({n_mels} mel bins)",
+                    self.freq_mask_bins
+                ),
+            ));
+        }
+        if !(0.0..=MAX_GAIN_DB).contains(&self.gain_db) {
+            return Err(Error::config(
+                field("gain_db"),
+                format!(
+                    "{}: a gain range is 0 to {MAX_GAIN_DB} dB (drawn in ±gain_db)",
+                    self.gain_db
+                ),
+            ));
+        }
+        if let Some(m) = self.mixup {
+            if !(m.alpha.is_finite() && m.alpha > 0.0) {
+                return Err(Error::config(
+                    field("mixup_alpha"),
+                    format!("{}: Beta(α, α) needs a finite α above 0", m.alpha),
+                ));
+            }
+            if !(0.0..=1.0).contains(&m.prob) {
+                return Err(Error::config(
+                    field("mixup_prob"),
+                    format!("{}: the share of items mixed is 0 to 1", m.prob),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where an item's values lie in a batch: `planes` spectrograms of `n_mels` rows of
+/// `width` frames (planes: the leading axes of a clip of several segments or channels).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Layout {
+    pub planes: usize,
+    pub n_mels: usize,
+    pub width: usize,
+}
+
+impl Layout {
+    fn per_item(&self) -> usize {
+        self.planes * self.n_mels * self.width
+    }
+}
+
+/// The draws of one batch: who it is, where.
+pub(crate) struct BatchKey {
+    pub seed: u64,
+    pub epoch: u64,
+    pub rank: u64,
+    pub index: u64,
+}
+
+fn rng(seed: u64, epoch: u64, id: u64, stream: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(mix64(seed ^ mix64(epoch ^ mix64(id ^ stream))))
+}
+
+/// A batch being augmented: its items' ids, its f32 values and each item's real frames.
+pub(crate) struct Items<'a> {
+    pub ids: &'a [u64],
+    pub values: &'a mut [f32],
+    pub lengths: &'a mut [usize],
+}
+
+/// Augments `batch`, its items laid out as `layout` (`lengths` updated where mixup joins
+/// a shorter item with a longer one); `norm` is the normalisation applied (the gain is
+/// scaled by it). `scratch` is the worker's reused copy for mixup.
+pub(crate) fn apply(
+    aug: &Augment,
+    key: &BatchKey,
+    layout: Layout,
+    norm: Option<&Affine>,
+    batch: Items<'_>,
+    scratch: &mut Vec<f32>,
+) -> Option<Mixed> {
+    let Items {
+        ids,
+        values,
+        lengths,
+    } = batch;
+    let per = layout.per_item();
+    let mut rngs: Vec<ChaCha8Rng> = ids
+        .iter()
+        .map(|&id| rng(key.seed, key.epoch, id, ITEM_STREAM))
+        .collect();
+    if aug.gain_db > 0.0 {
+        for ((item, r), &len) in values.chunks_exact_mut(per).zip(&mut rngs).zip(&*lengths) {
+            let g = r.random_range(-aug.gain_db..=aug.gain_db);
+            add_gain(item, layout, len, g, norm);
+        }
+    }
+    let mixed = aug
+        .mixup
+        .map(|m| mix(m, key, &mut rngs, layout, values, lengths, scratch));
+    if aug.time_masks > 0 || aug.freq_masks > 0 {
+        for ((item, r), &len) in values.chunks_exact_mut(per).zip(&mut rngs).zip(&*lengths) {
+            mask(aug, r, layout, len, item);
+        }
+    }
+    mixed
+}
+
+/// Adds `g` dB (scaled per bin by `norm`) to an item's first `len` frames.
+fn add_gain(item: &mut [f32], layout: Layout, len: usize, g: f32, norm: Option<&Affine>) {
+    for plane in item.chunks_exact_mut(layout.n_mels * layout.width) {
+        for (b, row) in plane.chunks_exact_mut(layout.width).enumerate() {
+            let d = norm.map_or(g, |n| g * n.scale(b));
+            for v in &mut row[..len] {
+                *v += d;
+            }
+        }
+    }
+}
+
+/// Mixes each item with a partner of the batch (a permutation drawn from the batch's
+/// key), with a weight drawn from the item's own generator.
+fn mix(
+    m: Mixup,
+    key: &BatchKey,
+    rngs: &mut [ChaCha8Rng],
+    layout: Layout,
+    values: &mut [f32],
+    lengths: &mut [usize],
+    scratch: &mut Vec<f32>,
+) -> Mixed {
+    let n = rngs.len();
+    let mut pair = rng(
+        key.seed,
+        key.epoch,
+        key.index ^ key.rank.rotate_left(32),
+        PAIR_STREAM,
+    );
+    let mut partner: Vec<usize> = (0..n).collect();
+    // Fisher–Yates.
+    for i in (1..n).rev() {
+        partner.swap(i, pair.random_range(0..=i));
+    }
+    let beta = Beta::new(m.alpha, m.alpha).expect("alpha checked above 0");
+    let weight: Vec<f32> = rngs
+        .iter_mut()
+        .enumerate()
+        .map(|(i, r)| {
+            // Both draws are always made, so an item's later draws (its masks) do not
+            // depend on whether it was mixed.
+            let u: f64 = r.random();
+            let w = beta.sample(r) as f32;
+            if u < m.prob && partner[i] != i {
+                w
+            } else {
+                1.0
+            }
+        })
+        .collect();
+    let per = layout.per_item();
+    scratch.clear();
+    scratch.extend_from_slice(values);
+    let old = lengths.to_vec();
+    for (i, item) in values.chunks_exact_mut(per).enumerate() {
+        let (w, p) = (weight[i], partner[i]);
+        if w == 1.0 {
+            continue;
+        }
+        let other = &scratch[p * per..(p + 1) * per];
+        for (v, &o) in item.iter_mut().zip(other) {
+            *v = w * *v + (1.0 - w) * o;
+        }
+        lengths[i] = old[i].max(old[p]);
+    }
+    Mixed { partner, weight }
+}
+
+/// SpecAugment's masks on one item's first `len` frames: each width uniform in `0..=W`
+/// (clamped to what there is), each start uniform where the mask fits; masked values
+/// become 0 (the mean, after normalisation).
+fn mask(aug: &Augment, r: &mut ChaCha8Rng, layout: Layout, len: usize, item: &mut [f32]) {
+    let span = |r: &mut ChaCha8Rng, widest: usize, size: usize| {
+        let w = r.random_range(0..=widest).min(size);
+        let start = r.random_range(0..=size - w);
+        (start, w)
+    };
+    let times: Vec<(usize, usize)> = (0..aug.time_masks)
+        .map(|_| span(r, aug.time_mask_frames, len))
+        .collect();
+    let bins: Vec<(usize, usize)> = (0..aug.freq_masks)
+        .map(|_| span(r, aug.freq_mask_bins, layout.n_mels))
+        .collect();
+    for plane in item.chunks_exact_mut(layout.n_mels * layout.width) {
+        for (b, row) in plane.chunks_exact_mut(layout.width).enumerate() {
+            if bins
+                .iter()
+                .any(|&(start, w)| (start..start + w).contains(&b))
+            {
+                row[..len].fill(0.0);
+                continue;
+            }
+            for &(start, w) in &times {
+                row[start..start + w].fill(0.0);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(index: u64) -> BatchKey {
+        BatchKey {
+            seed: 7,
+            epoch: 2,
+            rank: 0,
+            index,
+        }
+    }
+
+    fn run(
+        aug: &Augment,
+        key: &BatchKey,
+        ids: &[u64],
+        values: &mut [f32],
+        lengths: &mut [usize],
+    ) -> Option<Mixed> {
+        let items = Items {
+            ids,
+            values,
+            lengths,
+        };
+        apply(aug, key, L, None, items, &mut Vec::new())
+    }
+
+    const L: Layout = Layout {
+        planes: 1,
+        n_mels: 8,
+        width: 20,
+    };
+
+    fn batch(n: usize) -> Vec<f32> {
+        (0..n * L.per_item())
+            .map(|i| 1.0 + i as f32 * 1e-3)
+            .collect()
+    }
+
+    #[test]
+    fn masks_zero_whole_rows_and_columns_within_the_real_frames() {
+        let aug = Augment {
+            time_masks: 2,
+            time_mask_frames: 6,
+            freq_masks: 1,
+            freq_mask_bins: 3,
+            ..Augment::default()
+        };
+        let ids: Vec<u64> = (0..16).collect();
+        let mut v = batch(16);
+        let mut lengths = vec![12; 16];
+        run(&aug, &key(0), &ids, &mut v, &mut lengths);
+        let mut masked_any = false;
+        for item in v.chunks_exact(L.per_item()) {
+            // Padding frames (12..20) are untouched, and a zeroed frame is zero in every bin
+            // not entirely masked by frequency.
+            for row in item.chunks_exact(L.width) {
+                assert!(row[12..].iter().all(|&x| x != 0.0));
+            }
+            let zero_bins: Vec<bool> = item
+                .chunks_exact(L.width)
+                .map(|r| r[..12].iter().all(|&x| x == 0.0))
+                .collect();
+            let live = zero_bins.iter().position(|z| !z).expect("a bin unmasked");
+            for t in 0..12 {
+                let column_zero = item[live * L.width + t] == 0.0;
+                masked_any |= column_zero;
+                for (b, z) in zero_bins.iter().enumerate() {
+                    if !z {
+                        assert_eq!(item[b * L.width + t] == 0.0, column_zero);
+                    }
+                }
+            }
+            assert!(zero_bins.iter().filter(|&&z| z).count() <= 3);
+        }
+        assert!(
+            masked_any,
+            "16 items with 2 masks of up to 6 frames masked nothing"
+        );
+    }
+
+    #[test]
+    fn draws_depend_on_the_item_not_its_place_in_the_batch() {
+        let aug = Augment {
+            time_masks: 1,
+            time_mask_frames: 10,
+            gain_db: 6.0,
+            ..Augment::default()
+        };
+        let mut a = batch(2);
+        let mut b = batch(2);
+        let (first, second) = b.split_at_mut(L.per_item());
+        first.swap_with_slice(second);
+        let mut la = vec![20; 2];
+        let mut lb = vec![20; 2];
+        run(&aug, &key(0), &[3, 9], &mut a, &mut la);
+        run(&aug, &key(5), &[9, 3], &mut b, &mut lb);
+        assert_eq!(a[..L.per_item()], b[L.per_item()..]);
+        assert_eq!(a[L.per_item()..], b[..L.per_item()]);
+        // Another epoch draws again.
+        let mut c = batch(2);
+        let other = BatchKey { epoch: 3, ..key(0) };
+        run(&aug, &other, &[3, 9], &mut c, &mut la);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn mixup_mixes_values_and_labels_with_the_same_weight() {
+        let aug = Augment {
+            mixup: Some(Mixup {
+                alpha: 0.4,
+                prob: 1.0,
+            }),
+            ..Augment::default()
+        };
+        let ids: Vec<u64> = (0..32).collect();
+        let before = batch(32);
+        let mut v = before.clone();
+        let mut lengths: Vec<usize> = (0..32).map(|i| 10 + i % 10).collect();
+        let old = lengths.clone();
+        let m = run(&aug, &key(1), &ids, &mut v, &mut lengths).expect("mixup on");
+        let per = L.per_item();
+        let mut mixed = 0;
+        for i in 0..32 {
+            let (w, p) = (m.weight[i], m.partner[i]);
+            assert!((0.0..=1.0).contains(&w));
+            for k in [0, per / 2, per - 1] {
+                let want = w * before[i * per + k] + (1.0 - w) * before[p * per + k];
+                assert_eq!(
+                    v[i * per + k],
+                    if w == 1.0 { before[i * per + k] } else { want }
+                );
+            }
+            if w < 1.0 {
+                mixed += 1;
+                assert_eq!(lengths[i], old[i].max(old[p]));
+            }
+        }
+        assert!(mixed > 20, "only {mixed} of 32 items mixed with prob 1");
+        let labels: Vec<i64> = (0..32).map(|i| i % 3).collect();
+        let soft = m.soft_labels(&labels, 3);
+        for row in soft.chunks_exact(3) {
+            assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+        }
+        // A permutation: every item is someone's partner once.
+        let mut seen = m.partner.clone();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..32).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn bad_settings_are_one_line_errors_naming_the_field() {
+        let cases = [
+            (
+                Augment {
+                    time_mask_frames: 33,
+                    ..Augment::default()
+                },
+                "augment.time_mask_frames",
+            ),
+            (
+                Augment {
+                    freq_mask_bins: 9,
+                    ..Augment::default()
+                },
+                "augment.freq_mask_bins",
+            ),
+            (
+                Augment {
+                    gain_db: f32::NAN,
+                    ..Augment::default()
+                },
+                "augment.gain_db",
+            ),
+            (
+                Augment {
+                    mixup: Some(Mixup {
+                        alpha: 0.2,
+                        prob: 1.5,
+                    }),
+                    ..Augment::default()
+                },
+                "augment.mixup_prob",
+            ),
+            (
+                Augment {
+                    mixup: Some(Mixup {
+                        alpha: 0.0,
+                        prob: 1.0,
+                    }),
+                    ..Augment::default()
+                },
+                "augment.mixup_alpha",
+            ),
+        ];
+        for (aug, field) in cases {
+            let e = aug.check(8, 32).expect_err(field).to_string();
+            assert!(e.contains(field) && !e.contains('\n'), "{e}");
+        }
+        assert!(Augment::default().check(8, 32).is_ok());
+    }
+}

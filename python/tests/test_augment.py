@@ -1,0 +1,155 @@
+"""Augmentation in the Loader (issue 38): SpecAugment masks, gain and mixup applied in
+the Rust threads, each draw from (seed, epoch, item): the same batches whatever the
+threads, bit-identical after a mid-epoch resume, on fixed segments, crops and duration
+buckets alike; bad settings are one-line errors naming the field."""
+
+import numpy as np
+import pytest
+
+import melctl
+from test_whole import RATE, tone, write_wav
+
+MASKS = dict(time_masks=2, time_mask_frames=2, freq_masks=2, freq_mask_bins=6)
+
+
+def batches(loader):
+    return [tuple(np.array(a) for a in b) for b in loader]
+
+
+def same(a, b):
+    return len(a) == len(b) and all(
+        len(x) == len(y) and all(np.array_equal(p, q) for p, q in zip(x, y)) for x, y in zip(a, b)
+    )
+
+
+def test_masks_zero_whole_bins_and_frames_and_leave_the_rest(h5):
+    plain = batches(melctl.Loader(h5, 64, seed=5))
+    masked = batches(melctl.Loader(h5, 64, seed=5, augment=melctl.Augment(**MASKS)))
+    zeros = 0
+    for (x, y), (m, my) in zip(plain, masked):
+        assert np.array_equal(y, my)
+        changed = m != x
+        assert np.all(m[changed] == 0), "a mask writes zeros only"
+        for item in changed:
+            bins = item.all(axis=1)
+            frames = item[~bins].all(axis=0) if (~bins).any() else np.zeros(item.shape[1], bool)
+            # Every change is a whole masked bin or a whole masked frame.
+            assert np.array_equal(item, bins[:, None] | frames[None, :])
+            assert bins.sum() <= 12 and frames.sum() <= 4
+        zeros += changed.sum()
+    assert zeros > 0
+
+
+def test_gain_shifts_each_item_by_one_level_within_the_range(h5):
+    plain = batches(melctl.Loader(h5, 64, seed=5))
+    gained = batches(melctl.Loader(h5, 64, seed=5, augment=melctl.Augment(gain_db=6)))
+    levels = []
+    for (x, _), (g, _) in zip(plain, gained):
+        d = (g.astype(np.float64) - x).reshape(len(x), -1)
+        assert np.allclose(d, d[:, :1], atol=1e-3)
+        levels += list(d[:, 0])
+    assert max(np.abs(levels)) <= 6.0 + 1e-3 and np.std(levels) > 2.0
+
+
+def test_mixup_gives_soft_labels_and_mixes_values_with_their_weight(h5):
+    aug = melctl.Augment(mixup_alpha=0.4)
+    classes = len(melctl.open(h5).label_names)
+    plain = batches(melctl.Loader(h5, 64, seed=5))
+    mixed = batches(melctl.Loader(h5, 64, seed=5, augment=aug))
+    checked = 0
+    for (x, y), (m, soft) in zip(plain, mixed):
+        assert soft.dtype == np.float32 and soft.shape == (len(x), classes)
+        assert np.allclose(soft.sum(axis=1), 1.0)
+        assert np.all(soft[np.arange(len(y)), y] >= 0)
+        for i in range(len(x)):
+            w = soft[i, y[i]]
+            if w > 0.999:
+                continue
+            # Some partner j of the batch (of another class, or w is not readable) gives it.
+            cands = [j for j in range(len(x)) if y[j] != y[i]]
+            assert any(np.allclose(m[i], w * x[i] + (1 - w) * x[j], atol=1e-4) for j in cands)
+            checked += 1
+    assert checked > 10
+
+
+def test_augmented_batches_replay_exactly_with_any_threads_and_after_a_resume(h5):
+    aug = melctl.Augment(**MASKS, gain_db=3, mixup_alpha=0.3, mixup_prob=0.7)
+    make = lambda threads: melctl.Loader(h5, 50, seed=9, epoch=2, threads=threads, augment=aug)
+    whole = batches(make(1))
+    assert same(whole, batches(make(4)))
+    stopped = make(3)
+    it = iter(stopped)
+    for _ in range(3):
+        next(it)
+    state = stopped.state_dict()
+    assert state["augment"] == repr(aug)
+    resumed = make(2)
+    resumed.load_state_dict(state)
+    assert same(batches(resumed), whole[3:])
+    # Another epoch draws anew; another augmentation's state is refused.
+    assert not same(batches(melctl.Loader(h5, 50, seed=9, epoch=3, augment=aug)), whole)
+    with pytest.raises(ValueError, match="augment"):
+        melctl.Loader(h5, 50, seed=9, epoch=2).load_state_dict(state)
+
+
+def test_bad_settings_are_one_line_errors_naming_the_field(h5):
+    cases = [
+        (dict(mixup_alpha=0.4, mixup_prob=1.5), "augment.mixup_prob"),
+        (dict(mixup_prob=-0.1), "augment.mixup_prob"),
+        (dict(mixup_alpha=0.0), "augment.mixup_alpha"),
+        (dict(mixup_alpha=float("nan")), "augment.mixup_alpha"),
+        (dict(gain_db=-1.0), "augment.gain_db"),
+        (dict(time_masks=-2), "augment.time_masks"),
+        (dict(freq_masks=1000), "augment.freq_masks"),
+    ]
+    for kwargs, field in cases:
+        with pytest.raises(melctl.ConfigError) as e:
+            melctl.Augment(**kwargs)
+        assert field in str(e.value) and "\n" not in str(e.value), kwargs
+    # Widths are checked against the split: leak-4k items are 32 bins × 5 frames.
+    for kwargs, field in [
+        (dict(time_masks=1, time_mask_frames=6), "augment.time_mask_frames"),
+        (dict(freq_masks=1, freq_mask_bins=33), "augment.freq_mask_bins"),
+    ]:
+        with pytest.raises(melctl.ConfigError) as e:
+            melctl.Loader(h5, 8, augment=melctl.Augment(**kwargs))
+        assert field in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(melctl.ConfigError, match="augment"):
+        melctl.Loader(h5, 8, dtype="float16", augment=melctl.Augment(gain_db=1))
+    with pytest.raises(ValueError, match="batch_size = -1"):
+        melctl.Loader(h5, -1)
+
+
+@pytest.fixture(scope="module")
+def spread(tmp_path_factory):
+    """Whole clips of 0.3–3 s, two classes."""
+    root = tmp_path_factory.mktemp("augwhole") / "data"
+    rng = np.random.default_rng(4)
+    for k in range(40):
+        c = k % 2
+        n = int(RATE * rng.uniform(0.3, 3.0))
+        write_wav(root / "all" / f"c{c}" / f"{k}.wav", tone(n, 300 + 600 * c, seed=k))
+    out = root.parent / "out"
+    melctl.build(root, out, preset="speech-16k", config={"audio": {"length": "whole"}})
+    return out / "all.h5"
+
+
+@pytest.mark.parametrize("shape", [dict(max_frames=1200), dict(crop_frames=100)])
+def test_whole_clips_are_augmented_on_their_real_frames_only(spread, shape):
+    aug = melctl.Augment(time_masks=2, time_mask_frames=30, freq_masks=1, freq_mask_bins=10,
+                         gain_db=4, mixup_alpha=0.5)
+    make = lambda threads: melctl.Loader(spread, 8, seed=2, threads=threads, augment=aug,
+                                         normalize=True, **shape)
+    a = batches(make(1))
+    assert same(a, batches(make(3)))
+    for x, soft, lengths in a:
+        assert soft.shape == (len(x), 2)
+        for item, n in zip(x, lengths):
+            assert np.all(item[:, n:] == 0), "padding stays zero"
+    it_loader = make(2)
+    it = iter(it_loader)
+    next(it)
+    state = it_loader.state_dict()
+    resumed = make(1)
+    resumed.load_state_dict(state)
+    assert same(batches(resumed), a[1:])
