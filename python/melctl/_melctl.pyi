@@ -423,6 +423,16 @@ class Extractor:
         dtype: _DTypeLike | None = None,
         **overrides: Any,
     ) -> Self: ...
+    @staticmethod
+    def from_split(
+        split: Split, backend: str | None = None, dtype: _DTypeLike | None = None
+    ) -> Extractor:
+        """An extractor with exactly the settings ``split`` was built with (its stored
+        configuration, dtype included): ``split[i]`` and ``extractor.file(path)`` are the
+        same values. Whole clips give each file's spectrogram at its own length; windows a
+        ``[windows, ...]`` array per file. ``backend`` overrides the stored one (results
+        then agree within the backends' conformance bound); ``dtype`` is the results'
+        numpy type (float32 by default, as ``split[i]`` gives)."""
     def __call__(self, audio: npt.ArrayLike, sample_rate: int) -> npt.NDArray[np.floating[Any]]:
         """The spectrogram of ``audio`` (floats in [-1, 1]) at ``sample_rate`` Hz: 1-D is
         one clip (``clip_shape`` back), 2-D a clip per row (``(rows, *clip_shape)``)."""

@@ -135,6 +135,12 @@ impl PyExtractor {
     fn plan(&self) -> PyResult<MelPlan> {
         MelPlan::from_config(&self.config).map_err(to_py)
     }
+
+    /// Whether one clip's result drops its leading axis: not for windows, where a file
+    /// gives several.
+    fn drops_axis(&self) -> PyResult<bool> {
+        Ok(self.plan()?.windows().is_none())
+    }
 }
 
 #[pymethods]
@@ -260,6 +266,7 @@ impl PyExtractor {
         if let Some(e) = raised {
             return Err(e);
         }
+        let one = one && self.drops_axis()?;
         to_numpy(py, features?, self.dtype, one)
     }
 
@@ -267,7 +274,52 @@ impl PyExtractor {
     /// it (the clip shape back).
     fn file<'py>(&self, py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyAny>> {
         let features = self.with(py, |ex| ex.file(&path))?;
-        to_numpy(py, features, self.dtype, true)
+        to_numpy(py, features, self.dtype, self.drops_axis()?)
+    }
+
+    /// An extractor with exactly the settings `split` was built with (its stored
+    /// configuration, dtype included): ``split[i]`` and ``extractor.file(path)`` are the
+    /// same values. Whole clips give each file's spectrogram at its own length; windows a
+    /// ``[windows, ...]`` array per file. ``backend`` overrides the stored one (results
+    /// then agree within the backends' conformance bound); ``dtype`` is the results'
+    /// numpy type (float32 by default, as ``split[i]`` gives).
+    #[staticmethod]
+    #[pyo3(signature = (split, backend=None, dtype=None))]
+    fn from_split(
+        py: Python<'_>,
+        split: &Bound<'_, crate::split::PySplit>,
+        backend: Option<&str>,
+        dtype: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let stored = split.get().split(py)?;
+        let Some(json) = stored.config() else {
+            return Err(crate::errors::raise(
+                "DatasetError",
+                format!(
+                    "{}: holds no build configuration to extract with",
+                    stored.path().display()
+                ),
+            ));
+        };
+        let mut config: Config = serde_json::from_value(json.clone()).map_err(|e| {
+            crate::errors::raise(
+                "DatasetError",
+                format!(
+                    "{}: its configuration does not read: {e}",
+                    stored.path().display()
+                ),
+            )
+        })?;
+        if let Some(b) = backend {
+            config.run.backend = b
+                .parse()
+                .map_err(|why: String| to_py(melkit::core::Error::config("backend", why)))?;
+        }
+        let dtype = match dtype {
+            Some(d) => ItemDtype::parse(d)?,
+            None => ItemDtype::F32,
+        };
+        Self::start(py, config, dtype)
     }
 
     /// The shape of one clip's spectrogram (`(79, 3, 32, 5)` for leak-4k).

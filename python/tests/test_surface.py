@@ -97,3 +97,16 @@ def test_the_loaders_help_names_every_argument():
         assert f"``{name}" in doc or f"{name}=" in doc, name
     for method in ["state_dict", "load_state_dict", "set_epoch", "plan", "padding_share"]:
         assert inspect.getdoc(getattr(melctl.Loader, method)), method
+
+
+@pytest.mark.parametrize("build", ["f16", "f32", "bf16"])
+def test_extractor_from_split_extracts_with_the_stored_settings(outputs, demo_data, build):
+    """Issue 38: the Extractor's settings come from the split, dtype included: a file
+    gives exactly its stored clip, whatever the build's dtype."""
+    s = melctl.open(outputs[build] / "training.h5")
+    ex = melctl.Extractor.from_split(s, backend="cpu")
+    assert ex.clip_shape == list(s.clip_shape)
+    for i in (0, 7, len(s) - 1):
+        assert np.array_equal(ex.file(demo_data / s.paths[i]), s[i]), (build, s.paths[i])
+    # The preset's defaults would not do: leak-4k's clips are 20 s, these 1 s.
+    assert melctl.Extractor("leak-4k").clip_shape != ex.clip_shape

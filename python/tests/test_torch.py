@@ -43,3 +43,80 @@ def test_from_numpy_shares_the_batch_and_resume_passes_through(h5):
 def test_pinned_batches_reach_the_device(h5):
     for x, y in TorchLoader(h5, 50, device="cuda"):
         assert x.is_cuda and y.is_cuda
+
+
+def test_dataset_gives_x_y_for_dataloader_and_distributed_sampler(h5):
+    from melctl.torch import Dataset
+
+    split = melctl.open(h5)
+    ds = Dataset(h5)
+    assert len(ds) == len(split)
+    x, y = ds[3]
+    assert torch.equal(x, torch.from_numpy(split[3])) and y.item() == split.labels[3]
+    seen = []
+    for rank in range(2):
+        sampler = torch.utils.data.DistributedSampler(ds, num_replicas=2, rank=rank, shuffle=True,
+                                                      seed=1)
+        order = list(sampler)
+        got = []
+        for xb, yb in torch.utils.data.DataLoader(ds, batch_size=8, sampler=sampler):
+            assert xb.shape[1:] == tuple(split.clip_shape) and yb.dtype == torch.int64
+            got += yb.tolist()
+        assert got == split.labels[order].tolist()
+        seen += order
+    assert set(seen) == set(range(len(ds))) and len(seen) == 2 * -(-len(ds) // 2)
+    # Normalised with the stored statistics, as the Loader normalises.
+    normed = Dataset(h5, normalize=True)
+    mean, std = split.mean, split.std
+    want = (split[0].astype(np.float64) - mean[:, None]) / std[:, None]
+    assert np.allclose(normed[0][0].numpy(), want, atol=1e-4)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_dataset_in_worker_processes_reads_every_clip(h5, method):
+    from melctl.torch import Dataset
+
+    ds = Dataset(h5)
+    dl = torch.utils.data.DataLoader(ds, batch_size=16, num_workers=2,
+                                     multiprocessing_context=method)
+    ys = torch.cat([y for _, y in dl])
+    assert ys.tolist() == melctl.open(h5).labels.tolist()
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_iterable_dataset_shards_by_worker_and_reads_each_item_once(h5, method):
+    from melctl.torch import IterableDataset
+
+    ds = IterableDataset(h5, 32, seed=2, with_index=True, drop_last=False)
+    ds.set_epoch(1)
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2,
+                                     multiprocessing_context=method)
+    items = []
+    for x, y, clip in dl:
+        assert x.dtype == torch.float32 and x.shape[1:] == (32, 5)
+        items += clip.tolist()
+    plain = melctl.Loader(h5, 32)
+    # Every clip's segments, each once (two shards of an epoch wrap by at most one item).
+    per_clip = melctl.open(h5).segments_per_clip
+    counts = np.bincount(items, minlength=len(melctl.open(h5)))
+    assert len(items) - plain.items_per_epoch in (0, 1)
+    assert counts.min() >= per_clip and counts.sum() == len(items)
+    with pytest.raises(TypeError, match="shard"):
+        IterableDataset(h5, 32, shard=(0, 2))
+
+
+def test_whole_clips_collate_padded(tmp_path):
+    from melctl.torch import Dataset, collate_padded
+    from test_whole import RATE, tone, write_wav
+
+    for k in range(6):
+        write_wav(tmp_path / "d" / "all" / f"c{k % 2}" / f"{k}.wav", tone(RATE // 2 * (k + 1), 400))
+    melctl.build(tmp_path / "d", tmp_path / "o", preset="speech-16k",
+                 config={"audio": {"length": "whole"}})
+    ds = Dataset(tmp_path / "o" / "all.h5")
+    x, y, lengths = next(iter(torch.utils.data.DataLoader(ds, batch_size=6,
+                                                          collate_fn=collate_padded)))
+    assert x.shape == (6, 80, int(lengths.max()))
+    for i in range(6):
+        assert torch.equal(x[i, :, : lengths[i]], ds[i][0])
+        assert torch.all(x[i, :, lengths[i]:] == 0)

@@ -79,6 +79,29 @@ def test_each_clip_is_the_whole_files_spectrogram(corpus, built):
         assert s.labels[i] == s.label_names.index(s.paths[i].split("/")[1])
 
 
+def test_extractor_from_split_gives_each_clip_at_its_own_length(corpus, built):
+    """Issue 38: an Extractor made from a split extracts with its stored settings; a
+    whole file, or its samples as an array (at any rate), gives the stored clip."""
+    s = melctl.open(built, "train")
+    ex = melctl.Extractor.from_split(s)
+    assert ex.dtype == "float32" and json.loads(json.dumps(s.config)) == s.config
+    for i in range(len(s)):
+        got = ex.file(corpus / s.paths[i])
+        assert got.shape == (80, s.frames[i]) and np.array_equal(got, s[i]), s.paths[i]
+    # Samples at their own rate: resampled whole, then cut, as the build does.
+    for name in ("c0/resampled.wav", "c0/0.wav"):
+        i = s.paths.index(f"train/{name}")
+        with wave.open(str(corpus / "train" / name)) as w:
+            rate = w.getframerate()
+            audio = np.frombuffer(w.readframes(w.getnframes()), "<i2") / 32768
+        assert np.array_equal(ex(audio.astype(np.float32), rate), s[i]), name
+    # Several rows of different clips at once do not fit one array: refused in one line.
+    with pytest.raises(melctl.ShapeError, match="one at a time"):
+        ex(np.zeros((2, 16000), np.float32), RATE)
+    with pytest.raises(melctl.LimitError, match="too short"):
+        ex(np.zeros(10, np.float32), RATE)
+
+
 def test_h5py_reads_a_clip_in_two_lines_and_statistics_count_real_frames(built):
     s = melctl.open(built, "train")
     with h5py.File(built / "train.h5", "r") as f:
@@ -266,9 +289,10 @@ def test_shards_of_whole_clips_merge_into_the_one_build(corpus, built, tmp_path)
 
 def test_attacks_on_whole_clips_are_refused_or_honoured(corpus, built, tmp_path):
     """What an attack round found: each now a one-line refusal or honoured."""
-    # The Extractor computes one fixed-length clip: whole clips are refused, not faked.
-    with pytest.raises(melctl.ConfigError, match="audio.length"):
-        melctl.Extractor("speech-16k", config=WHOLE)
+    # The Extractor computes whole clips as the build does (it once returned one block).
+    ex = melctl.Extractor("speech-16k", config=WHOLE)
+    s = melctl.open(built, "train")
+    assert np.array_equal(ex.file(corpus / s.paths[0]), s[0])
     path = built / "train.h5"
     # A max_frames too large for memory names max_frames, never an overflow.
     with pytest.raises(melctl.LimitError, match="max_frames"):

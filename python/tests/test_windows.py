@@ -51,6 +51,18 @@ def test_each_window_is_its_excerpt_with_its_file_and_start(recordings):
         assert s.labels[i] == s.label_names.index(s.paths[i].split("/")[0])
 
 
+def test_extractor_from_split_gives_a_files_windows(recordings):
+    root, out = recordings
+    s = melctl.open(out, "all")
+    ex = melctl.Extractor.from_split(s)
+    for path in sorted(set(s.paths)):
+        rows = np.flatnonzero(np.array(s.paths) == path)
+        got = ex.file(root / path)
+        assert got.shape == (len(rows), 80, 101), path
+        for k, i in enumerate(rows):
+            assert np.array_equal(got[k], s[i]), (path, k)
+
+
 def test_file_evaluator_decides_each_file_over_its_windows(recordings):
     _, out = recordings
     s = melctl.open(out, "all")

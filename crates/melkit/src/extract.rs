@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use mel_core::plan::Cutting;
 use mel_core::{Error, MelBackend, MelPlan, MelSpec, OutputBuf, OutputSlice, Result};
 use ndarray::ArrayD;
 
@@ -93,21 +94,12 @@ pub struct Extractor {
 }
 
 impl Extractor {
-    /// Validates `spec`, plans it, and starts the backend `request` asks for.
-    /// A spec of whole clips or windows is refused: an extractor computes one
-    /// fixed-length clip at a time.
+    /// Validates `spec`, plans it, and starts the backend `request` asks for. With whole
+    /// clips (`audio.length = "whole"`) a file or array gives one spectrogram of its own
+    /// length, `[1, n_mels, frames]`; with `audio.windows`, `[windows, ...window shape]`:
+    /// what a build stores for that file, computed as the build computes it.
     pub fn new(spec: &MelSpec, request: &BackendRequest) -> Result<Self> {
         let plan = MelPlan::new(spec)?;
-        if plan.cutting().is_some() {
-            let field = match plan.whole() {
-                Some(_) => "audio.length",
-                None => "audio.windows",
-            };
-            return Err(mel_core::Error::config(
-                field,
-                "the Extractor computes one fixed-length clip at a time: for whole clips or windows build the files, or extract with audio.clip_seconds set to the length wanted",
-            ));
-        }
         let chosen = choose(&plan, request)?;
         Ok(Extractor {
             row: vec![0.0; plan.clip_samples()],
@@ -132,6 +124,11 @@ impl Extractor {
     /// spec's audio settings). One clip.
     pub fn file(&mut self, path: &Path) -> Result<Features> {
         let spec = self.plan.spec().audio.clone();
+        if let Some(cutting) = self.plan.cutting() {
+            let mut clip = Vec::new();
+            mel_audio::decode_whole(path, &spec, cutting.max_samples(), &mut clip)?;
+            return self.cut(cutting, &clip, &path.display().to_string());
+        }
         mel_audio::decode_into(path, &spec, &mut self.row)?;
         let row = std::mem::take(&mut self.row);
         let out = self.clips(&row);
@@ -143,6 +140,20 @@ impl Extractor {
     /// clip the way a decoded file is (resampled, padded or trimmed). One clip.
     pub fn samples(&mut self, samples: &[f32], sample_rate: u32) -> Result<Features> {
         let audio = self.plan.spec().audio.clone();
+        if let Some(cutting) = self.plan.cutting() {
+            let clip = if sample_rate == audio.sample_rate {
+                samples.to_vec()
+            } else {
+                mel_audio::resample::resample(
+                    samples,
+                    sample_rate,
+                    audio.sample_rate,
+                    audio.resample_quality,
+                )
+                .map_err(|e| Error::unsupported("samples", e.to_string()))?
+            };
+            return self.cut(cutting, &clip, "samples");
+        }
         let mut row = std::mem::take(&mut self.row);
         let fitted = mel_audio::fit_clip(samples, sample_rate, &audio, &mut row)
             .map_err(|e| Error::unsupported("samples", e.to_string()));
@@ -170,6 +181,16 @@ impl Extractor {
         sample_rate: u32,
         stop: &mut dyn FnMut() -> bool,
     ) -> Result<Features> {
+        if let Some(cutting) = self.plan.cutting() {
+            if samples.len() == row_len {
+                return self.samples(samples, sample_rate);
+            }
+            return Err(Error::Shape(format!(
+                "{} rows of audio: with {} each clip has its own number of frames; extract one at a time",
+                samples.len().checked_div(row_len).unwrap_or(0),
+                cutting.field()
+            )));
+        }
         if row_len == 0 || samples.is_empty() || !samples.len().is_multiple_of(row_len) {
             return Err(Error::Shape(format!(
                 "{} samples is not a whole, non-zero number of {row_len}-sample rows",
@@ -213,6 +234,54 @@ impl Extractor {
         let mut shape = vec![count];
         shape.extend(self.plan.clip_shape());
         Ok(Features { values, shape })
+    }
+
+    /// What a build stores for `clip` (its samples at the plan's rate; `what` names it):
+    /// its rows (blocks or windows) computed as fixed clips, then blocks joined into one
+    /// spectrogram of the clip's frames, or windows kept one per row.
+    fn cut(&mut self, cutting: Cutting, clip: &[f32], what: &str) -> Result<Features> {
+        let rate = self.plan.spec().audio.sample_rate;
+        cutting.check_samples(what, clip.len() as u64, rate)?;
+        let rows = usize::try_from(cutting.rows(clip.len() as u64))
+            .map_err(|_| Error::limit(what, "too many rows"))?;
+        let n = cutting.row_samples();
+        let mut fitted = Vec::new();
+        fitted
+            .try_reserve_exact(rows.saturating_mul(n))
+            .map_err(|_| Error::limit(what, format!("{rows} rows of {n} samples")))?;
+        fitted.resize(rows * n, 0.0);
+        for (k, dst) in fitted.chunks_exact_mut(n).enumerate() {
+            cutting.fill(clip, k, dst);
+        }
+        let computed = self.clips(&fitted)?;
+        let Cutting::Blocks(whole) = cutting else {
+            return Ok(computed);
+        };
+        // Blocks `[rows, n_mels, F]` → `[1, n_mels, frames]`: frame `k·F + j` of bin `b` is
+        // block `k`'s `[b, j]`.
+        let frames = whole.frames(clip.len() as u64) as usize;
+        let f = whole.block_frames;
+        let n_mels = self.plan.clip_shape()[0];
+        let mut values = output(self.plan.dtype(), 1, n_mels * frames)?;
+        let src = computed.values();
+        let mut dst = values.as_mut_slice();
+        for b in 0..n_mels {
+            for t in 0..frames {
+                let (k, j) = (t / f, t % f);
+                let from = (k * n_mels + b) * f + j;
+                let to = b * frames + t;
+                match (&mut dst, src) {
+                    (OutputSlice::F32(d), OutputBuf::F32(v)) => d[to] = v[from],
+                    (OutputSlice::F16(d), OutputBuf::F16(v)) => d[to] = v[from],
+                    (OutputSlice::Bf16(d), OutputBuf::Bf16(v)) => d[to] = v[from],
+                    _ => unreachable!("one plan, one dtype"),
+                }
+            }
+        }
+        Ok(Features {
+            values,
+            shape: vec![1, n_mels, frames],
+        })
     }
 
     /// Spectrograms of clips already at the plan's rate and length, `[clips, clip_samples]`

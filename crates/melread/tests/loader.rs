@@ -602,3 +602,76 @@ fn crops_keep_every_axis_but_the_frames_and_normalise_by_the_bin() {
         assert_eq!(view.index_axis(ndarray::Axis(0), k), want.into_dyn());
     }
 }
+
+/// Augmentation (issue 38): masks, gain and mixup drawn from (seed, epoch, item), the
+/// same batches with any workers and on a resume, mixup's partners and weights given.
+#[test]
+fn augmented_batches_are_the_same_with_any_workers_and_on_resume() {
+    use melread::{Augment, Mixup};
+    let t = tempfile::tempdir().unwrap();
+    let s = split(t.path(), Dtype::F16, 6);
+    let make = |workers| {
+        Loader::new(
+            s.clone(),
+            LoaderOptions {
+                workers,
+                augment: Augment {
+                    time_masks: 1,
+                    time_mask_frames: 2,
+                    freq_masks: 2,
+                    freq_mask_bins: 4,
+                    gain_db: 3.0,
+                    mixup: Some(Mixup {
+                        alpha: 0.4,
+                        prob: 1.0,
+                    }),
+                },
+                ..opts(Shuffle::Uniform, 64)
+            },
+        )
+        .unwrap()
+    };
+    type Read = (Vec<f32>, Vec<usize>, Vec<f32>);
+    let read = |l: &Loader, from: usize| -> Vec<Read> {
+        l.resume(1, from)
+            .map(|b| {
+                let b = b.unwrap();
+                let m = b.mixed().expect("mixup on").clone();
+                (b.to_f32().into_raw_vec_and_offset().0, m.partner, m.weight)
+            })
+            .collect()
+    };
+    let one = read(&make(1), 0);
+    assert!(one.len() > 3);
+    assert_eq!(one, read(&make(4), 0), "workers change nothing");
+    assert_eq!(
+        read(&make(2), 3),
+        one[3..],
+        "a resume reads the same batches"
+    );
+    let plain: Vec<Vec<f32>> = Loader::new(s.clone(), opts(Shuffle::Uniform, 64))
+        .unwrap()
+        .epoch(1)
+        .map(|b| b.unwrap().to_f32().into_raw_vec_and_offset().0)
+        .collect();
+    assert_ne!(one[0].0, plain[0], "augmentation changed the values");
+    assert!(one.iter().any(|(_, _, w)| w.iter().any(|&w| w < 1.0)));
+    // A mask wider than the items (5 frames) is refused, naming the field.
+    let e = Loader::new(
+        s.clone(),
+        LoaderOptions {
+            augment: Augment {
+                time_masks: 1,
+                time_mask_frames: 6,
+                ..Augment::default()
+            },
+            ..opts(Shuffle::Uniform, 64)
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("augment.time_mask_frames") && e.contains("5 frames"),
+        "{e}"
+    );
+}

@@ -280,6 +280,14 @@ pub enum Cutting {
 }
 
 impl Cutting {
+    /// The configuration field that asks for this cutting (for messages).
+    pub fn field(&self) -> &'static str {
+        match self {
+            Cutting::Blocks(_) => "audio.length = \"whole\"",
+            Cutting::Windows(_) => "audio.windows",
+        }
+    }
+
     /// Rows of a file of `samples` samples (0: it has no frame).
     pub fn rows(&self, samples: u64) -> u64 {
         match self {
