@@ -13,7 +13,13 @@ side in one run, warm (the file read once before each run):
   ``Dataset`` reads a random window of N frames of each clip (the rows that hold it),
   padding short clips in ``collate_fn``.
 
-    python3 python/benches/whole_vs_h5py.py SPLIT.h5 --max-frames 8000 [--rounds 3] [--workers 4] [--epochs E]
+- ``--augment``: both sides augment every batch with two time masks (up to 20 frames), two
+  frequency masks (up to 8 bins) and mixup (α = 0.4, soft labels): melctl in the Loader's
+  threads (``melctl.Augment``), the peer with the same operations written in torch on each
+  batch the DataLoader hands over. A third reader, melctl without augmentation, gives the
+  augmentation's cost to the Loader.
+
+    python3 python/benches/whole_vs_h5py.py SPLIT.h5 --max-frames 8000 [--augment] [--rounds 3] [--workers 4] [--epochs E]
 
 Prints a JSON line per run and a Markdown table of clips/s and ratios.
 """
@@ -74,23 +80,55 @@ def pad_collate(items):
     return torch.from_numpy(out), y, torch.tensor(lengths)
 
 
+AUGMENT = dict(time_masks=2, time_mask_frames=20, freq_masks=2, freq_mask_bins=8, mixup_alpha=0.4)
+
+
+def torch_augment(x, y, lengths, classes, gen):
+    """The peer's augmentation, as a trainer writes it in torch: SpecAugment masks within
+    each clip's real frames (iid per item), then mixup with soft labels."""
+    b, bins, width = x.shape
+    t = torch.arange(width)[None, :]
+    for _ in range(AUGMENT["time_masks"]):
+        w = (torch.rand(b, generator=gen) * (AUGMENT["time_mask_frames"] + 1)).long().clamp(max=lengths)
+        start = (torch.rand(b, generator=gen) * (lengths - w + 1)).long()
+        x = x.masked_fill(((t >= start[:, None]) & (t < (start + w)[:, None]))[:, None, :], 0.0)
+    f = torch.arange(bins)[None, :]
+    for _ in range(AUGMENT["freq_masks"]):
+        w = (torch.rand(b, generator=gen) * (AUGMENT["freq_mask_bins"] + 1)).long()
+        start = (torch.rand(b, generator=gen) * (bins - w + 1)).long()
+        x = x.masked_fill(((f >= start[:, None]) & (f < (start + w)[:, None]))[:, :, None], 0.0)
+    alpha = AUGMENT["mixup_alpha"]
+    lam = torch.distributions.Beta(alpha, alpha).sample((b,))
+    perm = torch.randperm(b, generator=gen)
+    x = lam[:, None, None] * x + (1 - lam[:, None, None]) * x[perm]
+    soft = torch.nn.functional.one_hot(y, classes).float()
+    soft = lam[:, None] * soft + (1 - lam[:, None]) * soft[perm]
+    return x, soft, torch.maximum(lengths, lengths[perm])
+
+
 def warm(path):
     with open(path, "rb") as f:
         while f.read(1 << 24):
             pass
 
 
-def run_melctl(path, a, epoch):
+def run_melctl(path, a, epoch, augment=None):
     gc.collect()
     t = time.perf_counter()
     loader = melctl.Loader(path, a.batch, shuffle=True, seed=0, epoch=epoch, threads=a.threads,
-                           prefetch=4, max_frames=a.max_frames, crop_frames=a.crop)
+                           prefetch=4, max_frames=a.max_frames, crop_frames=a.crop,
+                           augment=augment)
     n = 0
     for _ in range(a.epochs):  # each pass is the next epoch
         for x, y, lengths in loader:
             n += len(y)
     seconds = time.perf_counter() - t
-    return {"reader": "melctl", "clips": n, "seconds": seconds, "clips_per_s": n / seconds}
+    name = "melctl" if augment is None else "melctl + Augment"
+    return {"reader": name, "clips": n, "seconds": seconds, "clips_per_s": n / seconds}
+
+
+def run_melctl_augmented(path, a, epoch):
+    return run_melctl(path, a, epoch, melctl.Augment(**AUGMENT))
 
 
 def same_batches(path, a, epoch):
@@ -108,11 +146,16 @@ def run_torch(path, a, epoch):
     t = time.perf_counter()
     data = DataLoader(WholeClips(path, a.crop, seed=epoch), batch_sampler=batches,
                       num_workers=a.workers, collate_fn=pad_collate)
+    classes = len(melctl.open(path).label_names)
+    gen = torch.Generator().manual_seed(epoch)
     n = 0
     for x, y, lengths in data:
+        if a.augment:
+            x, y, lengths = torch_augment(x, y, lengths, classes, gen)
         n += len(y)
     seconds = time.perf_counter() - t
-    return {"reader": "torch DataLoader + h5py", "clips": n, "seconds": seconds, "clips_per_s": n / seconds}
+    name = "torch DataLoader + h5py" + (" + torch augmentation" if a.augment else "")
+    return {"reader": name, "clips": n, "seconds": seconds, "clips_per_s": n / seconds}
 
 
 def main():
@@ -121,6 +164,8 @@ def main():
     how = ap.add_mutually_exclusive_group(required=True)
     how.add_argument("--max-frames", type=int)
     how.add_argument("--crop", type=int)
+    ap.add_argument("--augment", action="store_true",
+                    help="masks and mixup on both sides (and melctl without, for the cost)")
     ap.add_argument("--batch", type=int, default=256, help="clips per batch (at most, with buckets)")
     ap.add_argument("--workers", type=int, default=4, help="DataLoader worker processes")
     ap.add_argument("--threads", type=int, default=None, help="melctl loader threads (default: all cores)")
@@ -130,14 +175,25 @@ def main():
     a = ap.parse_args()
 
     rows = []
+    readers = (run_melctl, run_melctl_augmented, run_torch) if a.augment else (run_melctl, run_torch)
     for r in range(a.rounds):
-        for reader in (run_melctl, run_torch):
+        for reader in readers:
             warm(a.split)
             res = reader(a.split, a, r)
             res.update(round=r, state="warm")
             print(json.dumps(res), flush=True)
             rows.append(res)
     print()
+    if a.augment:
+        print(f"| round | melctl.Loader clips/s | with Augment | torch DataLoader + h5py, {a.workers} "
+              "workers, + torch augmentation | ratio (augmented) | augmentation's cost to the Loader |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: |")
+        for r in range(a.rounds):
+            m, g, h = [x for x in rows if x["round"] == r]
+            print(f"| {r} | {m['clips_per_s']:,.0f} | {g['clips_per_s']:,.0f} | {h['clips_per_s']:,.0f} | "
+                  f"{g['clips_per_s'] / h['clips_per_s']:.1f}× | "
+                  f"{1 - g['clips_per_s'] / m['clips_per_s']:.1%} |")
+        return
     print(f"| round | melctl.Loader clips/s | torch DataLoader + h5py, {a.workers} workers | ratio |")
     print("| --- | ---: | ---: | ---: |")
     for r in range(a.rounds):

@@ -4,6 +4,7 @@ scores it per file.
 
     python3 python/examples/train_whole.py --data OUT_DIR --max-frames 8000   # buckets
     python3 python/examples/train_whole.py --data OUT_DIR --crop 300          # crops
+    python3 python/examples/train_whole.py --data OUT_DIR --max-frames 8000 --augment
 
 OUT_DIR holds the splits `training`, `validation` and `testing` of one build with
 ``audio.length = "whole"``:
@@ -15,8 +16,9 @@ OUT_DIR holds the splits `training`, `validation` and `testing` of one build wit
   (``--crop``), score each file over all its windows of that many frames, every half
   window, decided by mean probability with ``melctl.FileEvaluator``.
 
-The network pools over each item's real frames only (``lengths``). It ends with
-``file-level accuracy on testing: A (N files)``.
+``--augment`` adds SpecAugment masks, a random gain and mixup in the Loader's Rust threads
+(``melctl.Augment``; the targets become soft labels). The network pools over each item's
+real frames only (``lengths``). It ends with ``file-level accuracy on testing: A (N files)``.
 """
 
 import argparse
@@ -108,7 +110,26 @@ def main():
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None, help="loader and torch threads (default: all cores)")
+    ap.add_argument("--augment", action="store_true",
+                    help="SpecAugment masks (2 of up to 20 frames, 2 of up to 8 bins), a gain of up to ±3 dB "
+                         "and mixup (α = 0.4), in the Loader")
     args = ap.parse_args()
+    try:
+        train(args)
+    except melctl.Error as e:  # a bad flag or dataset: its one-line message, no traceback
+        sys.exit(f"train_whole: {e}")
+
+
+def augmentation(args, training):
+    """The Loader's augmentation for ``--augment`` (masks no wider than the items), or None."""
+    if not args.augment:
+        return None
+    widest = args.crop or int(training.frames.min())
+    return melctl.Augment(time_masks=2, time_mask_frames=min(20, widest), freq_masks=2,
+                          freq_mask_bins=8, gain_db=3.0, mixup_alpha=0.4)
+
+
+def train(args):
     started = time.perf_counter()
     torch.manual_seed(args.seed)
     if args.threads:
@@ -122,7 +143,8 @@ def main():
           f"frames, {classes} classes")
     net = Net(n_mels, classes)
     loader = melctl.Loader(training, args.batch, shuffle=True, seed=args.seed, normalize=True,
-                           threads=args.threads, max_frames=args.max_frames, crop_frames=args.crop)
+                           threads=args.threads, max_frames=args.max_frames, crop_frames=args.crop,
+                           augment=augmentation(args, training))
     steps = 0
     for epoch in range(args.epochs):  # with buckets, each epoch has its own count
         loader.set_epoch(epoch)
@@ -135,7 +157,7 @@ def main():
         padding = loader.padding_share()
         net.train()
         losses = []
-        for x, y, lengths in loader:
+        for x, y, lengths in loader:  # with mixup, y is soft labels [batch, classes]
             logits = net(torch.from_numpy(x), torch.from_numpy(lengths))
             loss = nn.functional.cross_entropy(logits, torch.from_numpy(y))
             opt.zero_grad()

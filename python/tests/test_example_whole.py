@@ -30,7 +30,8 @@ def whole_build(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("how", [["--max-frames", "3000"], ["--crop", "60"]])
+@pytest.mark.parametrize("how", [["--max-frames", "3000"], ["--crop", "60"],
+                                 ["--max-frames", "3000", "--augment"]])
 def test_train_whole_example_runs_and_learns(whole_build, how):
     need_torch()
     out = subprocess.run(
@@ -45,3 +46,13 @@ def test_train_whole_example_runs_and_learns(whole_build, how):
     assert accuracy >= 0.75, out.stdout
     if how[0] == "--max-frames":
         assert "padding" in out.stdout
+
+
+def test_train_whole_example_refuses_a_bad_flag_in_one_line(whole_build):
+    need_torch()
+    out = subprocess.run(
+        [sys.executable, EXAMPLE, "--data", whole_build, "--crop", "100000", "--epochs", "1"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr
+    assert "crop_frames" in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr

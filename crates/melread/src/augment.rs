@@ -88,8 +88,11 @@ impl Mixed {
     }
 }
 
-/// Keeps each kind of draw apart from the others and from the shuffle and crops.
-const ITEM_STREAM: u64 = 0x6175_676d_2d69_7465;
+/// Keep each kind of draw apart from the others and from the shuffle and crops: an item's
+/// gain, mixup and masks come from three generators of its own.
+const GAIN_STREAM: u64 = 0x6175_676d_2d67_6169;
+const MIX_STREAM: u64 = 0x6175_676d_2d6d_6978;
+const MASK_STREAM: u64 = 0x6175_676d_2d6d_6173;
 const PAIR_STREAM: u64 = 0x6175_676d_2d70_6169;
 
 impl Augment {
@@ -185,16 +188,181 @@ fn rng(seed: u64, epoch: u64, id: u64, stream: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(mix64(seed ^ mix64(epoch ^ mix64(id ^ stream))))
 }
 
-/// A batch being augmented: its items' ids, its f32 values and each item's real frames.
+/// Augments one batch as it is filled, item by item while each is still in cache: the
+/// filler reads items in [`order`](Self::order) and calls
+/// [`item_filled`](Self::item_filled) after each. The order walks mixup's pairing one
+/// cycle at a time (item `i` is mixed with `partner[i]`, which is filled right after it),
+/// so an item is mixed with its partner's original as soon as that is read, and only a
+/// cycle's first item is copied aside (its original is needed at the cycle's end). The
+/// result is [`apply`]'s: gain, then mixup, then masks.
+pub(crate) struct Augmenter<'a> {
+    aug: &'a Augment,
+    layout: Layout,
+    norm: Option<&'a Affine>,
+    ids: &'a [u64],
+    key: (u64, u64),
+    /// Mixup's pairing and weights (the identity and 1 without mixup).
+    partner: Vec<usize>,
+    weight: Vec<f32>,
+    /// Positions in fill order: the pairing's cycles one after another.
+    order: Vec<usize>,
+    /// Whose partner each item is (the cycle's previous item).
+    previous: Vec<usize>,
+    /// The first item (in fill order) of each item's cycle.
+    cycle_first: Vec<usize>,
+    /// Each item's real frames before mixing.
+    filled_lengths: Vec<usize>,
+    /// The original of the current cycle's first item.
+    first_original: &'a mut Vec<f32>,
+}
+
+impl<'a> Augmenter<'a> {
+    /// The batch `ids` (item ids, in batch order) of the batch `key`, laid out as `layout`;
+    /// `norm` the normalisation the filler applies; `scratch` the worker's reused copy.
+    pub(crate) fn new(
+        aug: &'a Augment,
+        key: &BatchKey,
+        ids: &'a [u64],
+        layout: Layout,
+        norm: Option<&'a Affine>,
+        scratch: &'a mut Vec<f32>,
+    ) -> Self {
+        let n = ids.len();
+        let (partner, weight) = match aug.mixup {
+            Some(m) => pairing(m, key, ids),
+            None => ((0..n).collect(), vec![1.0; n]),
+        };
+        let mut previous = vec![0; n];
+        for (i, &p) in partner.iter().enumerate() {
+            previous[p] = i;
+        }
+        let mut order = Vec::with_capacity(n);
+        let mut cycle_first = vec![usize::MAX; n];
+        for first in 0..n {
+            let mut i = first;
+            while cycle_first[i] == usize::MAX {
+                cycle_first[i] = first;
+                order.push(i);
+                i = partner[i];
+            }
+        }
+        Augmenter {
+            aug,
+            layout,
+            norm,
+            ids,
+            key: (key.seed, key.epoch),
+            partner,
+            weight,
+            order,
+            previous,
+            cycle_first,
+            filled_lengths: vec![0; n],
+            first_original: scratch,
+        }
+    }
+
+    /// The order the filler reads items in (positions in the batch).
+    pub(crate) fn order(&self) -> &[usize] {
+        &self.order
+    }
+
+    fn item_rng(&self, j: usize, stream: u64) -> ChaCha8Rng {
+        rng(self.key.0, self.key.1, self.ids[j], stream)
+    }
+
+    /// Item `j` of the batch `values` has just been filled with `lengths[j]` real frames:
+    /// its gain is added; the item whose partner it is gets mixed (and masked); and where
+    /// `j` closes its cycle, `j` itself.
+    pub(crate) fn item_filled(&mut self, j: usize, values: &mut [f32], lengths: &mut [usize]) {
+        let per = self.layout.per_item();
+        self.filled_lengths[j] = lengths[j];
+        if self.aug.gain_db > 0.0 {
+            let g = self
+                .item_rng(j, GAIN_STREAM)
+                .random_range(-self.aug.gain_db..=self.aug.gain_db);
+            add_gain(
+                &mut values[j * per..(j + 1) * per],
+                self.layout,
+                lengths[j],
+                g,
+                self.norm,
+            );
+        }
+        let first = self.cycle_first[j];
+        if j == first {
+            let last = self.previous[j];
+            if last == j {
+                // Mixed with itself: nothing to wait for.
+                self.finish_item(j, values, lengths, false);
+            } else if self.weight[last] < 1.0 {
+                self.first_original.clear();
+                self.first_original
+                    .extend_from_slice(&values[j * per..(j + 1) * per]);
+            }
+        } else {
+            // The cycle's previous item has its partner's original now.
+            self.finish_item(self.previous[j], values, lengths, false);
+            if self.partner[j] == first {
+                // The cycle's last item: its partner, the first, is already mixed.
+                self.finish_item(j, values, lengths, true);
+            }
+        }
+    }
+
+    /// Mixes item `i` with its partner's original (in place, or the copy aside), then
+    /// masks it: the item is done.
+    fn finish_item(&mut self, i: usize, values: &mut [f32], lengths: &mut [usize], aside: bool) {
+        let per = self.layout.per_item();
+        let (p, w) = (self.partner[i], self.weight[i]);
+        if p != i && w < 1.0 {
+            let (item, other) = if aside {
+                (
+                    &mut values[i * per..(i + 1) * per],
+                    &self.first_original[..],
+                )
+            } else {
+                pair(values, per, i, p)
+            };
+            for (v, &o) in item.iter_mut().zip(other) {
+                *v = w * *v + (1.0 - w) * o;
+            }
+            lengths[i] = self.filled_lengths[i].max(self.filled_lengths[p]);
+        }
+        if self.aug.time_masks > 0 || self.aug.freq_masks > 0 {
+            let mut r = self.item_rng(i, MASK_STREAM);
+            mask(
+                self.aug,
+                &mut r,
+                self.layout,
+                lengths[i],
+                &mut values[i * per..(i + 1) * per],
+            );
+        }
+    }
+
+    /// What mixup did (`None` without mixup).
+    pub(crate) fn mixed(self) -> Option<Mixed> {
+        self.aug.mixup.map(|_| Mixed {
+            partner: self.partner,
+            weight: self.weight,
+        })
+    }
+}
+
+#[cfg(test)]
+/// A batch being augmented after it was filled: its items' ids, its f32 values and each
+/// item's real frames.
 pub(crate) struct Items<'a> {
     pub ids: &'a [u64],
     pub values: &'a mut [f32],
     pub lengths: &'a mut [usize],
 }
 
-/// Augments `batch`, its items laid out as `layout` (`lengths` updated where mixup joins
-/// a shorter item with a longer one); `norm` is the normalisation applied (the gain is
-/// scaled by it). `scratch` is the worker's reused copy for mixup.
+/// Augments a filled `batch`, its items laid out as `layout` (`lengths` updated where
+/// mixup joins a shorter item with a longer one); `norm` is the normalisation applied
+/// (the gain is scaled by it). The same values as filling through an [`Augmenter`].
+#[cfg(test)]
 pub(crate) fn apply(
     aug: &Augment,
     key: &BatchKey,
@@ -208,26 +376,12 @@ pub(crate) fn apply(
         values,
         lengths,
     } = batch;
-    let per = layout.per_item();
-    let mut rngs: Vec<ChaCha8Rng> = ids
-        .iter()
-        .map(|&id| rng(key.seed, key.epoch, id, ITEM_STREAM))
-        .collect();
-    if aug.gain_db > 0.0 {
-        for ((item, r), &len) in values.chunks_exact_mut(per).zip(&mut rngs).zip(&*lengths) {
-            let g = r.random_range(-aug.gain_db..=aug.gain_db);
-            add_gain(item, layout, len, g, norm);
-        }
+    let mut a = Augmenter::new(aug, key, ids, layout, norm, scratch);
+    for k in 0..a.order().len() {
+        let j = a.order()[k];
+        a.item_filled(j, values, lengths);
     }
-    let mixed = aug
-        .mixup
-        .map(|m| mix(m, key, &mut rngs, layout, values, lengths, scratch));
-    if aug.time_masks > 0 || aug.freq_masks > 0 {
-        for ((item, r), &len) in values.chunks_exact_mut(per).zip(&mut rngs).zip(&*lengths) {
-            mask(aug, r, layout, len, item);
-        }
-    }
-    mixed
+    a.mixed()
 }
 
 /// Adds `g` dB (scaled per bin by `norm`) to an item's first `len` frames.
@@ -242,19 +396,11 @@ fn add_gain(item: &mut [f32], layout: Layout, len: usize, g: f32, norm: Option<&
     }
 }
 
-/// Mixes each item with a partner of the batch (a permutation drawn from the batch's
-/// key), with a weight drawn from the item's own generator.
-fn mix(
-    m: Mixup,
-    key: &BatchKey,
-    rngs: &mut [ChaCha8Rng],
-    layout: Layout,
-    values: &mut [f32],
-    lengths: &mut [usize],
-    scratch: &mut Vec<f32>,
-) -> Mixed {
-    let n = rngs.len();
-    let mut pair = rng(
+/// Mixup's pairing of a batch (a permutation drawn from the batch's key) and each item's
+/// weight (from the item's own generator: 1 where it is not mixed).
+fn pairing(m: Mixup, key: &BatchKey, ids: &[u64]) -> (Vec<usize>, Vec<f32>) {
+    let n = ids.len();
+    let mut pairing = rng(
         key.seed,
         key.epoch,
         key.index ^ key.rank.rotate_left(32),
@@ -263,17 +409,16 @@ fn mix(
     let mut partner: Vec<usize> = (0..n).collect();
     // Fisher–Yates.
     for i in (1..n).rev() {
-        partner.swap(i, pair.random_range(0..=i));
+        partner.swap(i, pairing.random_range(0..=i));
     }
     let beta = Beta::new(m.alpha, m.alpha).expect("alpha checked above 0");
-    let weight: Vec<f32> = rngs
-        .iter_mut()
+    let weight = ids
+        .iter()
         .enumerate()
-        .map(|(i, r)| {
-            // Both draws are always made, so an item's later draws (its masks) do not
-            // depend on whether it was mixed.
+        .map(|(i, &id)| {
+            let mut r = rng(key.seed, key.epoch, id, MIX_STREAM);
             let u: f64 = r.random();
-            let w = beta.sample(r) as f32;
+            let w = beta.sample(&mut r) as f32;
             if u < m.prob && partner[i] != i {
                 w
             } else {
@@ -281,22 +426,18 @@ fn mix(
             }
         })
         .collect();
-    let per = layout.per_item();
-    scratch.clear();
-    scratch.extend_from_slice(values);
-    let old = lengths.to_vec();
-    for (i, item) in values.chunks_exact_mut(per).enumerate() {
-        let (w, p) = (weight[i], partner[i]);
-        if w == 1.0 {
-            continue;
-        }
-        let other = &scratch[p * per..(p + 1) * per];
-        for (v, &o) in item.iter_mut().zip(other) {
-            *v = w * *v + (1.0 - w) * o;
-        }
-        lengths[i] = old[i].max(old[p]);
+    (partner, weight)
+}
+
+/// Item `i` (mutable) and item `p` (`p != i`) of `values`, `per` values each.
+fn pair(values: &mut [f32], per: usize, i: usize, p: usize) -> (&mut [f32], &[f32]) {
+    if i < p {
+        let (a, b) = values.split_at_mut(p * per);
+        (&mut a[i * per..(i + 1) * per], &b[..per])
+    } else {
+        let (a, b) = values.split_at_mut(i * per);
+        (&mut b[..per], &a[p * per..(p + 1) * per])
     }
-    Mixed { partner, weight }
 }
 
 /// SpecAugment's masks on one item's first `len` frames: each width uniform in `0..=W`

@@ -15,7 +15,7 @@ use half::{bf16, f16};
 use mel_core::{Dtype, Error, Result};
 use ndarray::{ArrayD, ArrayViewD};
 
-use crate::augment::{Augment, BatchKey, Items as AugItems, Layout, Mixed};
+use crate::augment::{Augment, Augmenter, BatchKey, Layout, Mixed};
 use crate::convert::{Affine, OutSlice};
 use crate::order::{Items, ShardOrder, Shuffle, Unit, mix64};
 use crate::split::Split;
@@ -371,6 +371,13 @@ impl Loader {
         let h = mix64(self.opts.seed ^ mix64(epoch ^ mix64(id ^ CROP_STREAM)));
         // Lemire's multiply-shift: uniform enough for any room below 2^32.
         ((h as u128 * room as u128) >> 64) as usize
+    }
+
+    /// With duration buckets, the width in frames of a batch of `ids`: its longest clip.
+    fn bucket_width(&self, ids: &[u64]) -> Option<usize> {
+        let w = self.whole.as_ref()?;
+        w.max_frames?;
+        Some(ids.iter().map(|&i| w.frames[i as usize]).max().unwrap_or(0))
     }
 
     /// The split read.
@@ -1110,49 +1117,55 @@ fn worker(shared: &Shared) {
             o.0.take(index, loader.opts.batch_size, &mut ids);
             index
         };
-        let filled = match &loader.whole {
-            Some(w) => fill_whole(loader, w, &mut reader, shared.epoch, &ids, &mut buffer),
-            None => fill(loader, &mut reader, shared.epoch, &ids, &mut buffer),
+        // The batch's shape, known before it is read (buckets: its longest clip).
+        let mut shape = vec![ids.len()];
+        shape.extend(&loader.item_shape);
+        if let Some(w) = loader.bucket_width(&ids) {
+            *shape.last_mut().expect("a frame axis") = w;
+        }
+        let key = BatchKey {
+            seed: loader.opts.seed,
+            epoch: shared.epoch,
+            rank: loader.opts.rank as u64,
+            index: index as u64,
         };
+        // Augmentation is applied item by item as the batch is filled (f32 output only).
+        let mut aug =
+            (!loader.opts.augment.is_off() && matches!(buffer, Buffer::F32(_))).then(|| {
+                Augmenter::new(
+                    &loader.opts.augment,
+                    &key,
+                    &ids,
+                    layout_of(&shape),
+                    loader.norm.as_deref(),
+                    &mut scratch,
+                )
+            });
+        let filled = match &loader.whole {
+            Some(w) => fill_whole(
+                loader,
+                w,
+                &mut reader,
+                (shared.epoch, &ids),
+                &mut buffer,
+                aug.as_mut(),
+            ),
+            None => fill(
+                loader,
+                &mut reader,
+                (shared.epoch, &ids),
+                &mut buffer,
+                aug.as_mut(),
+            ),
+        };
+        let mixed = aug.and_then(Augmenter::mixed);
         let result = filled.map(|f| {
             let Filled {
                 labels,
                 ids: item_ids,
                 offsets,
-                mut lengths,
-                width,
+                lengths,
             } = f;
-            let mut shape = vec![ids.len()];
-            shape.extend(&loader.item_shape);
-            if let Some(w) = width {
-                *shape.last_mut().expect("a frame axis") = w;
-            }
-            let mixed = match &mut buffer {
-                Buffer::F32(values) if !loader.opts.augment.is_off() => {
-                    let key = BatchKey {
-                        seed: loader.opts.seed,
-                        epoch: shared.epoch,
-                        rank: loader.opts.rank as u64,
-                        index: index as u64,
-                    };
-                    let batch = AugItems {
-                        ids: &ids,
-                        values,
-                        lengths: &mut lengths,
-                    };
-                    let layout = layout_of(&shape);
-                    let norm = loader.norm.as_deref();
-                    crate::augment::apply(
-                        &loader.opts.augment,
-                        &key,
-                        layout,
-                        norm,
-                        batch,
-                        &mut scratch,
-                    )
-                }
-                _ => None,
-            };
             Batch {
                 epoch: shared.epoch,
                 index,
@@ -1191,29 +1204,37 @@ fn layout_of(shape: &[usize]) -> Layout {
     }
 }
 
+/// The order a batch's items are read in: the augmenter's (mixup's cycles), or as they come.
+fn fill_order(n: usize, aug: Option<&Augmenter<'_>>) -> Vec<usize> {
+    match aug {
+        Some(a) => a.order().to_vec(),
+        None => (0..n).collect(),
+    }
+}
+
 /// Reads the items `ids` of `epoch` into `buffer` (trimmed to their number of values),
-/// each cropped to its window where the loader crops.
+/// each cropped to its window where the loader crops, and augmented by `aug` as it is
+/// read.
 fn fill(
     loader: &Loader,
     reader: &mut crate::Reader<'_>,
-    epoch: u64,
-    ids: &[u64],
+    (epoch, ids): (u64, &[u64]),
     buffer: &mut Buffer,
+    mut aug: Option<&mut Augmenter<'_>>,
 ) -> Result<Filled> {
     let n = loader.item_values;
     let split = reader.split();
     let labels_all = split.labels();
     let norm = loader.norm.as_deref();
-    let mut labels = Vec::with_capacity(ids.len());
-    let mut item_ids = Vec::with_capacity(ids.len());
-    let mut offsets = Vec::with_capacity(ids.len());
+    let frames = *loader.item_shape.last().expect("a frame axis");
+    let mut f = Filled::new(ids.len(), frames);
     let total = ids.len() * n;
     match buffer {
         Buffer::F32(v) => v.resize(total, 0.0),
         Buffer::Half(v) => v.resize(total, 0),
     }
-    for (j, &id) in ids.iter().enumerate() {
-        let item = loader.item_id(id);
+    for j in fill_order(ids.len(), aug.as_deref()) {
+        let item = loader.item_id(ids[j]);
         let segment = (loader.opts.unit == Unit::Segment).then_some(item.segment);
         let out = match buffer {
             Buffer::F32(v) => OutSlice::F32(&mut v[j * n..(j + 1) * n]),
@@ -1225,28 +1246,45 @@ fn fill(
             Some(crop) => reader.read_window_into(item.clip, segment, (at, crop), out, norm)?,
             None => reader.read_into(item.clip, segment, out, norm)?,
         }
-        labels.push(labels_all[item.clip]);
-        item_ids.push(item);
-        offsets.push(at);
+        f.set(j, labels_all[item.clip], item, at);
+        if let (Some(a), Buffer::F32(v)) = (aug.as_deref_mut(), &mut *buffer) {
+            a.item_filled(j, v, &mut f.lengths);
+        }
     }
-    let frames = *loader.item_shape.last().expect("a frame axis");
-    Ok(Filled {
-        lengths: vec![frames; labels.len()],
-        labels,
-        ids: item_ids,
-        offsets,
-        width: None,
-    })
+    Ok(f)
 }
 
-/// What filling a batch gave: each item's label, id, first frame and real frames, and
-/// the batch's width in frames where it is not the item shape's (buckets).
+/// What filling a batch gave: each item's label, id, first frame and real frames.
 struct Filled {
     labels: Vec<i64>,
     ids: Vec<ItemId>,
     offsets: Vec<usize>,
     lengths: Vec<usize>,
-    width: Option<usize>,
+}
+
+impl Filled {
+    /// Room for `n` items of `frames` real frames each (until told otherwise).
+    fn new(n: usize, frames: usize) -> Filled {
+        Filled {
+            labels: vec![0; n],
+            ids: vec![
+                ItemId {
+                    clip: 0,
+                    segment: 0
+                };
+                n
+            ],
+            offsets: vec![0; n],
+            lengths: vec![frames; n],
+        }
+    }
+
+    /// Item `j` is `item`, of class `label`, from frame `at`.
+    fn set(&mut self, j: usize, label: i64, item: ItemId, at: usize) {
+        self.labels[j] = label;
+        self.ids[j] = item;
+        self.offsets[j] = at;
+    }
 }
 
 /// [`fill`] for whole clips: each item a crop (padded when the clip is shorter), or for
@@ -1255,45 +1293,36 @@ fn fill_whole(
     loader: &Loader,
     whole: &WholeItems,
     reader: &mut crate::Reader<'_>,
-    epoch: u64,
-    ids: &[u64],
+    (epoch, ids): (u64, &[u64]),
     buffer: &mut Buffer,
+    mut aug: Option<&mut Augmenter<'_>>,
 ) -> Result<Filled> {
     let split = reader.split();
     let index = split.whole_index()?;
     let n_mels = split.n_mels();
-    let width = match whole.max_frames {
-        Some(_) => ids
-            .iter()
-            .map(|&i| whole.frames[i as usize])
-            .max()
-            .unwrap_or(0),
-        None => loader.opts.crop_frames.unwrap_or(0),
-    };
+    let width = loader
+        .bucket_width(ids)
+        .unwrap_or(loader.opts.crop_frames.unwrap_or(0));
     let per = n_mels * width;
     let norm = match (&loader.opts.normalize, whole.max_frames) {
         (Some(s), Some(_)) => Some(Affine::from_stats(s, width)),
         _ => loader.norm.as_deref().cloned(),
     };
     let labels_all = split.labels();
-    let mut f = Filled {
-        labels: Vec::with_capacity(ids.len()),
-        ids: Vec::with_capacity(ids.len()),
-        offsets: Vec::with_capacity(ids.len()),
-        lengths: Vec::with_capacity(ids.len()),
-        width: Some(width),
-    };
+    let mut f = Filled::new(ids.len(), 0);
     let total = ids.len() * per;
     let mut part = Vec::new();
     match buffer {
         Buffer::F32(v) => v.resize(total, 0.0),
         Buffer::Half(v) => v.resize(total, 0),
     }
-    for (j, &id) in ids.iter().enumerate() {
-        let item = loader.item_id(id);
+    for j in fill_order(ids.len(), aug.as_deref()) {
+        let item = loader.item_id(ids[j]);
         let frames = whole.frames[item.clip];
         let at = loader.crop_offset(epoch, item);
         let real = frames.min(width);
+        f.set(j, labels_all[index.first_rows()[item.clip]], item, at);
+        f.lengths[j] = real;
         match &mut *buffer {
             Buffer::F32(v) => {
                 // Straight into the batch (rows of `width`), normalised in place, the
@@ -1309,6 +1338,9 @@ fn fill_whole(
                 if norm.is_some() && dst.iter().any(|v| !v.is_finite()) {
                     return Err(not_finite_normalised(item.clip, split));
                 }
+                if let Some(a) = aug.as_deref_mut() {
+                    a.item_filled(j, v, &mut f.lengths);
+                }
             }
             Buffer::Half(_) => {
                 // As stored (no normalisation with f16/bf16 output).
@@ -1317,10 +1349,6 @@ fn fill_whole(
                 write_padded(buffer, j * per, &part, (real, width), split.dtype());
             }
         }
-        f.labels.push(labels_all[index.first_rows()[item.clip]]);
-        f.ids.push(item);
-        f.offsets.push(at);
-        f.lengths.push(real);
     }
     Ok(f)
 }
