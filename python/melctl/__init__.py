@@ -19,8 +19,11 @@ writes, with the same Rust code.
   for that clip: serve a model the features it was trained on.
 - :class:`FileEvaluator` and :func:`evaluate_files` turn per-segment probabilities into
   file-level decisions (mean probability, majority vote, thresholds).
-- :mod:`melctl.torch` (only with torch installed) hands batches to torch, pinned or on a
-  device.
+- :class:`Augment` adds SpecAugment masks, a gain and mixup to a Loader's batches, in
+  its Rust threads, replayed exactly after a resume.
+- :mod:`melctl.torch` (only with torch installed): a map-style ``Dataset`` of ``(x, y)``
+  tensors, an ``IterableDataset`` sharded by rank and worker, and ``TorchLoader``
+  (batches as tensors, pinned or on a device).
 
 numpy is the only dependency. Everything runs in the same Rust code as ``melctl`` and
 ``melread``: there is no second implementation.

@@ -251,9 +251,11 @@ class Augment:
     the same for any number of threads and bit-identical after ``load_state_dict``.
     Order: gain, mixup, masks. Only the real frames of whole clips are touched.
 
-        aug = melctl.Augment(time_masks=2, time_mask_frames=20, freq_masks=2,
-                             freq_mask_bins=8, mixup_alpha=0.4)
-        loader = melctl.Loader(path, batch_size=64, augment=aug, max_frames=4000)
+    ```python
+    aug = melctl.Augment(time_masks=2, time_mask_frames=20, freq_masks=2,
+                         freq_mask_bins=8, mixup_alpha=0.4)
+    loader = melctl.Loader(path, batch_size=64, augment=aug, max_frames=4000)
+    ```
     """
 
     def __new__(
