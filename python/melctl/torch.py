@@ -135,8 +135,7 @@ class Dataset(torch.utils.data.Dataset):
                 else self.split.stats()
             )
         if normalize is not None and normalize is not False:
-            mean_t = torch.as_tensor(normalize[0], dtype=torch.float64)
-            std_t = torch.as_tensor(normalize[1], dtype=torch.float64)
+            mean_t, std_t = _statistics(normalize, self.split.clip_shape[-2])
             self._shift = mean_t.to(torch.float32)[:, None]
             self._scale = (1.0 / std_t).to(torch.float32)[:, None]
 
@@ -153,11 +152,36 @@ class Dataset(torch.utils.data.Dataset):
         return f"melctl.torch.Dataset({self.split!r})"
 
 
+def _statistics(normalize: Any, n_mels: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``normalize`` as float64 ``(mean, std)`` of ``n_mels`` values each, checked as the
+    Loader checks it: a one-line ``melctl.ConfigError`` naming ``normalize``."""
+    from . import ConfigError
+
+    try:
+        mean, std = normalize
+        mean_t = torch.as_tensor(mean, dtype=torch.float64)
+        std_t = torch.as_tensor(std, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise ConfigError(f"normalize: True or (mean, std) per mel bin, not {normalize!r:.80}: {e}") from None
+    for name, t in (("mean", mean_t), ("std", std_t)):
+        if t.shape != (n_mels,):
+            raise ConfigError(f"normalize: {name} has shape {tuple(t.shape)}; the split has {n_mels} mel bins")
+        if not bool(torch.isfinite(t).all()):
+            raise ConfigError(f"normalize: {name} holds a value that is not finite")
+    if not bool((std_t > 0).all()):
+        raise ConfigError("normalize: every std must be above 0")
+    if not bool(torch.isfinite((1.0 / std_t).to(torch.float32)).all()):
+        raise ConfigError("normalize: a std so small that 1 / std is not finite in float32")
+    return mean_t, std_t
+
+
 def collate_padded(
     items: Any,
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``DataLoader``'s ``collate_fn`` for clips of different lengths: ``(x, y, lengths)``
     with ``x`` ``[batch, ..., longest]`` zero-padded after each clip's frames."""
+    if len(items) == 0:
+        raise ValueError("collate_padded: an empty batch")
     xs, ys = zip(*items)
     lengths = torch.tensor([x.shape[-1] for x in xs], dtype=torch.int64)
     longest = int(lengths.max())
@@ -176,9 +200,12 @@ class IterableDataset(torch.utils.data.IterableDataset):
     ``IterableDataset(path, batch_size, **loader_options)`` takes :class:`melctl.Loader`'s
     arguments but ``shard`` (and ``threads``, default 1 per worker process). Batches are
     already made: give ``DataLoader`` ``batch_size=None``. Call :meth:`set_epoch` before
-    each epoch (as with ``DistributedSampler``) for a new order; workers are made anew each
-    epoch (``persistent_workers=False``, the default) and receive it. Works under fork,
-    spawn and forkserver (it pickles as its arguments).
+    each epoch, as with ``DistributedSampler``: workers made anew each epoch
+    (``persistent_workers=False``, the default) read that epoch. Where the same object is
+    iterated again (``num_workers=0``, or persistent workers, which never see a later
+    ``set_epoch``), each pass moves on to the next epoch by itself (another order, crops
+    and augmentation). Works under fork, spawn and forkserver (it pickles as its
+    arguments).
 
         ds = melctl.torch.IterableDataset("out/training.h5", 256, seed=1)
         dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=4)
@@ -195,12 +222,16 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self.batch_size = batch_size
         self.options = options
         self.epoch = int(options.pop("epoch", 0))
+        self._passes = 0
         # Checked here, in the main process: a bad option is an error now, not in a worker.
         self._probe = Loader(path, batch_size, epoch=self.epoch, **options)
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch the next pass reads (its own order, crops and augmentation)."""
+        if epoch < 0:
+            raise ValueError(f"epoch = {epoch}: must be 0 or more")
         self.epoch = epoch
+        self._passes = 0
 
     def shard(self) -> Tuple[int, int]:
         """``(index, count)`` of the shard this process reads: rank and worker."""
@@ -212,11 +243,14 @@ class IterableDataset(torch.utils.data.IterableDataset):
         return rank * workers + worker, world * workers
 
     def loader(self) -> Loader:
-        """The Loader of this process's shard, at the dataset's epoch."""
-        return Loader(self.path, self.batch_size, epoch=self.epoch, shard=self.shard(), **self.options)
+        """The Loader of this process's shard, at the epoch the next pass reads."""
+        epoch = self.epoch + self._passes
+        return Loader(self.path, self.batch_size, epoch=epoch, shard=self.shard(), **self.options)
 
     def __iter__(self) -> Iterator[Tuple[torch.Tensor, ...]]:
-        for batch in self.loader():
+        loader = self.loader()
+        self._passes += 1
+        for batch in loader:
             yield to_torch(batch)
 
     def __getstate__(self) -> dict:

@@ -76,10 +76,12 @@ impl PyAugment {
                 prob: mixup_prob,
             }),
         };
-        if mixup_alpha.is_none() && !(0.0..=1.0).contains(&mixup_prob) {
+        if mixup_alpha.is_none() && mixup_prob != 1.0 {
             return Err(to_py(melkit::core::Error::config(
                 "augment.mixup_prob",
-                format!("{mixup_prob}: the share of items mixed is 0 to 1"),
+                format!(
+                    "{mixup_prob}: the share of items mixed needs mixup_alpha (no mixup without it)"
+                ),
             )));
         }
         // The widths are checked against the split by the Loader.

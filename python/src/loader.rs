@@ -133,18 +133,23 @@ impl PyLoader {
             .unwrap_or_default();
         kwargs.set_item("augment", augment)?;
         let args = PyTuple::new(py, [path.clone(), batch_size.into_pyobject(py)?.into_any()])?;
-        let batch_size = options::count("batch_size", batch_size)?;
+        let batch_size = options::count("batch_size", batch_size, 1)?;
         let shard = match shard {
-            Some((r, w)) => Some((options::count("shard", r)?, options::count("shard", w)?)),
+            Some((r, w)) => Some((
+                options::count("shard", r, 0)?,
+                options::count("shard", w, 1)?,
+            )),
             None => None,
         };
-        let threads = threads.map(|t| options::count("threads", t)).transpose()?;
-        let prefetch = options::count("prefetch", prefetch)?;
+        let threads = threads
+            .map(|t| options::count("threads", t, 1))
+            .transpose()?;
+        let prefetch = options::count("prefetch", prefetch, 1)?;
         let crop_frames = crop_frames
-            .map(|c| options::count("crop_frames", c))
+            .map(|c| options::count("crop_frames", c, 1))
             .transpose()?;
         let max_frames = max_frames
-            .map(|m| options::count("max_frames", m))
+            .map(|m| options::count("max_frames", m, 1))
             .transpose()?;
         let py_split = split_arg(py, path, split)?;
         let split = py_split.get().split(py)?;

@@ -153,3 +153,31 @@ def test_whole_clips_are_augmented_on_their_real_frames_only(spread, shape):
     resumed = make(1)
     resumed.load_state_dict(state)
     assert same(batches(resumed), a[1:])
+
+
+def test_what_the_attack_round_found_is_refused_or_honoured(h5, spread):
+    """Issue 38's attack round: each finding now a one-line error or honoured."""
+    # A batch_size far above the items is one batch of them (it aborted the process on
+    # buckets), and memory_bound is a number, never an overflow panic.
+    loader = melctl.Loader(spread, 2**62, max_frames=600)
+    assert sum(len(b[1]) for b in loader) == len(melctl.open(spread))
+    assert 0 < loader.memory_bound < 2**40
+    with pytest.raises(melctl.ConfigError, match="prefetch"):
+        melctl.Loader(h5, 4, prefetch=2**62)
+    with pytest.raises(ValueError, match="threads = 0"):
+        melctl.Loader(h5, 4, threads=0)
+    # Mixup never pairs an item with itself: with α huge every item of every batch moves.
+    plain = batches(melctl.Loader(h5, 2, seed=11))
+    mixed = batches(melctl.Loader(h5, 2, seed=11, augment=melctl.Augment(mixup_alpha=1e6)))
+    for (x, _), (m, _) in zip(plain, mixed):
+        if len(x) == 2:
+            assert not np.array_equal(m[0], x[0]) and not np.array_equal(m[1], x[1])
+    # A gain that normalisation would blow past float32 is refused up front.
+    n = melctl.open(h5).clip_shape[-2]
+    with pytest.raises(melctl.ConfigError, match="augment.gain_db"):
+        melctl.Loader(h5, 8, normalize=(np.zeros(n), np.full(n, 2e-37)),
+                      augment=melctl.Augment(gain_db=96))
+    # mixup_prob means nothing without mixup_alpha; widths without masks ask for nothing.
+    with pytest.raises(melctl.ConfigError, match="mixup_alpha"):
+        melctl.Augment(mixup_prob=0.5)
+    melctl.Loader(h5, 8, augment=melctl.Augment(time_mask_frames=99, freq_mask_bins=99))

@@ -120,3 +120,33 @@ def test_whole_clips_collate_padded(tmp_path):
     for i in range(6):
         assert torch.equal(x[i, :, : lengths[i]], ds[i][0])
         assert torch.all(x[i, :, lengths[i]:] == 0)
+
+
+def test_attack_round_findings_on_the_torch_helpers(h5):
+    from melctl.torch import Dataset, IterableDataset, collate_padded
+
+    n = melctl.open(h5).clip_shape[-2]
+    for normalize, why in [
+        ((np.full(n, np.nan), np.ones(n)), "not finite"),
+        ((np.zeros(n), -np.ones(n)), "above 0"),
+        ((np.zeros(n), np.zeros(n)), "above 0"),
+        ((np.zeros(5), np.ones(5)), "mel bins"),
+        ("yes", "normalize"),
+        ((1.0, 2.0), "shape"),
+    ]:
+        with pytest.raises(melctl.ConfigError, match=why):
+            Dataset(h5, normalize=normalize)
+    with pytest.raises(ValueError, match="empty"):
+        collate_padded([])
+    # Iterated again (num_workers=0, persistent workers), each pass is the next epoch.
+    ds = IterableDataset(h5, 50, seed=3, with_index=True)
+    first = [c.tolist() for _, _, c in ds]
+    second = [c.tolist() for _, _, c in ds]
+    assert first != second and sorted(sum(first, [])) == sorted(sum(second, []))
+    ds.set_epoch(0)
+    assert [c.tolist() for _, _, c in ds] == first
+    dl = torch.utils.data.DataLoader(IterableDataset(h5, 50, seed=3, with_index=True),
+                                     batch_size=None, num_workers=1, persistent_workers=True)
+    a = [c.tolist() for _, _, c in dl]
+    b = [c.tolist() for _, _, c in dl]
+    assert a == first and b == second

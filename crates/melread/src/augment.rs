@@ -40,7 +40,8 @@ pub struct Augment {
 }
 
 /// Mixup (Zhang et al., 2018): an item becomes `w·x_i + (1 − w)·x_j` with another item `j`
-/// of its batch, its label the same mixture ([`Mixed`]).
+/// of its batch (the pairing one random cycle through the batch: never itself, for a batch
+/// of two or more), its label the same mixture ([`Mixed`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Mixup {
     /// The Beta(α, α) distribution's α that weights are drawn from (0.2 to 1 are usual).
@@ -116,7 +117,7 @@ impl Augment {
                 ));
             }
         }
-        if self.time_mask_frames > frames {
+        if self.time_masks > 0 && self.time_mask_frames > frames {
             return Err(Error::config(
                 field("time_mask_frames"),
                 format!(
@@ -125,7 +126,7 @@ impl Augment {
                 ),
             ));
         }
-        if self.freq_mask_bins > n_mels {
+        if self.freq_masks > 0 && self.freq_mask_bins > n_mels {
             return Err(Error::config(
                 field("freq_mask_bins"),
                 format!(
@@ -406,10 +407,11 @@ fn pairing(m: Mixup, key: &BatchKey, ids: &[u64]) -> (Vec<usize>, Vec<f32>) {
         key.index ^ key.rank.rotate_left(32),
         PAIR_STREAM,
     );
+    // Sattolo's algorithm: a uniformly random permutation of one cycle, so every item
+    // (of a batch of two or more) is mixed with another, never with itself.
     let mut partner: Vec<usize> = (0..n).collect();
-    // Fisher–Yates.
     for i in (1..n).rev() {
-        partner.swap(i, pairing.random_range(0..=i));
+        partner.swap(i, pairing.random_range(0..i));
     }
     let beta = Beta::new(m.alpha, m.alpha).expect("alpha checked above 0");
     let weight = ids
@@ -610,12 +612,14 @@ mod tests {
                 assert_eq!(lengths[i], old[i].max(old[p]));
             }
         }
-        assert!(mixed > 20, "only {mixed} of 32 items mixed with prob 1");
         let labels: Vec<i64> = (0..32).map(|i| i % 3).collect();
         let soft = m.soft_labels(&labels, 3);
         for row in soft.chunks_exact(3) {
             assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-6);
         }
+        // Never an item with itself, however many items (Sattolo's single cycle).
+        assert!(m.partner.iter().enumerate().all(|(i, &p)| p != i));
+        assert_eq!(mixed, 32, "prob 1 mixes every item");
         // A permutation: every item is someone's partner once.
         let mut seen = m.partner.clone();
         seen.sort_unstable();
@@ -627,6 +631,7 @@ mod tests {
         let cases = [
             (
                 Augment {
+                    time_masks: 1,
                     time_mask_frames: 33,
                     ..Augment::default()
                 },
@@ -634,6 +639,7 @@ mod tests {
             ),
             (
                 Augment {
+                    freq_masks: 1,
                     freq_mask_bins: 9,
                     ..Augment::default()
                 },
@@ -672,5 +678,12 @@ mod tests {
             assert!(e.contains(field) && !e.contains('\n'), "{e}");
         }
         assert!(Augment::default().check(8, 32).is_ok());
+        // A width without masks asks for nothing.
+        let unused = Augment {
+            time_mask_frames: 99,
+            freq_mask_bins: 99,
+            ..Augment::default()
+        };
+        assert!(unused.check(8, 32).is_ok());
     }
 }

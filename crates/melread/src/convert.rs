@@ -51,6 +51,11 @@ impl Affine {
         }
     }
 
+    /// The largest scale of any mel bin (`1 / std` of the smallest std).
+    pub fn max_scale(&self) -> f32 {
+        self.scale.iter().copied().fold(0.0, f32::max)
+    }
+
     /// Mel bin `bin`'s scale (`1 / std`).
     pub fn scale(&self, bin: usize) -> f32 {
         self.scale[bin]

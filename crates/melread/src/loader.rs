@@ -121,6 +121,9 @@ struct WholeItems {
     max_frames: Option<usize>,
 }
 
+/// The most batches a loader reads ahead.
+pub const MAX_PREFETCH: usize = 1024;
+
 /// The largest batch buffer the loader allocates: 4 GiB.
 pub const MAX_BATCH_BYTES: u64 = 4 << 30;
 
@@ -172,6 +175,15 @@ impl Loader {
             ));
         }
         positive("prefetch", opts.prefetch)?;
+        if opts.prefetch > MAX_PREFETCH {
+            return Err(Error::config(
+                "prefetch",
+                format!(
+                    "{} batches read ahead; at most {MAX_PREFETCH} (memory is prefetch + 1 batches)",
+                    opts.prefetch
+                ),
+            ));
+        }
         positive("world", opts.world)?;
         if let Shuffle::Buffered { buffer } = opts.shuffle {
             positive("shuffle.buffer", buffer)?;
@@ -213,6 +225,19 @@ impl Loader {
             return Err(Error::config(
                 "augment",
                 "applies to f32 output; with stored f16/bf16 output augment on the device",
+            ));
+        }
+        if let Some(n) = &norm
+            && opts.augment.gain_db > 0.0
+            && !(opts.augment.gain_db * n.max_scale() < f32::MAX / 4.0)
+        {
+            return Err(Error::config(
+                "augment.gain_db",
+                format!(
+                    "±{} dB divided by the smallest standard deviation of the statistics ({}) is not finite in float32",
+                    opts.augment.gain_db,
+                    1.0 / n.max_scale()
+                ),
             ));
         }
         if let Some(index) = split.whole() {
@@ -328,7 +353,7 @@ impl Loader {
         let items = if buckets.is_some() {
             1
         } else {
-            loader.opts.batch_size as u64
+            loader.batch_items() as u64
         };
         let bytes = items.checked_mul(loader.item_bytes() as u64);
         if let Some(m) = buckets
@@ -347,7 +372,7 @@ impl Loader {
                 "batch_size",
                 format!(
                     "{} items of {} bytes exceed the {MAX_BATCH_BYTES}-byte limit on one batch",
-                    loader.opts.batch_size,
+                    loader.batch_items(),
                     loader.item_bytes()
                 ),
             ));
@@ -402,7 +427,7 @@ impl Loader {
                 max_frames: Some(_),
                 ..
             }) => self.item_values,
-            _ => self.opts.batch_size * self.item_values,
+            _ => self.batch_items() * self.item_values,
         }
     }
 
@@ -484,9 +509,19 @@ impl Loader {
         }
     }
 
+    /// The most items one batch holds: `batch_size`, or fewer where the epoch has fewer
+    /// (a `batch_size` far above the split's items allocates nothing for them).
+    fn batch_items(&self) -> usize {
+        let items = self.items.clips.saturating_mul(self.items.per_clip);
+        self.opts
+            .batch_size
+            .min(usize::try_from(items).unwrap_or(usize::MAX))
+    }
+
     /// Bytes of one full batch: values plus labels and item ids.
     pub fn batch_bytes(&self) -> usize {
-        self.opts.batch_size * (self.item_bytes() + 8 + 8)
+        let values = self.buffer_values().saturating_mul(self.elem_bytes());
+        values.saturating_add(self.batch_items().saturating_mul(8 + 8))
     }
 
     /// The most memory the loader's batch buffers take: `prefetch + 1` full batches
@@ -499,8 +534,14 @@ impl Loader {
             } => clips_per_chunk * self.split.values_per_clip() * self.split.dtype().size(),
             _ => 0,
         };
-        (self.opts.prefetch + 1) * self.batch_bytes()
-            + self.opts.workers * self.split.chunk_cache() * chunk
+        (self.opts.prefetch + 1)
+            .saturating_mul(self.batch_bytes())
+            .saturating_add(
+                self.opts
+                    .workers
+                    .saturating_mul(self.split.chunk_cache())
+                    .saturating_mul(chunk),
+            )
     }
 
     fn order(&self, epoch: u64) -> ShardOrder {
@@ -521,7 +562,7 @@ impl Loader {
         let mut order = self.epoch_order(epoch, from);
         let batches = self.batches_in(epoch);
         (from.min(batches)..batches).map(move |b| {
-            let mut ids = Vec::with_capacity(self.opts.batch_size);
+            let mut ids = Vec::with_capacity(self.batch_items());
             order.take(b, self.opts.batch_size, &mut ids);
             ids.into_iter().map(|id| self.item_id(id)).collect()
         })
@@ -1078,7 +1119,7 @@ fn worker(shared: &Shared) {
     let loader = &shared.loader;
     let split = &*loader.split;
     let mut reader = split.reader();
-    let mut ids = Vec::with_capacity(loader.opts.batch_size);
+    let mut ids = Vec::with_capacity(loader.batch_items());
     let values = loader.buffer_values();
     let half = loader.opts.output == Output::Stored && split.dtype() != Dtype::F32;
     let make = || {

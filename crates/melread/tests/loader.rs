@@ -357,13 +357,26 @@ fn bad_options_are_refused() {
         },
         "shuffle.buffer",
     );
-    bad(
+    // A batch size far above the epoch's items allocates for the items there are (one
+    // clip here): once it was refused, and on buckets it aborted the process.
+    let huge = Loader::new(
+        s.clone(),
         LoaderOptions {
             unit: Unit::Clip,
-            batch_size: 1 << 20,
+            batch_size: usize::MAX,
+            prefetch: 3,
             ..LoaderOptions::default()
         },
-        "batch_size",
+    )
+    .unwrap();
+    assert_eq!(huge.memory_bound(), 4 * (79 * 3 * 32 * 5 * 4 + 16));
+    assert_eq!(huge.epoch(0).next().unwrap().unwrap().len(), 1);
+    bad(
+        LoaderOptions {
+            prefetch: usize::MAX,
+            ..LoaderOptions::default()
+        },
+        "prefetch",
     );
     let mut wrong = s.stats(1).unwrap();
     wrong.mean.pop();
