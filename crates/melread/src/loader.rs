@@ -124,6 +124,34 @@ struct WholeItems {
 /// The most batches a loader reads ahead.
 pub const MAX_PREFETCH: usize = 1024;
 
+/// Refuses augmentation the output cannot take: stored f16/bf16 batches, or a gain that
+/// normalisation by `norm` would carry past float32.
+fn check_augment(split: &Split, opts: &LoaderOptions, norm: Option<&Affine>) -> Result<()> {
+    if opts.augment.is_off() {
+        return Ok(());
+    }
+    if opts.output == Output::Stored && split.dtype() != Dtype::F32 {
+        return Err(Error::config(
+            "augment",
+            "applies to f32 output; with stored f16/bf16 output augment on the device",
+        ));
+    }
+    let gain = opts.augment.gain_db;
+    if let Some(n) = norm
+        && gain > 0.0
+        && (gain * n.max_scale()).partial_cmp(&(f32::MAX / 4.0)) != Some(std::cmp::Ordering::Less)
+    {
+        return Err(Error::config(
+            "augment.gain_db",
+            format!(
+                "±{gain} dB divided by the smallest standard deviation of the statistics ({}) is not finite in float32",
+                1.0 / n.max_scale()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The largest batch buffer the loader allocates: 4 GiB.
 pub const MAX_BATCH_BYTES: u64 = 4 << 30;
 
@@ -221,25 +249,7 @@ impl Loader {
                 opts.crop_frames.unwrap_or(split.frames()),
             ))),
         };
-        if !opts.augment.is_off() && opts.output == Output::Stored && split.dtype() != Dtype::F32 {
-            return Err(Error::config(
-                "augment",
-                "applies to f32 output; with stored f16/bf16 output augment on the device",
-            ));
-        }
-        if let Some(n) = &norm
-            && opts.augment.gain_db > 0.0
-            && !(opts.augment.gain_db * n.max_scale() < f32::MAX / 4.0)
-        {
-            return Err(Error::config(
-                "augment.gain_db",
-                format!(
-                    "±{} dB divided by the smallest standard deviation of the statistics ({}) is not finite in float32",
-                    opts.augment.gain_db,
-                    1.0 / n.max_scale()
-                ),
-            ));
-        }
+        check_augment(&split, &opts, norm.as_deref())?;
         if let Some(index) = split.whole() {
             return Loader::over_whole(split.clone(), opts, norm, index.all_frames());
         }
