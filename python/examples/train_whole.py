@@ -111,7 +111,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None, help="loader and torch threads (default: all cores)")
     ap.add_argument("--augment", action="store_true",
-                    help="SpecAugment masks (2 of up to 20 frames, 2 of up to 8 bins), a gain of up to ±3 dB "
+                    help="SpecAugment masks (2 of up to 20 frames and a fifth of the clip, 2 of up to 8 bins), "
+                         "a gain of up to ±3 dB "
                          "and mixup (α = 0.4), in the Loader")
     args = ap.parse_args()
     try:
@@ -124,9 +125,9 @@ def augmentation(args, training):
     """The Loader's augmentation for ``--augment`` (masks no wider than the items), or None."""
     if not args.augment:
         return None
-    widest = args.crop or int(training.frames.min())
-    return melctl.Augment(time_masks=2, time_mask_frames=min(20, widest), freq_masks=2,
-                          freq_mask_bins=8, gain_db=3.0, mixup_alpha=0.4)
+    widest = args.crop or int(training.frames.max())
+    return melctl.Augment(time_masks=2, time_mask_frames=min(20, widest), time_mask_share=0.2,
+                          freq_masks=2, freq_mask_bins=8, gain_db=3.0, mixup_alpha=0.4)
 
 
 def train(args):

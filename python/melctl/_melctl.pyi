@@ -234,10 +234,11 @@ class Augment:
     """Augmentation the Loader applies in its Rust threads, off unless asked for.
 
     ``Augment(time_masks=0, time_mask_frames=0, freq_masks=0, freq_mask_bins=0,
-    gain_db=0.0, mixup_alpha=None, mixup_prob=1.0)``
+    gain_db=0.0, mixup_alpha=None, mixup_prob=1.0, time_mask_share=1.0)``
 
     - **Time and frequency masks** (SpecAugment): ``time_masks`` masks per item, each
-      ``0..=time_mask_frames`` frames wide (at most the item's real frames), and
+      ``0..=time_mask_frames`` frames wide (at most ``time_mask_share`` of the item's real
+      frames: SpecAugment's ``p``, for sets of short and long clips), and
       ``freq_masks`` masks of ``0..=freq_mask_bins`` mel bins; masked values become 0
       (the mean, when the Loader normalises).
     - **Gain**: a level uniform in ``[-gain_db, +gain_db]`` dB added to each item's
@@ -267,6 +268,7 @@ class Augment:
         gain_db: float = 0.0,
         mixup_alpha: float | None = None,
         mixup_prob: float = 1.0,
+        time_mask_share: float = 1.0,
     ) -> Self: ...
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]: ...
     def __eq__(self, value: object, /) -> bool: ...
@@ -274,6 +276,8 @@ class Augment:
     def time_masks(self) -> int: ...
     @property
     def time_mask_frames(self) -> int: ...
+    @property
+    def time_mask_share(self) -> float: ...
     @property
     def freq_masks(self) -> int: ...
     @property

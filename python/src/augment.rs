@@ -10,10 +10,11 @@ use crate::errors::to_py;
 /// Augmentation the Loader applies in its Rust threads, off unless asked for.
 ///
 /// ``Augment(time_masks=0, time_mask_frames=0, freq_masks=0, freq_mask_bins=0,
-/// gain_db=0.0, mixup_alpha=None, mixup_prob=1.0)``
+/// gain_db=0.0, mixup_alpha=None, mixup_prob=1.0, time_mask_share=1.0)``
 ///
 /// - **Time and frequency masks** (SpecAugment): ``time_masks`` masks per item, each
-///   ``0..=time_mask_frames`` frames wide (at most the item's real frames), and
+///   ``0..=time_mask_frames`` frames wide (at most ``time_mask_share`` of the item's real
+///   frames: SpecAugment's ``p``, for sets of short and long clips), and
 ///   ``freq_masks`` masks of ``0..=freq_mask_bins`` mel bins; masked values become 0
 ///   (the mean, when the Loader normalises).
 /// - **Gain**: a level uniform in ``[-gain_db, +gain_db]`` dB added to each item's
@@ -54,7 +55,7 @@ impl PyAugment {
     #[new]
     #[pyo3(signature = (
         time_masks=0, time_mask_frames=0, freq_masks=0, freq_mask_bins=0, gain_db=0.0,
-        mixup_alpha=None, mixup_prob=1.0,
+        mixup_alpha=None, mixup_prob=1.0, time_mask_share=1.0,
     ))]
     fn new(
         time_masks: i64,
@@ -64,10 +65,12 @@ impl PyAugment {
         gain_db: f32,
         mixup_alpha: Option<f64>,
         mixup_prob: f64,
+        time_mask_share: f32,
     ) -> PyResult<Self> {
         let inner = Augment {
             time_masks: count("time_masks", time_masks)?,
             time_mask_frames: count("time_mask_frames", time_mask_frames)?,
+            time_mask_share,
             freq_masks: count("freq_masks", freq_masks)?,
             freq_mask_bins: count("freq_mask_bins", freq_mask_bins)?,
             gain_db,
@@ -99,6 +102,12 @@ impl PyAugment {
     #[getter]
     fn time_mask_frames(&self) -> usize {
         self.inner.time_mask_frames
+    }
+
+    /// The widest time mask as a share of an item's real frames.
+    #[getter]
+    fn time_mask_share(&self) -> f32 {
+        self.inner.time_mask_share
     }
 
     /// Frequency masks per item.
@@ -145,6 +154,7 @@ impl PyAugment {
             me.gain_db(),
             me.mixup_alpha(),
             me.mixup_prob(),
+            me.time_mask_share(),
         );
         Ok((
             slf.get_type().into_any(),
@@ -165,8 +175,13 @@ impl PyAugment {
             Some(m) => format!(", mixup_alpha={}, mixup_prob={}", m.alpha, m.prob),
             None => String::new(),
         };
+        let share = if a.time_mask_share == 1.0 {
+            String::new()
+        } else {
+            format!(", time_mask_share={}", a.time_mask_share)
+        };
         format!(
-            "Augment(time_masks={}, time_mask_frames={}, freq_masks={}, freq_mask_bins={}, gain_db={}{mixup})",
+            "Augment(time_masks={}, time_mask_frames={}, freq_masks={}, freq_mask_bins={}, gain_db={}{mixup}{share})",
             a.time_masks, a.time_mask_frames, a.freq_masks, a.freq_mask_bins, a.gain_db
         )
     }

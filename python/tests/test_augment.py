@@ -101,6 +101,8 @@ def test_bad_settings_are_one_line_errors_naming_the_field(h5):
         (dict(gain_db=-1.0), "augment.gain_db"),
         (dict(time_masks=-2), "augment.time_masks"),
         (dict(freq_masks=1000), "augment.freq_masks"),
+        (dict(time_mask_share=0.0), "augment.time_mask_share"),
+        (dict(time_mask_share=1.5), "augment.time_mask_share"),
     ]
     for kwargs, field in cases:
         with pytest.raises(melctl.ConfigError) as e:

@@ -20,7 +20,7 @@ use crate::convert::Affine;
 use crate::order::mix64;
 
 /// Augmentation of training batches; every part is off by default.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Augment {
     /// Time masks per item (SpecAugment's `m_T`).
     pub time_masks: usize,
@@ -28,6 +28,10 @@ pub struct Augment {
     /// uniformly from `0..=T` (at most the item's real frames), its start uniformly where
     /// it fits.
     pub time_mask_frames: usize,
+    /// The widest time mask as a share of the item's real frames (SpecAugment's `p`, in
+    /// `(0, 1]`; 1: no bound but the frames): short clips of a set of many lengths keep
+    /// most of their frames.
+    pub time_mask_share: f32,
     /// Frequency masks per item (SpecAugment's `m_F`).
     pub freq_masks: usize,
     /// The widest frequency mask, in mel bins (SpecAugment's `F`), drawn as time masks are.
@@ -37,6 +41,20 @@ pub struct Augment {
     pub gain_db: f32,
     /// Mixup, or `None`.
     pub mixup: Option<Mixup>,
+}
+
+impl Default for Augment {
+    fn default() -> Self {
+        Augment {
+            time_masks: 0,
+            time_mask_frames: 0,
+            time_mask_share: 1.0,
+            freq_masks: 0,
+            freq_mask_bins: 0,
+            gain_db: 0.0,
+            mixup: None,
+        }
+    }
 }
 
 /// Mixup (Zhang et al., 2018): an item becomes `w·x_i + (1 − w)·x_j` with another item `j`
@@ -123,6 +141,15 @@ impl Augment {
                 format!(
                     "a mask of up to {} frames is wider than the items ({frames} frames)",
                     self.time_mask_frames
+                ),
+            ));
+        }
+        if !(self.time_mask_share > 0.0 && self.time_mask_share <= 1.0) {
+            return Err(Error::config(
+                field("time_mask_share"),
+                format!(
+                    "{}: the widest time mask as a share of an item's frames is above 0, at most 1",
+                    self.time_mask_share
                 ),
             ));
         }
@@ -452,7 +479,10 @@ fn mask(aug: &Augment, r: &mut ChaCha8Rng, layout: Layout, len: usize, item: &mu
         (start, w)
     };
     let times: Vec<(usize, usize)> = (0..aug.time_masks)
-        .map(|_| span(r, aug.time_mask_frames, len))
+        .map(|_| {
+            let widest = (aug.time_mask_share as f64 * len as f64).floor() as usize;
+            span(r, aug.time_mask_frames.min(widest), len)
+        })
         .collect();
     let bins: Vec<(usize, usize)> = (0..aug.freq_masks)
         .map(|_| span(r, aug.freq_mask_bins, layout.n_mels))
@@ -553,6 +583,34 @@ mod tests {
             masked_any,
             "16 items with 2 masks of up to 6 frames masked nothing"
         );
+    }
+
+    #[test]
+    fn a_time_mask_share_bounds_each_mask_by_the_items_frames() {
+        let aug = Augment {
+            time_masks: 1,
+            time_mask_frames: 20,
+            time_mask_share: 0.25,
+            ..Augment::default()
+        };
+        let ids: Vec<u64> = (0..64).collect();
+        let mut v = batch(64);
+        let mut lengths = vec![12; 64];
+        run(&aug, &key(0), &ids, &mut v, &mut lengths);
+        let mut widest = 0;
+        for item in v.chunks_exact(L.per_item()) {
+            let zeros = item[..L.width].iter().filter(|&&x| x == 0.0).count();
+            widest = widest.max(zeros);
+        }
+        assert_eq!(widest, 3, "12 frames × 0.25: masks of 0 to 3 frames");
+        for share in [0.0, 1.5, f32::NAN] {
+            let bad = Augment {
+                time_mask_share: share,
+                ..Augment::default()
+            };
+            let e = bad.check(8, 32).unwrap_err().to_string();
+            assert!(e.contains("augment.time_mask_share"), "{e}");
+        }
     }
 
     #[test]

@@ -631,6 +631,7 @@ fn augmented_batches_are_the_same_with_any_workers_and_on_resume() {
                 augment: Augment {
                     time_masks: 1,
                     time_mask_frames: 2,
+                    time_mask_share: 1.0,
                     freq_masks: 2,
                     freq_mask_bins: 4,
                     gain_db: 3.0,
