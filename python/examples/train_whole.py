@@ -114,6 +114,8 @@ def main():
                     help="SpecAugment masks (2 of up to 20 frames and a fifth of the clip, 2 of up to 8 bins), "
                          "a gain of up to ±3 dB "
                          "and mixup (α = 0.4), in the Loader")
+    ap.add_argument("--mixup", type=float, default=0.4,
+                    help="with --augment: mixup's α (0: no mixup)")
     args = ap.parse_args()
     try:
         train(args)
@@ -127,7 +129,8 @@ def augmentation(args, training):
         return None
     widest = args.crop or int(training.frames.max())
     return melctl.Augment(time_masks=2, time_mask_frames=min(20, widest), time_mask_share=0.2,
-                          freq_masks=2, freq_mask_bins=8, gain_db=3.0, mixup_alpha=0.4)
+                          freq_masks=2, freq_mask_bins=8, gain_db=3.0,
+                          mixup_alpha=args.mixup if args.mixup > 0 else None)
 
 
 def train(args):
