@@ -178,5 +178,5 @@ def need_torch():
     except ImportError as e:
         if os.environ.get("MEL_REQUIRE_TORCH") == "1":
             pytest.fail(f"MEL_REQUIRE_TORCH=1 but torch does not import: {e}")
-        pytest.skip("torch is not installed: the torch tests are skipped here")
+        pytest.skip("torch is not installed: the torch tests are skipped here", allow_module_level=True)
     return torch
