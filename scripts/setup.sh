@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian machine with Rust, gcc and Python 3 lacks to build and
 # test melctl. Idempotent; run as root (or with rights to pip install and link into /usr/local/bin).
+# `scripts/setup.sh --tests` also installs what only the tests need that is large (torch).
 #  - CMake >= 3.26: the static HDF5 build (hdf5-metno "static") needs it; Debian 12 has 3.25.
 #  - numpy + h5py: the end-to-end test reads melctl's output back with h5py, as trainers do.
 #  - NVRTC (the nvidia-cuda-nvrtc wheel, no GPU needed): the CUDA tests compile the kernel
@@ -78,12 +79,15 @@ python3 -c "import kubernetes_validate" 2>/dev/null || py_need+=(kubernetes-vali
 python3 -c "import mypy.stubtest" 2>/dev/null || py_need+=(mypy)
 #  - maturin: scripts/wheel.sh builds the package's wheel with it (CI installs and tests it).
 python3 -m maturin --version >/dev/null 2>&1 || py_need+=("maturin>=1.9.4,<2")
-#  - torch: melctl.torch, the DataLoader tests and the PyTorch examples (CI requires them:
+#  - torch, with --tests only (the test command; the demo needs none of it):
+#    melctl.torch, the DataLoader tests and the PyTorch examples (CI requires them:
 #    MEL_REQUIRE_TORCH=1). PyPI's Linux wheel is the CUDA build (~3.8 GB with its nvidia-*
 #    libraries; it runs on a CPU) and PyPI is the index these machines reach; pip's cache
-#    (~/.cache/pip) keeps the wheels, so a second setup installs from disk (~1 min to
+#    (~/.cache/pip) keeps the wheels, so a second setup installs from disk (57 s to
 #    download here, 2026-11-28).
-python3 -c "import torch" 2>/dev/null || py_need+=("torch==2.9.1")
+if [ "${1:-}" = "--tests" ]; then
+    python3 -c "import torch" 2>/dev/null || py_need+=("torch==2.9.1")
+fi
 if [ ${#py_need[@]} -gt 0 ]; then
     echo "setup: pip install ${py_need[*]}" >&2
     python3 -m pip install --quiet --disable-pip-version-check "${py_need[@]}" \
