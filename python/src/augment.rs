@@ -57,6 +57,7 @@ impl PyAugment {
         time_masks=0, time_mask_frames=0, freq_masks=0, freq_mask_bins=0, gain_db=0.0,
         mixup_alpha=None, mixup_prob=1.0, time_mask_share=1.0,
     ))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments, one each
     fn new(
         time_masks: i64,
         time_mask_frames: i64,
