@@ -250,7 +250,8 @@ class Augment:
 
     Every draw is a function of the Loader's seed, the epoch and the item, so batches are
     the same for any number of threads and bit-identical after ``load_state_dict``.
-    Order: gain, mixup, masks. Only the real frames of whole clips are touched.
+    Order: gain, mixup, masks. Masks and gain touch only the real frames of whole
+    clips; mixup gives a short clip's padding ``(1 − w)`` of a longer partner.
 
     ```python
     aug = melctl.Augment(time_masks=2, time_mask_frames=20, freq_masks=2,

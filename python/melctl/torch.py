@@ -198,7 +198,8 @@ class IterableDataset(torch.utils.data.IterableDataset):
     epoch is read once across them all (``drop_last`` as the Loader's ``shard`` says).
 
     ``IterableDataset(path, batch_size, **loader_options)`` takes :class:`melctl.Loader`'s
-    arguments but ``shard`` (and ``threads``, default 1 per worker process). Batches are
+    arguments but ``shard`` (``threads`` defaults to 1 in a worker process, all cores
+    without workers). Batches are
     already made: give ``DataLoader`` ``batch_size=None``. Call :meth:`set_epoch` before
     each epoch, as with ``DistributedSampler``: workers made anew each epoch
     (``persistent_workers=False``, the default) read that epoch. Where the same object is
@@ -217,7 +218,6 @@ class IterableDataset(torch.utils.data.IterableDataset):
     def __init__(self, path: Any, batch_size: int, **options: Any) -> None:
         if "shard" in options:
             raise TypeError("IterableDataset shards itself by rank and worker: no shard=")
-        options.setdefault("threads", 1)
         self.path = path
         self.batch_size = batch_size
         self.options = options
@@ -245,13 +245,16 @@ class IterableDataset(torch.utils.data.IterableDataset):
     def loader(self) -> Loader:
         """The Loader of this process's shard, at the epoch the next pass reads."""
         epoch = self.epoch + self._passes
-        return Loader(self.path, self.batch_size, epoch=epoch, shard=self.shard(), **self.options)
+        options = dict(self.options)
+        if torch.utils.data.get_worker_info() is not None:
+            options.setdefault("threads", 1)  # one thread per worker process by default
+        return Loader(self.path, self.batch_size, epoch=epoch, shard=self.shard(), **options)
 
     def __iter__(self) -> Iterator[Tuple[torch.Tensor, ...]]:
-        loader = self.loader()
-        self._passes += 1
-        for batch in loader:
+        # A pass left early leaves the epoch where it is, as the Loader's does.
+        for batch in self.loader():
             yield to_torch(batch)
+        self._passes += 1
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)

@@ -26,7 +26,8 @@ use crate::errors::to_py;
 ///
 /// Every draw is a function of the Loader's seed, the epoch and the item, so batches are
 /// the same for any number of threads and bit-identical after ``load_state_dict``.
-/// Order: gain, mixup, masks. Only the real frames of whole clips are touched.
+/// Order: gain, mixup, masks. Masks and gain touch only the real frames of whole
+/// clips; mixup gives a short clip's padding ``(1 − w)`` of a longer partner.
 ///
 /// ```python
 /// aug = melctl.Augment(time_masks=2, time_mask_frames=20, freq_masks=2,
@@ -39,14 +40,9 @@ pub struct PyAugment {
     pub(crate) inner: Augment,
 }
 
-/// A count or width that must not be negative, as a one-line ConfigError.
+/// A count or width of `augment`, checked as the Loader's counts are.
 fn count(field: &str, v: i64) -> PyResult<usize> {
-    usize::try_from(v).map_err(|_| {
-        to_py(melkit::core::Error::config(
-            format!("augment.{field}"),
-            format!("{v}: must be 0 or more"),
-        ))
-    })
+    crate::options::count(&format!("augment.{field}"), v)
 }
 
 #[pymethods]

@@ -133,23 +133,25 @@ impl PyLoader {
             .unwrap_or_default();
         kwargs.set_item("augment", augment)?;
         let args = PyTuple::new(py, [path.clone(), batch_size.into_pyobject(py)?.into_any()])?;
-        let batch_size = options::count("batch_size", batch_size, 1)?;
+        let batch_size = options::count("batch_size", batch_size)?;
         let shard = match shard {
-            Some((r, w)) => Some((
-                options::count("shard", r, 0)?,
-                options::count("shard", w, 1)?,
-            )),
+            Some((r, w)) => Some((options::count("shard", r)?, options::count("shard", w)?)),
             None => None,
         };
-        let threads = threads
-            .map(|t| options::count("threads", t, 1))
-            .transpose()?;
-        let prefetch = options::count("prefetch", prefetch, 1)?;
+        let threads = threads.map(|t| options::count("threads", t)).transpose()?;
+        if threads == Some(0) {
+            // melread calls them workers; the caller said threads.
+            return Err(crate::errors::to_py(melkit::core::Error::config(
+                "threads",
+                "0: must be at least 1",
+            )));
+        }
+        let prefetch = options::count("prefetch", prefetch)?;
         let crop_frames = crop_frames
-            .map(|c| options::count("crop_frames", c, 1))
+            .map(|c| options::count("crop_frames", c))
             .transpose()?;
         let max_frames = max_frames
-            .map(|m| options::count("max_frames", m, 1))
+            .map(|m| options::count("max_frames", m))
             .transpose()?;
         let py_split = split_arg(py, path, split)?;
         let split = py_split.get().split(py)?;

@@ -8,15 +8,15 @@ use pyo3::types::PyString;
 use crate::dtype::ItemDtype;
 use crate::errors::to_py;
 
-/// A count given from Python: an int of at least `least`, as a one-line ValueError naming
-/// the argument (never an OverflowError, never melread's name for it).
-pub fn count(name: &str, value: i64, least: usize) -> PyResult<usize> {
-    match usize::try_from(value) {
-        Ok(v) if v >= least => Ok(v),
-        _ => Err(PyValueError::new_err(format!(
-            "{name} = {value}: must be at least {least}"
-        ))),
-    }
+/// A count given from Python (`field` names it): a negative int is a one-line
+/// ConfigError naming it, never an OverflowError; the bounds above are melread's.
+pub fn count(field: &str, value: i64) -> PyResult<usize> {
+    usize::try_from(value).map_err(|_| {
+        crate::errors::to_py(melkit::core::Error::config(
+            field,
+            format!("{value}: must be 0 or more"),
+        ))
+    })
 }
 
 /// `unit="segment" | "clip"`.

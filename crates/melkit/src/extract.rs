@@ -141,6 +141,14 @@ impl Extractor {
     pub fn samples(&mut self, samples: &[f32], sample_rate: u32) -> Result<Features> {
         let audio = self.plan.spec().audio.clone();
         if let Some(cutting) = self.plan.cutting() {
+            // The length at the plan's rate is checked before resampling allocates it.
+            let at_rate = (samples.len() as u128 * audio.sample_rate as u128)
+                .div_ceil(u128::from(sample_rate.max(1)));
+            cutting.check_samples(
+                "samples",
+                u64::try_from(at_rate).unwrap_or(u64::MAX),
+                audio.sample_rate,
+            )?;
             let clip = if sample_rate == audio.sample_rate {
                 samples.to_vec()
             } else {

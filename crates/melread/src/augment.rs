@@ -9,7 +9,9 @@
 //! mixup's weight a Beta draw (`rand_distr`).
 //!
 //! Order, per batch: gain, then mixup, then masks, each on an item's real frames only
-//! (padding after a short whole clip stays zero).
+//! (padding after a short whole clip stays zero, unless mixup joins it with a longer
+//! partner: its padding then holds `(1 − w)` of the partner, and its length is the longer
+//! one's).
 
 use mel_core::{Error, Result};
 use rand::{Rng, SeedableRng};
@@ -68,6 +70,13 @@ pub struct Mixup {
     pub prob: f64,
 }
 
+/// The smallest mixup α: below it Beta(α, α) draws 0 or 1 (no mixing) in float32.
+pub const MIN_ALPHA: f64 = 1e-3;
+
+/// The largest mixup α: above it Beta(α, α) is 0.5 to float32's precision (and its
+/// sampler may not stay finite).
+pub const MAX_ALPHA: f64 = 1e3;
+
 /// The most masks of each kind per item: a guard against a typo, far above use.
 pub const MAX_MASKS: usize = 64;
 
@@ -78,7 +87,7 @@ pub const MAX_GAIN_DB: f32 = 96.0;
 /// (as the batch holds them), and so is its label.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mixed {
-    /// Each item's partner: its position in the batch (itself when not mixed).
+    /// Each item's partner: its position in the batch (with weight 1 it is not mixed).
     pub partner: Vec<usize>,
     /// Each item's own weight, in `[0, 1]` (1 when not mixed).
     pub weight: Vec<f32>,
@@ -172,10 +181,10 @@ impl Augment {
             ));
         }
         if let Some(m) = self.mixup {
-            if !(m.alpha.is_finite() && m.alpha > 0.0) {
+            if !(MIN_ALPHA..=MAX_ALPHA).contains(&m.alpha) {
                 return Err(Error::config(
                     field("mixup_alpha"),
-                    format!("{}: Beta(α, α) needs a finite α above 0", m.alpha),
+                    format!("{}: Beta(α, α)'s α is {MIN_ALPHA} to {MAX_ALPHA}", m.alpha),
                 ));
             }
             if !(0.0..=1.0).contains(&m.prob) {
@@ -212,8 +221,10 @@ pub(crate) struct BatchKey {
     pub index: u64,
 }
 
+/// The generator of `stream` for `id` (an item, or a batch's number): the id is mixed
+/// before the stream is, so no two (id, stream) pairs share a generator.
 fn rng(seed: u64, epoch: u64, id: u64, stream: u64) -> ChaCha8Rng {
-    ChaCha8Rng::seed_from_u64(mix64(seed ^ mix64(epoch ^ mix64(id ^ stream))))
+    ChaCha8Rng::seed_from_u64(mix64(seed ^ mix64(epoch ^ mix64(mix64(id) ^ stream))))
 }
 
 /// Augments one batch as it is filled, item by item while each is still in cache: the
@@ -448,7 +459,7 @@ fn pairing(m: Mixup, key: &BatchKey, ids: &[u64]) -> (Vec<usize>, Vec<f32>) {
             let mut r = rng(key.seed, key.epoch, id, MIX_STREAM);
             let u: f64 = r.random();
             let w = beta.sample(&mut r) as f32;
-            if u < m.prob && partner[i] != i {
+            if u < m.prob && partner[i] != i && w.is_finite() {
                 w
             } else {
                 1.0

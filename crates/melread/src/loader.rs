@@ -137,6 +137,20 @@ fn check_augment(split: &Split, opts: &LoaderOptions, norm: Option<&Affine>) -> 
         ));
     }
     let gain = opts.augment.gain_db;
+    let log_kind = split
+        .config()
+        .and_then(|c| c.get("log")?.get("kind")?.as_str());
+    if gain > 0.0
+        && let Some(kind) = log_kind
+        && kind != "db"
+    {
+        return Err(Error::config(
+            "augment.gain_db",
+            format!(
+                "a gain in dB is added to dB values; this split's log.kind is {kind:?} (build with log.kind = \"db\", or leave gain_db at 0)"
+            ),
+        ));
+    }
     if let Some(n) = norm
         && gain > 0.0
         && (gain * n.max_scale()).partial_cmp(&(f32::MAX / 4.0)) != Some(std::cmp::Ordering::Less)
