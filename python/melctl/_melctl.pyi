@@ -225,7 +225,8 @@ class Loader:
     def items_per_epoch(self) -> int: ...
     @property
     def memory_bound(self) -> int:
-        """The most bytes the loader's batch buffers take."""
+        """The most bytes the loader's batch buffers take (``prefetch + 2`` batches: those read
+        ahead, one the loop is using and one coming back to be refilled; plus chunk caches)."""
     @property
     def split(self) -> Split: ...
 

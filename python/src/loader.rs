@@ -309,7 +309,7 @@ impl PyLoader {
         self.loader.items_per_epoch()
     }
 
-    /// The most bytes the loader's batch buffers take (`prefetch + 1` batches, plus chunk caches).
+    /// The most bytes the loader's batch buffers take (`prefetch + 2` batches, plus chunk caches).
     #[getter]
     fn memory_bound(&self) -> usize {
         self.loader.memory_bound()

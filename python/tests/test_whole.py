@@ -255,6 +255,30 @@ def test_duration_buckets_hold_every_clip_once_within_max_frames(spread):
     assert a.plan(0).tolist() == b.plan(0).tolist() != a.plan(1).tolist()
 
 
+@pytest.mark.parametrize("how", [dict(max_frames=8000), dict(crop_frames=300),
+                                 dict(max_frames=8000, augment="all")])
+def test_epochs_of_one_loader_equal_fresh_loaders_though_buffers_are_reused(spread, how):
+    """A loader's buffers go from one epoch to the next (and a batch freed after its
+    epoch ended to the epoch running): every epoch's batches are still a fresh loader's,
+    padding included, so nothing of an earlier batch is left in a reused buffer."""
+    how = dict(how)
+    if how.pop("augment", None):
+        how["augment"] = melctl.Augment(time_masks=2, time_mask_frames=20, freq_masks=2,
+                                        freq_mask_bins=8, gain_db=3, mixup_alpha=0.4)
+    make = lambda: melctl.Loader(spread, split="all", batch_size=64, seed=4, **how)
+    loader = make()
+    for epoch in range(3):
+        fresh = make()
+        fresh.set_epoch(epoch)
+        want = every_batch(fresh)
+        got = []
+        for batch in loader:  # the previous batch is freed as the next arrives
+            got.append(tuple(np.array(a) for a in batch))
+        assert len(got) == len(want) > 1
+        for a, b in zip(got, want):
+            assert all(np.array_equal(u, v) for u, v in zip(a, b)), f"epoch {epoch}"
+
+
 def test_loader_options_that_do_not_fit_whole_clips_are_one_line_errors(built, demo_data,
                                                                           tmp_path):
     path = built / "train.h5"

@@ -1,10 +1,9 @@
-//! Stored bytes → output values: f16 and bf16 widened to f32 with `half`'s slice
-//! conversions (F16C on x86-64 where the CPU has it), optionally normalised per mel bin,
-//! or copied as stored.
+//! Stored bytes → output values: f16 and bf16 widened to f32 ([`crate::widen`]: F16C on
+//! x86-64 where the CPU has it), optionally normalised per mel bin, or copied as stored.
 
-use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
-use half::{bf16, f16};
 use mel_core::Dtype;
+
+use crate::widen;
 
 use mel_core::stats::MelStats;
 
@@ -134,14 +133,12 @@ pub(crate) fn convert(
             unreachable!("f32 data is never copied into half-precision output")
         }
         (dtype, OutSlice::F32(out)) => {
-            let bits = aligned_u16(bytes, halves);
-            if dtype == Dtype::F16 {
-                bits.reinterpret_cast::<f16>().convert_to_f32_slice(out);
-            } else {
-                bits.reinterpret_cast::<bf16>().convert_to_f32_slice(out);
-            }
             // Widening is exact, so the f32 values are finite exactly when the stored were.
-            let finite = all_finite_f32(out);
+            let finite = if dtype == Dtype::F16 {
+                widen::f16_into(bytes, out)
+            } else {
+                widen::bf16_into(bytes, out)
+            };
             normalised(out, norm) && finite
         }
         (dtype, OutSlice::Half(out)) => {
@@ -198,6 +195,7 @@ fn aligned_u16<'a>(bytes: &'a [u8], scratch: &'a mut Vec<u16>) -> &'a [u16] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use half::{bf16, f16};
 
     #[test]
     fn widening_is_exact_aligned_or_not() {

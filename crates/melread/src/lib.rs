@@ -68,6 +68,7 @@ mod split;
 #[cfg(feature = "candle")]
 pub mod tensor;
 pub mod verify;
+pub mod widen;
 
 pub use augment::{Augment, Mixed, Mixup};
 pub use convert::Affine;

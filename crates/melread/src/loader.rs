@@ -3,8 +3,11 @@
 //!
 //! Memory: at most [`LoaderOptions::prefetch`] + 1 batch buffers exist while the caller
 //! holds one batch at a time (`prefetch` filled ahead or being filled, one in the
-//! caller's hands); a dropped batch's buffer is reused. Batches the caller keeps beyond
-//! one are its own. [`Loader::memory_bound`] states the figure in bytes.
+//! caller's hands); a dropped batch's buffer is reused. A loop that frees a batch only
+//! once it has the next (Python's `for`) holds two at the handover: the loader keeps the
+//! returning buffer for its next batch rather than allocate one, `prefetch + 2` in all.
+//! Batches the caller keeps beyond one are its own. [`Loader::memory_bound`] states the
+//! figure in bytes.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -110,6 +113,47 @@ pub struct Loader {
     item_shape: Vec<usize>,
     /// Whole clips: each clip's frames, and how items are shaped.
     whole: Option<WholeItems>,
+    /// Buffers an epoch left for the next (clones share them).
+    spare: Arc<Spare>,
+}
+
+/// Batch buffers passed from a loader's epoch to the next, so a new epoch reuses memory
+/// already faulted in instead of allocating and zeroing it again. An epoch leaves its
+/// free buffers in `free` (at most `prefetch + 2`, the memory bound) when it ends, and
+/// the next starts with them; a batch of an ended epoch that the caller frees later (the last one, held while
+/// the next epoch starts) goes to the epoch running now if that one has room, as any of
+/// its own would, else here while none runs, else it is freed.
+#[derive(Default)]
+struct Spare {
+    free: Mutex<Vec<Buffer>>,
+    /// The pool of the loader's latest epoch.
+    current: Mutex<std::sync::Weak<Pool>>,
+}
+
+impl std::fmt::Debug for Spare {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.free.lock().map_or(0, |v| v.len());
+        write!(f, "Spare({n} buffers)")
+    }
+}
+
+impl Spare {
+    /// A buffer of an ended epoch, freed by the caller: to the running epoch if it has
+    /// room, kept while no epoch runs, else dropped.
+    fn adopt(&self, b: Buffer, prefetch: usize) {
+        let current = self.current.lock().expect("spare lock").upgrade();
+        let b = match current {
+            Some(pool) => match pool.accept(b) {
+                Some(b) => b,
+                None => return,
+            },
+            None => b,
+        };
+        let mut free = self.free.lock().expect("spare lock");
+        if free.len() < prefetch + 2 {
+            free.push(b);
+        }
+    }
 }
 
 /// How a loader over whole clips shapes its items.
@@ -301,6 +345,7 @@ impl Loader {
             item_values,
             item_shape,
             whole: None,
+            spare: Arc::default(),
         };
         loader.check_batch_bytes()?;
         Ok(loader)
@@ -365,6 +410,7 @@ impl Loader {
             norm,
             item_values,
             item_shape: vec![n_mels, width],
+            spare: Arc::default(),
         };
         loader.check_batch_bytes()?;
         Ok(loader)
@@ -548,9 +594,12 @@ impl Loader {
         values.saturating_add(self.batch_items().saturating_mul(8 + 8))
     }
 
-    /// The most memory the loader's batch buffers take: `prefetch + 1` full batches
-    /// (the `+ 1` is the batch the caller is using), plus each worker's decoded-chunk
-    /// cache for chunked layouts. Batches the caller keeps beyond one are its own.
+    /// The most memory the loader's batch buffers take: `prefetch + 2` full batches (the
+    /// loader's own `prefetch + 1`, and the one the caller is using; a caller that frees
+    /// each batch before taking the next needs one fewer), plus each worker's
+    /// decoded-chunk cache for chunked layouts. Batches the caller keeps beyond one are
+    /// its own. The buffers an epoch leaves for the next are the same ones (per epoch
+    /// running at once).
     pub fn memory_bound(&self) -> usize {
         let chunk = match self.split.access() {
             crate::Access::Chunks {
@@ -558,7 +607,7 @@ impl Loader {
             } => clips_per_chunk * self.split.values_per_clip() * self.split.dtype().size(),
             _ => 0,
         };
-        (self.opts.prefetch + 1)
+        (self.opts.prefetch + 2)
             .saturating_mul(self.batch_bytes())
             .saturating_add(
                 self.opts
@@ -663,20 +712,28 @@ pub struct BufferStats {
     /// The most buffers live at once: the loader's (free, being filled, filled) plus
     /// one if the caller held a batch.
     pub max_live: usize,
-    /// The bound on `max_live`: `prefetch + 1`.
+    /// The bound on `max_live`: `prefetch + 2` (`prefetch + 1` of the loader's own).
     pub bound: usize,
+    /// Buffers the epoch got from the loader's previous epoch: those it left free, and
+    /// its batches the caller freed after it ended.
+    pub reused: usize,
 }
 
 /// The epoch's batch buffers. The loader owns `owned` of them (free, being filled, or
 /// filled and waiting); the caller holds `out`. The loader allocates only while
-/// `owned + min(out, 1) < prefetch + 1`: with a caller that drops each batch before the
-/// next, `prefetch + 1` buffers exist in all and are reused; batches the caller keeps
-/// beyond one are its own, and the loader still owns up to `prefetch` (so it never
-/// waits on a caller that keeps batches).
+/// `owned + min(out, 1) < prefetch + 1`, and keeps a buffer the caller gives back while
+/// it owns fewer than `prefetch + 1`: with a caller that drops each batch before the
+/// next, `prefetch + 1` buffers exist in all and are reused; one that drops a batch only
+/// once it has the next gets `prefetch + 2`, reused too (the buffer coming back is the
+/// next batch's, not dropped to allocate another); batches the caller keeps beyond one
+/// are its own, and the loader still owns up to `prefetch` (so it never waits on a
+/// caller that keeps batches).
 struct Pool {
     state: Mutex<PoolState>,
     freed: Condvar,
     prefetch: usize,
+    /// Where the free buffers go when the epoch ends.
+    spare: Arc<Spare>,
 }
 
 struct PoolState {
@@ -738,20 +795,45 @@ impl Pool {
     }
 
     /// A buffer comes back from the caller (its batch was dropped), or leaves for good
-    /// (`None`: moved into a tensor). Kept while there is room.
+    /// (`None`: moved into a tensor). Kept while there is room; once the epoch is over,
+    /// offered to the loader's next ([`Spare::adopt`]).
     fn give_back(&self, b: Option<Buffer>) {
         let mut s = self.state.lock().expect("pool lock");
         s.out -= 1;
-        if let Some(b) = b
-            && !s.stopped
-            && s.room(self.prefetch)
-        {
-            s.owned += 1;
-            s.free.push(b);
-            s.note();
-        }
+        let late = match b {
+            Some(b) if s.stopped => Some(b),
+            Some(b) if s.owned < self.prefetch + 1 => {
+                s.owned += 1;
+                s.free.push(b);
+                s.note();
+                None
+            }
+            _ => None,
+        };
         drop(s);
         self.freed.notify_one();
+        if let Some(b) = late {
+            self.spare.adopt(b, self.prefetch);
+        }
+    }
+
+    /// A buffer another (ended) epoch of the loader handed on: kept if this epoch runs
+    /// and has room, as one of its own coming back would be (else dropped); given back
+    /// if this epoch has ended too.
+    fn accept(&self, b: Buffer) -> Option<Buffer> {
+        let mut s = self.state.lock().expect("pool lock");
+        if s.stopped {
+            return Some(b);
+        }
+        if s.owned < self.prefetch + 1 {
+            s.owned += 1;
+            s.stats.reused += 1;
+            s.free.push(b);
+            s.note();
+            drop(s);
+            self.freed.notify_one();
+        }
+        None
     }
 
     /// A worker's unused buffer goes back to the free list.
@@ -765,6 +847,15 @@ impl Pool {
     fn stop(&self) {
         self.state.lock().expect("pool lock").stopped = true;
         self.freed.notify_all();
+    }
+
+    /// The epoch is over (its workers joined): its free buffers become the loader's
+    /// spare ones, up to `prefetch + 2`.
+    fn retire(&self) {
+        let free = std::mem::take(&mut self.state.lock().expect("pool lock").free);
+        let mut spare = self.spare.free.lock().expect("spare lock");
+        let room = (self.prefetch + 2).saturating_sub(spare.len());
+        spare.extend(free.into_iter().take(room));
     }
 }
 
@@ -963,23 +1054,29 @@ impl Epoch {
         let from = from.min(end);
         let order = loader.epoch_order(epoch, from);
         let workers = loader.opts.workers.min(end - from).max(1);
+        // The buffers the previous epoch left (a clone's epoch running at the same time
+        // finds none): owned by this one from the start.
+        let mut free = std::mem::take(&mut *loader.spare.free.lock().expect("spare lock"));
+        free.truncate(loader.opts.prefetch + 2);
         let shared = Arc::new(Shared {
             epoch,
             order: Mutex::new((order, from)),
             end,
             pool: Arc::new(Pool {
                 state: Mutex::new(PoolState {
-                    free: Vec::new(),
-                    owned: 0,
+                    owned: free.len(),
                     out: 0,
                     stats: BufferStats {
-                        bound: loader.opts.prefetch + 1,
+                        bound: loader.opts.prefetch + 2,
+                        reused: free.len(),
                         ..BufferStats::default()
                     },
+                    free,
                     stopped: false,
                 }),
                 freed: Condvar::new(),
                 prefetch: loader.opts.prefetch,
+                spare: Arc::clone(&loader.spare),
             }),
             loader,
             done: Mutex::new(Done {
@@ -989,6 +1086,7 @@ impl Epoch {
             ready: Condvar::new(),
             stop: AtomicBool::new(false),
         });
+        *shared.loader.spare.current.lock().expect("spare lock") = Arc::downgrade(&shared.pool);
         // Workers the system refuses to start are counted out; with none at all the epoch
         // says why at its first batch (never a panic, never a wait for ever).
         let mut handles = Vec::with_capacity(workers);
@@ -1133,6 +1231,7 @@ impl Drop for Epoch {
         for h in self.workers.drain(..) {
             let _ = h.join();
         }
+        self.shared.pool.retire();
     }
 }
 

@@ -285,7 +285,7 @@ fn the_loader_owns_at_most_prefetch_buffers() {
         }
         let stats = epoch.buffer_stats();
         assert_eq!(n, loader.batches_per_epoch());
-        assert_eq!(stats.bound, prefetch + 1);
+        assert_eq!(stats.bound, prefetch + 2);
         assert!(stats.max_live <= prefetch + 1, "{stats:?}");
         assert!(stats.allocated <= prefetch + 1, "{stats:?}");
         // A consumer that keeps every batch: no deadlock; the ones it keeps are its own.
@@ -309,8 +309,65 @@ fn the_loader_owns_at_most_prefetch_buffers() {
         Loader::new(s.clone(), opts(Shuffle::Uniform, 16))
             .unwrap()
             .memory_bound(),
-        3 * 16 * (32 * 5 * 4 + 16)
+        4 * 16 * (32 * 5 * 4 + 16)
     );
+}
+
+/// An epoch starts with the buffers the loader's previous epoch left (no new memory to
+/// fault in), its last batch too when the caller frees that after the epoch ended, at
+/// most `prefetch + 1` in all; and the batches it fills in them are a fresh loader's:
+/// nothing of the previous epoch's values is left in them.
+#[test]
+fn an_epoch_reuses_the_buffers_the_previous_one_left() {
+    let t = tempfile::tempdir().unwrap();
+    let s = split(t.path(), Dtype::F16, 3);
+    let prefetch = 2;
+    let o = LoaderOptions {
+        prefetch,
+        ..opts(Shuffle::Uniform, 40)
+    };
+    let loader = Loader::new(s.clone(), o.clone()).unwrap();
+    // Reads an epoch as a Python loop does: each batch dropped when the next arrives, the
+    // last one freed only after the epoch has ended.
+    let read = |epoch: u64| {
+        let mut e = loader.epoch(epoch);
+        let (mut values, mut last) = (Vec::new(), None);
+        for b in e.by_ref() {
+            let b = b.unwrap();
+            values.push(b.to_f32().into_raw_vec_and_offset().0);
+            last = Some(b);
+        }
+        let stats = e.buffer_stats();
+        drop(e);
+        drop(last);
+        (values, stats)
+    };
+    let (_, first) = read(0);
+    assert_eq!(first.reused, 0, "{first:?}");
+    assert!(first.allocated >= 1, "{first:?}");
+    let mut before = first;
+    for epoch in 1..8 {
+        let (got, stats) = read(epoch);
+        assert!(
+            stats.reused >= (before.reused + before.allocated).min(prefetch + 2),
+            "epoch {epoch} starts with every buffer the last one had: {stats:?} after {before:?}"
+        );
+        // Freed only once the next batch is out, a buffer is still the next batch's: an
+        // epoch allocates only while the loader has fewer than `prefetch + 2` buffers.
+        assert!(stats.reused + stats.allocated <= prefetch + 2, "{stats:?}");
+        if before.reused + before.allocated == prefetch + 2 {
+            assert_eq!(stats.allocated, 0, "epoch {epoch}: {stats:?}");
+        }
+        assert!(stats.max_live <= stats.bound, "{stats:?}");
+        let fresh: Vec<Vec<f32>> = Loader::new(s.clone(), o.clone())
+            .unwrap()
+            .epoch(epoch)
+            .map(|b| b.unwrap().to_f32().into_raw_vec_and_offset().0)
+            .collect();
+        assert_eq!(got, fresh, "epoch {epoch}");
+        before = stats;
+    }
+    assert_eq!(before.allocated, 0, "{before:?}");
 }
 
 #[test]
@@ -369,7 +426,7 @@ fn bad_options_are_refused() {
         },
     )
     .unwrap();
-    assert_eq!(huge.memory_bound(), 4 * (79 * 3 * 32 * 5 * 4 + 16));
+    assert_eq!(huge.memory_bound(), 5 * (79 * 3 * 32 * 5 * 4 + 16));
     assert_eq!(huge.epoch(0).next().unwrap().unwrap().len(), 1);
     bad(
         LoaderOptions {

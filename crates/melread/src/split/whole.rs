@@ -7,13 +7,14 @@
 use std::ops::Range;
 
 use mel_core::plan::{WholeClips, Windowing};
-use mel_core::{Error, Result};
+use mel_core::{Dtype, Error, Result};
 use ndarray::Array2;
 
 use super::Split;
 use super::reader::Reader;
 use crate::convert::{self, Affine, OutSlice};
 use crate::limits::bad;
+use crate::widen::{self, Runs};
 
 /// Where each whole clip of a split lies: its rows and its frames.
 #[derive(Debug, Clone, PartialEq)]
@@ -292,11 +293,22 @@ impl Reader<'_> {
             let (k, lo) = (frame / f, frame % f);
             let len = (f - lo).min(at + n - frame);
             let bytes = self.row_bytes(first + k)?;
-            for b in 0..m {
-                let src = &bytes[(b * f + lo) * size..(b * f + lo + len) * size];
-                let dst = &mut out[b * stride + (frame - at)..][..len];
-                finite &= convert::convert(src, dtype, OutSlice::F32(dst), None, &mut halves);
-            }
+            let dst = &mut out[frame - at..];
+            let runs = Runs {
+                rows: m,
+                len,
+                src_stride: f,
+                dst_stride: stride,
+            };
+            finite &= match dtype {
+                Dtype::F16 => widen::f16_runs_into(&bytes[lo * size..], dst, runs),
+                Dtype::Bf16 => widen::bf16_runs_into(&bytes[lo * size..], dst, runs),
+                Dtype::F32 => (0..m).fold(true, |finite, b| {
+                    let src = &bytes[(b * f + lo) * size..(b * f + lo + len) * size];
+                    let dst = &mut dst[b * stride..][..len];
+                    convert::convert(src, dtype, OutSlice::F32(dst), None, &mut halves) && finite
+                }),
+            };
             frame += len;
         }
         self.judge_row(clip, finite)
