@@ -158,6 +158,35 @@ def test_whole_clips_are_augmented_on_their_real_frames_only(spread, shape):
     assert same(batches(resumed), a[1:])
 
 
+@pytest.mark.parametrize("shape", [dict(max_frames=3000), dict(crop_frames=200)])
+def test_whole_clips_mixed_a_few_frames_at_a_time_equal_the_plain_batches_mixed(spread, shape):
+    """The loader mixes whole clips while it reads them, a block of frames of each pair at a
+    time: each item mixed with another class is w·x_i + (1 − w)·x_j of the plain loader's
+    items over its whole width (padding included), its length the longer one, normalised
+    or not; partners are mutual but for one three-cycle in a batch of odd size."""
+    for normalize in (False, True):
+        make = lambda aug: melctl.Loader(spread, 9, seed=6, augment=aug, normalize=normalize,
+                                         **shape)
+        plain = batches(make(None))
+        mixed = batches(make(melctl.Augment(mixup_alpha=0.5)))
+        checked = 0
+        for (x, y, n), (m, soft, mn) in zip(plain, mixed):
+            partner = {}
+            for i in range(len(x)):
+                w = soft[i, y[i]]
+                if w > 0.999:
+                    continue  # not mixed, or with its own class (w is not readable)
+                found = [j for j in range(len(x)) if j != i and y[j] != y[i]
+                         and np.allclose(m[i], w * x[i] + (1 - w) * x[j], atol=1e-5)]
+                assert found, f"item {i}: no partner gives its values"
+                partner[i] = found[0]
+                assert mn[i] == max(n[i], n[found[0]])
+                checked += 1
+            cycles = sum(1 for i, j in partner.items() if partner.get(j) not in (i, None))
+            assert cycles <= 3, partner
+        assert checked > 10
+
+
 def test_what_the_attack_round_found_is_refused_or_honoured(h5, spread):
     """Issue 38's attack round: each finding now a one-line error or honoured."""
     # A batch_size far above the items is one batch of them (it aborted the process on

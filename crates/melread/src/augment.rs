@@ -60,8 +60,10 @@ impl Default for Augment {
 }
 
 /// Mixup (Zhang et al., 2018): an item becomes `w·x_i + (1 − w)·x_j` with another item `j`
-/// of its batch (the pairing one random cycle through the batch: never itself, for a batch
-/// of two or more), its label the same mixture ([`Mixed`]).
+/// of its batch, its label the same mixture ([`Mixed`]). The batch is paired at random into
+/// pairs mixed with each other (as timm's mixup pairs a batch with its reverse), plus one
+/// three-cycle in a batch of odd size: never an item with itself, for a batch of two or
+/// more. Each item draws its own weight.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Mixup {
     /// The Beta(α, α) distribution's α that weights are drawn from (0.2 to 1 are usual).
@@ -227,13 +229,14 @@ fn rng(seed: u64, epoch: u64, id: u64, stream: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(mix64(seed ^ mix64(epoch ^ mix64(mix64(id) ^ stream))))
 }
 
-/// Augments one batch as it is filled, item by item while each is still in cache: the
-/// filler reads items in [`order`](Self::order) and calls
-/// [`item_filled`](Self::item_filled) after each. The order walks mixup's pairing one
-/// cycle at a time (item `i` is mixed with `partner[i]`, which is filled right after it),
-/// so an item is mixed with its partner's original as soon as that is read, and only a
-/// cycle's first item is copied aside (its original is needed at the cycle's end). The
-/// result is [`apply`]'s: gain, then mixup, then masks.
+/// Augments one batch as it is filled. Mixup pairs the batch's items (a random matching,
+/// and one three-cycle in a batch of odd size): each [group](Self::groups) is read
+/// together, a few frames of each member at a time, and mixed while those frames of every
+/// member are in L1 ([`mix_group`](Self::mix_group)), each from the others' originals,
+/// so mixing costs no pass over the batch. The filler adds each item's gain
+/// ([`gain_offset`](Self::gain_offset)) as it writes the item's values, and calls
+/// [`group_done`](Self::group_done) once a group is complete (lengths, then masks).
+/// The result is [`apply`]'s: gain, then mixup, then masks.
 pub(crate) struct Augmenter<'a> {
     aug: &'a Augment,
     layout: Layout,
@@ -243,48 +246,42 @@ pub(crate) struct Augmenter<'a> {
     /// Mixup's pairing and weights (the identity and 1 without mixup).
     partner: Vec<usize>,
     weight: Vec<f32>,
-    /// Positions in fill order: the pairing's cycles one after another.
-    order: Vec<usize>,
-    /// Whose partner each item is (the cycle's previous item).
-    previous: Vec<usize>,
-    /// The first item (in fill order) of each item's cycle.
-    cycle_first: Vec<usize>,
-    /// Each item's real frames before mixing.
-    filled_lengths: Vec<usize>,
-    /// The original of the current cycle's first item.
-    first_original: &'a mut Vec<f32>,
+    /// Items mixed together, one group after another (single items without mixup).
+    groups: Vec<usize>,
+    /// Where each group starts in `groups`, then its length.
+    group_starts: Vec<usize>,
+    /// Each item's gain in dB (0 without one).
+    gain: Vec<f32>,
 }
 
 impl<'a> Augmenter<'a> {
     /// The batch `ids` (item ids, in batch order) of the batch `key`, laid out as `layout`;
-    /// `norm` the normalisation the filler applies; `scratch` the worker's reused copy.
+    /// `norm` the normalisation the filler applies (a gain is scaled by it).
     pub(crate) fn new(
         aug: &'a Augment,
         key: &BatchKey,
         ids: &'a [u64],
         layout: Layout,
         norm: Option<&'a Affine>,
-        scratch: &'a mut Vec<f32>,
     ) -> Self {
         let n = ids.len();
-        let (partner, weight) = match aug.mixup {
+        let (partner, weight, groups, group_starts) = match aug.mixup {
             Some(m) => pairing(m, key, ids),
-            None => ((0..n).collect(), vec![1.0; n]),
+            None => (
+                (0..n).collect(),
+                vec![1.0; n],
+                (0..n).collect(),
+                (0..=n).collect(),
+            ),
         };
-        let mut previous = vec![0; n];
-        for (i, &p) in partner.iter().enumerate() {
-            previous[p] = i;
-        }
-        let mut order = Vec::with_capacity(n);
-        let mut cycle_first = vec![usize::MAX; n];
-        for first in 0..n {
-            let mut i = first;
-            while cycle_first[i] == usize::MAX {
-                cycle_first[i] = first;
-                order.push(i);
-                i = partner[i];
-            }
-        }
+        let gain = ids
+            .iter()
+            .map(|&id| match aug.gain_db > 0.0 {
+                true => rng(key.seed, key.epoch, id, GAIN_STREAM)
+                    .random_range(-aug.gain_db..=aug.gain_db),
+                false => 0.0,
+            })
+            .collect();
         Augmenter {
             aug,
             layout,
@@ -293,90 +290,93 @@ impl<'a> Augmenter<'a> {
             key: (key.seed, key.epoch),
             partner,
             weight,
-            order,
-            previous,
-            cycle_first,
-            filled_lengths: vec![0; n],
-            first_original: scratch,
+            groups,
+            group_starts,
+            gain,
         }
     }
 
-    /// The order the filler reads items in (positions in the batch).
-    pub(crate) fn order(&self) -> &[usize] {
-        &self.order
+    /// The groups of items mixed together (positions in the batch), in the order they
+    /// are filled: every item once.
+    pub(crate) fn groups(&self) -> impl Iterator<Item = &[usize]> + '_ {
+        self.group_starts
+            .windows(2)
+            .map(|w| &self.groups[w[0]..w[1]])
     }
 
-    fn item_rng(&self, j: usize, stream: u64) -> ChaCha8Rng {
-        rng(self.key.0, self.key.1, self.ids[j], stream)
+    /// What item `j`'s gain adds to each value of mel bin `bin` (as normalised: divided
+    /// by the bin's std), or `None` without a gain.
+    pub(crate) fn gain_offset(&self, j: usize, bin: usize) -> Option<f32> {
+        self.gain(j).map(|g| gain_in_bin(g, self.norm, bin))
     }
 
-    /// Item `j` of the batch `values` has just been filled with `lengths[j]` real frames:
-    /// its gain is added; the item whose partner it is gets mixed (and masked); and where
-    /// `j` closes its cycle, `j` itself.
-    pub(crate) fn item_filled(&mut self, j: usize, values: &mut [f32], lengths: &mut [usize]) {
+    /// Item `j`'s gain in dB, or `None` without one.
+    pub(crate) fn gain(&self, j: usize) -> Option<f32> {
+        let g = self.gain[j];
+        (g != 0.0).then_some(g)
+    }
+
+    /// Whether mixup mixes any item of `group`.
+    pub(crate) fn mixes(&self, group: &[usize]) -> bool {
+        group.len() > 1 && group.iter().any(|&i| self.weight[i] < 1.0)
+    }
+
+    /// Mixes the items of `group` over frames `cols` of every row of theirs in `values`
+    /// (the batch, each item's originals there with their gain): item `i` becomes
+    /// `w_i·x_i + (1 − w_i)·x_partner`, every member from the others' originals.
+    pub(crate) fn mix_group(
+        &self,
+        group: &[usize],
+        values: &mut [f32],
+        cols: std::ops::Range<usize>,
+    ) {
+        if !self.mixes(group) {
+            return;
+        }
+        let (per, width) = (self.layout.per_item(), self.layout.width);
+        let rows = self.layout.planes * self.layout.n_mels;
+        let w: Vec<f32> = group.iter().map(|&i| self.weight[i]).collect();
+        let starts: Vec<usize> = group.iter().map(|&i| i * per + cols.start).collect();
+        let run = MixRuns {
+            rows,
+            width,
+            len: cols.len(),
+        };
+        #[cfg(target_arch = "x86_64")]
+        if crate::widen::has_avx() {
+            // SAFETY: the CPU has AVX (checked just above).
+            unsafe { mix_rows_avx(values, &starts, &w, run) };
+            return;
+        }
+        mix_rows(values, &starts, &w, run);
+    }
+
+    /// The items of `group` are filled and mixed: a mixed item's real frames become the
+    /// longer of its own and its partner's, then its masks are drawn on them.
+    pub(crate) fn group_done(&self, group: &[usize], values: &mut [f32], lengths: &mut [usize]) {
         let per = self.layout.per_item();
-        self.filled_lengths[j] = lengths[j];
-        if self.aug.gain_db > 0.0 {
-            let g = self
-                .item_rng(j, GAIN_STREAM)
-                .random_range(-self.aug.gain_db..=self.aug.gain_db);
-            add_gain(
-                &mut values[j * per..(j + 1) * per],
-                self.layout,
-                lengths[j],
-                g,
-                self.norm,
-            );
-        }
-        let first = self.cycle_first[j];
-        if j == first {
-            let last = self.previous[j];
-            if last == j {
-                // Mixed with itself: nothing to wait for.
-                self.finish_item(j, values, lengths, false);
-            } else if self.weight[last] < 1.0 {
-                self.first_original.clear();
-                self.first_original
-                    .extend_from_slice(&values[j * per..(j + 1) * per]);
+        let own: Vec<usize> = group.iter().map(|&i| lengths[i]).collect();
+        for &i in group {
+            let p = self.partner[i];
+            if p != i && self.weight[i] < 1.0 {
+                let k = group
+                    .iter()
+                    .position(|&q| q == p)
+                    .expect("partners share a group");
+                lengths[i] = lengths[i].max(own[k]);
             }
-        } else {
-            // The cycle's previous item has its partner's original now.
-            self.finish_item(self.previous[j], values, lengths, false);
-            if self.partner[j] == first {
-                // The cycle's last item: its partner, the first, is already mixed.
-                self.finish_item(j, values, lengths, true);
-            }
-        }
-    }
-
-    /// Mixes item `i` with its partner's original (in place, or the copy aside), then
-    /// masks it: the item is done.
-    fn finish_item(&mut self, i: usize, values: &mut [f32], lengths: &mut [usize], aside: bool) {
-        let per = self.layout.per_item();
-        let (p, w) = (self.partner[i], self.weight[i]);
-        if p != i && w < 1.0 {
-            let (item, other) = if aside {
-                (
-                    &mut values[i * per..(i + 1) * per],
-                    &self.first_original[..],
-                )
-            } else {
-                pair(values, per, i, p)
-            };
-            for (v, &o) in item.iter_mut().zip(other) {
-                *v = w * *v + (1.0 - w) * o;
-            }
-            lengths[i] = self.filled_lengths[i].max(self.filled_lengths[p]);
         }
         if self.aug.time_masks > 0 || self.aug.freq_masks > 0 {
-            let mut r = self.item_rng(i, MASK_STREAM);
-            mask(
-                self.aug,
-                &mut r,
-                self.layout,
-                lengths[i],
-                &mut values[i * per..(i + 1) * per],
-            );
+            for &i in group {
+                let mut r = rng(self.key.0, self.key.1, self.ids[i], MASK_STREAM);
+                mask(
+                    self.aug,
+                    &mut r,
+                    self.layout,
+                    lengths[i],
+                    &mut values[i * per..(i + 1) * per],
+                );
+            }
         }
     }
 
@@ -386,6 +386,77 @@ impl<'a> Augmenter<'a> {
             partner: self.partner,
             weight: self.weight,
         })
+    }
+}
+
+/// What a gain of `g` dB adds to the values of mel bin `bin` normalised by `norm`.
+pub(crate) fn gain_in_bin(g: f32, norm: Option<&Affine>, bin: usize) -> f32 {
+    norm.map_or(g, |n| g * n.scale(bin))
+}
+
+/// The rows of a group's items mixed over `len` frames: `rows` rows `width` apart.
+#[derive(Clone, Copy)]
+struct MixRuns {
+    rows: usize,
+    width: usize,
+    len: usize,
+}
+
+/// [`mix_rows`] compiled for AVX (eight lanes a step; no FMA, so the values are the
+/// same bits as the plain build's).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+fn mix_rows_avx(values: &mut [f32], starts: &[usize], w: &[f32], run: MixRuns) {
+    mix_rows(values, starts, w, run);
+}
+
+/// Mixes a group (a pair or a three-cycle) whose items' row `r` starts at
+/// `starts[k] + r·width`, each member `k` with the next (`w[k]` its own weight), all from
+/// the originals.
+#[inline(always)]
+fn mix_rows(values: &mut [f32], starts: &[usize], w: &[f32], run: MixRuns) {
+    let span = |start: usize, r: usize| {
+        let at = start + r * run.width;
+        at..at + run.len
+    };
+    for r in 0..run.rows {
+        match *starts {
+            [a, b] => {
+                let [x, y] = values
+                    .get_disjoint_mut([span(a, r), span(b, r)])
+                    .expect("a batch's items are apart");
+                mix_pair(x, y, (w[0], w[1]));
+            }
+            [a, b, c] => {
+                let [x, y, z] = values
+                    .get_disjoint_mut([span(a, r), span(b, r), span(c, r)])
+                    .expect("a batch's items are apart");
+                mix_cycle3(x, y, z, (w[0], w[1], w[2]));
+            }
+            _ => unreachable!("mixup's groups are pairs and one three-cycle"),
+        }
+    }
+}
+
+/// Mixes two items' values with each other: `x ← wx·x + (1 − wx)·y`,
+/// `y ← wy·y + (1 − wy)·x`, both from the originals.
+#[inline(always)]
+fn mix_pair(x: &mut [f32], y: &mut [f32], (wx, wy): (f32, f32)) {
+    for (a, b) in x.iter_mut().zip(y.iter_mut()) {
+        let (u, v) = (*a, *b);
+        *a = wx * u + (1.0 - wx) * v;
+        *b = wy * v + (1.0 - wy) * u;
+    }
+}
+
+/// Mixes a three-cycle: `x` with `y`, `y` with `z`, `z` with `x`, all from the originals.
+#[inline(always)]
+fn mix_cycle3(x: &mut [f32], y: &mut [f32], z: &mut [f32], (wx, wy, wz): (f32, f32, f32)) {
+    for ((a, b), c) in x.iter_mut().zip(y.iter_mut()).zip(z.iter_mut()) {
+        let (u, v, t) = (*a, *b, *c);
+        *a = wx * u + (1.0 - wx) * v;
+        *b = wy * v + (1.0 - wy) * t;
+        *c = wz * t + (1.0 - wz) * u;
     }
 }
 
@@ -400,7 +471,8 @@ pub(crate) struct Items<'a> {
 
 /// Augments a filled `batch`, its items laid out as `layout` (`lengths` updated where
 /// mixup joins a shorter item with a longer one); `norm` is the normalisation applied
-/// (the gain is scaled by it). The same values as filling through an [`Augmenter`].
+/// (the gain is scaled by it). The reference the loader's fused filling is tested
+/// against: whole items, one step after another.
 #[cfg(test)]
 pub(crate) fn apply(
     aug: &Augment,
@@ -408,48 +480,69 @@ pub(crate) fn apply(
     layout: Layout,
     norm: Option<&Affine>,
     batch: Items<'_>,
-    scratch: &mut Vec<f32>,
 ) -> Option<Mixed> {
     let Items {
         ids,
         values,
         lengths,
     } = batch;
-    let mut a = Augmenter::new(aug, key, ids, layout, norm, scratch);
-    for k in 0..a.order().len() {
-        let j = a.order()[k];
-        a.item_filled(j, values, lengths);
+    let a = Augmenter::new(aug, key, ids, layout, norm);
+    let per = layout.per_item();
+    for group in a.groups() {
+        for &j in group {
+            for (r, row) in values[j * per..(j + 1) * per]
+                .chunks_exact_mut(layout.width)
+                .enumerate()
+            {
+                if let Some(d) = a.gain_offset(j, r % layout.n_mels) {
+                    for v in &mut row[..lengths[j]] {
+                        *v += d;
+                    }
+                }
+            }
+        }
+        a.mix_group(group, values, 0..layout.width);
+        a.group_done(group, values, lengths);
     }
     a.mixed()
 }
 
-/// Adds `g` dB (scaled per bin by `norm`) to an item's first `len` frames.
-fn add_gain(item: &mut [f32], layout: Layout, len: usize, g: f32, norm: Option<&Affine>) {
-    for plane in item.chunks_exact_mut(layout.n_mels * layout.width) {
-        for (b, row) in plane.chunks_exact_mut(layout.width).enumerate() {
-            let d = norm.map_or(g, |n| g * n.scale(b));
-            for v in &mut row[..len] {
-                *v += d;
-            }
-        }
-    }
-}
-
-/// Mixup's pairing of a batch (a permutation drawn from the batch's key) and each item's
-/// weight (from the item's own generator: 1 where it is not mixed).
-fn pairing(m: Mixup, key: &BatchKey, ids: &[u64]) -> (Vec<usize>, Vec<f32>) {
+/// Mixup's pairing of a batch, drawn from the batch's key: a random matching into pairs
+/// mixed with each other (timm's convention), and in a batch of odd size one three-cycle,
+/// so no item of a batch of two or more is mixed with itself. Each item's weight comes
+/// from its own generator (1 where it is not mixed). Returns each item's partner and
+/// weight, and the groups one after another with where each starts.
+fn pairing(
+    m: Mixup,
+    key: &BatchKey,
+    ids: &[u64],
+) -> (Vec<usize>, Vec<f32>, Vec<usize>, Vec<usize>) {
     let n = ids.len();
-    let mut pairing = rng(
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut r = rng(
         key.seed,
         key.epoch,
         key.index ^ key.rank.rotate_left(32),
         PAIR_STREAM,
     );
-    // Sattolo's algorithm: a uniformly random permutation of one cycle, so every item
-    // (of a batch of two or more) is mixed with another, never with itself.
-    let mut partner: Vec<usize> = (0..n).collect();
     for i in (1..n).rev() {
-        partner.swap(i, pairing.random_range(0..i));
+        order.swap(i, r.random_range(0..=i));
+    }
+    let mut starts: Vec<usize> = (0..n / 2).map(|g| 2 * g).collect();
+    if n % 2 == 1 {
+        // The last pair takes the odd item: a three-cycle (a lone item when n is 1).
+        if n > 1 {
+            starts.pop();
+        }
+        starts.push(n.saturating_sub(3).min(n - 1));
+    }
+    starts.push(n);
+    let mut partner: Vec<usize> = (0..n).collect();
+    for g in starts.windows(2) {
+        let members = &order[g[0]..g[1]];
+        for (k, &i) in members.iter().enumerate() {
+            partner[i] = members[(k + 1) % members.len()];
+        }
     }
     let beta = Beta::new(m.alpha, m.alpha).expect("alpha checked above 0");
     let weight = ids
@@ -466,18 +559,7 @@ fn pairing(m: Mixup, key: &BatchKey, ids: &[u64]) -> (Vec<usize>, Vec<f32>) {
             }
         })
         .collect();
-    (partner, weight)
-}
-
-/// Item `i` (mutable) and item `p` (`p != i`) of `values`, `per` values each.
-fn pair(values: &mut [f32], per: usize, i: usize, p: usize) -> (&mut [f32], &[f32]) {
-    if i < p {
-        let (a, b) = values.split_at_mut(p * per);
-        (&mut a[i * per..(i + 1) * per], &b[..per])
-    } else {
-        let (a, b) = values.split_at_mut(i * per);
-        (&mut b[..per], &a[p * per..(p + 1) * per])
-    }
+    (partner, weight, order, starts)
 }
 
 /// SpecAugment's masks on one item's first `len` frames: each width uniform in `0..=W`
@@ -539,7 +621,7 @@ mod tests {
             values,
             lengths,
         };
-        apply(aug, key, L, None, items, &mut Vec::new())
+        apply(aug, key, L, None, items)
     }
 
     const L: Layout = Layout {
@@ -686,13 +768,114 @@ mod tests {
         for row in soft.chunks_exact(3) {
             assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-6);
         }
-        // Never an item with itself, however many items (Sattolo's single cycle).
+        // Never an item with itself; pairs mixed with each other.
         assert!(m.partner.iter().enumerate().all(|(i, &p)| p != i));
+        assert!(
+            m.partner
+                .iter()
+                .enumerate()
+                .all(|(i, &p)| m.partner[p] == i)
+        );
         assert_eq!(mixed, 32, "prob 1 mixes every item");
-        // A permutation: every item is someone's partner once.
-        let mut seen = m.partner.clone();
-        seen.sort_unstable();
-        assert_eq!(seen, (0..32).collect::<Vec<_>>());
+    }
+
+    /// Every batch size from 1 to 40: a permutation of pairs, and for an odd size one
+    /// three-cycle; never an item with itself (but the lone item of a batch of one); the
+    /// groups hold every item once, partners within a group.
+    #[test]
+    fn mixup_pairs_a_batch_and_closes_an_odd_one_with_a_three_cycle() {
+        let aug = Augment {
+            mixup: Some(Mixup {
+                alpha: 0.4,
+                prob: 1.0,
+            }),
+            ..Augment::default()
+        };
+        for n in 1..=40usize {
+            let ids: Vec<u64> = (100..100 + n as u64).collect();
+            let a = Augmenter::new(&aug, &key(n as u64), &ids, L, None);
+            let groups: Vec<Vec<usize>> = a.groups().map(<[usize]>::to_vec).collect();
+            let mut all: Vec<usize> = groups.concat();
+            all.sort_unstable();
+            assert_eq!(all, (0..n).collect::<Vec<_>>(), "n {n}");
+            let sizes: Vec<usize> = groups.iter().map(Vec::len).collect();
+            let want_threes = usize::from(n % 2 == 1 && n > 1);
+            assert_eq!(
+                sizes.iter().filter(|&&k| k == 3).count(),
+                want_threes,
+                "n {n}"
+            );
+            assert!(sizes.iter().all(|&k| k == 2 || k == 3 || n == 1), "n {n}");
+            for g in &groups {
+                for &i in g {
+                    let p = a.partner[i];
+                    assert!(g.contains(&p), "n {n}: a partner outside the group");
+                    assert!(p != i || n == 1, "n {n}: item {i} with itself");
+                }
+            }
+        }
+    }
+
+    /// The loader fills a group a few frames at a time: the gain of each row's real
+    /// frames, then the mix over those frames of every member. Bit for bit what
+    /// augmenting whole filled items gives ([`apply`]), for every chunk width.
+    #[test]
+    fn mixing_a_group_a_few_frames_at_a_time_equals_mixing_whole_items() {
+        let aug = Augment {
+            time_masks: 2,
+            time_mask_frames: 5,
+            freq_masks: 1,
+            freq_mask_bins: 3,
+            gain_db: 6.0,
+            mixup: Some(Mixup {
+                alpha: 0.5,
+                prob: 0.8,
+            }),
+            ..Augment::default()
+        };
+        let ids: Vec<u64> = (0..9).map(|i| i * 7 + 1).collect();
+        let lengths: Vec<usize> = (0..9).map(|i| 6 + (i * 5) % 15).collect();
+        // Filled items: values in the real frames, zeros after.
+        let mut filled = batch(9);
+        for (i, item) in filled.chunks_exact_mut(L.per_item()).enumerate() {
+            for row in item.chunks_exact_mut(L.width) {
+                row[lengths[i]..].fill(0.0);
+            }
+        }
+        let mut want = filled.clone();
+        let mut want_lengths = lengths.clone();
+        let items = Items {
+            ids: &ids,
+            values: &mut want,
+            lengths: &mut want_lengths,
+        };
+        let mixed = apply(&aug, &key(3), L, None, items).expect("mixup on");
+        assert!(mixed.weight.iter().any(|&w| w < 1.0));
+        for step in [1, 3, 8, L.width] {
+            let a = Augmenter::new(&aug, &key(3), &ids, L, None);
+            let (mut v, mut got_lengths) = (filled.clone(), lengths.clone());
+            let per = L.per_item();
+            for group in a.groups() {
+                for c0 in (0..L.width).step_by(step) {
+                    let c1 = (c0 + step).min(L.width);
+                    for &j in group {
+                        let real = lengths[j].clamp(c0, c1);
+                        for (b, row) in v[j * per..(j + 1) * per]
+                            .chunks_exact_mut(L.width)
+                            .enumerate()
+                        {
+                            if let Some(d) = a.gain_offset(j, b) {
+                                row[c0..real].iter_mut().for_each(|x| *x += d);
+                            }
+                        }
+                    }
+                    a.mix_group(group, &mut v, c0..c1);
+                }
+                a.group_done(group, &mut v, &mut got_lengths);
+            }
+            assert_eq!(v, want, "frames {step} at a time");
+            assert_eq!(got_lengths, want_lengths);
+        }
     }
 
     #[test]

@@ -60,6 +60,11 @@ impl Affine {
         self.scale[bin]
     }
 
+    /// Mel bin `bin`'s shift (its mean) and scale: a value `x` becomes `(x − shift)·scale`.
+    pub fn shift_scale(&self, bin: usize) -> (f32, f32) {
+        (self.shift[bin], self.scale[bin])
+    }
+
     /// Applies mel bin `bin`'s normalisation in place to `row` (its values).
     pub fn apply_bin(&self, bin: usize, row: &mut [f32]) {
         let (s, k) = (self.shift[bin], self.scale[bin]);

@@ -1252,7 +1252,6 @@ fn worker(shared: &Shared) {
             Buffer::F32(vec![0.0; values])
         }
     };
-    let mut scratch = Vec::new();
     let finish = || {
         let mut d = shared.done.lock().expect("loader lock");
         d.workers_left -= 1;
@@ -1294,17 +1293,15 @@ fn worker(shared: &Shared) {
             index: index as u64,
         };
         // Augmentation is applied item by item as the batch is filled (f32 output only).
-        let mut aug =
-            (!loader.opts.augment.is_off() && matches!(buffer, Buffer::F32(_))).then(|| {
-                Augmenter::new(
-                    &loader.opts.augment,
-                    &key,
-                    &ids,
-                    layout_of(&shape),
-                    loader.norm.as_deref(),
-                    &mut scratch,
-                )
-            });
+        let aug = (!loader.opts.augment.is_off() && matches!(buffer, Buffer::F32(_))).then(|| {
+            Augmenter::new(
+                &loader.opts.augment,
+                &key,
+                &ids,
+                layout_of(&shape),
+                loader.norm.as_deref(),
+            )
+        });
         let filled = match &loader.whole {
             Some(w) => fill_whole(
                 loader,
@@ -1312,14 +1309,14 @@ fn worker(shared: &Shared) {
                 &mut reader,
                 (shared.epoch, &ids),
                 &mut buffer,
-                aug.as_mut(),
+                aug.as_ref(),
             ),
             None => fill(
                 loader,
                 &mut reader,
                 (shared.epoch, &ids),
                 &mut buffer,
-                aug.as_mut(),
+                aug.as_ref(),
             ),
         };
         let mixed = aug.and_then(Augmenter::mixed);
@@ -1368,23 +1365,27 @@ fn layout_of(shape: &[usize]) -> Layout {
     }
 }
 
-/// The order a batch's items are read in: the augmenter's (mixup's cycles), or as they come.
-fn fill_order(n: usize, aug: Option<&Augmenter<'_>>) -> Vec<usize> {
+/// The groups a batch's items are read in: mixup's (items mixed together), or one by one.
+fn groups_of<'g>(
+    n: usize,
+    aug: Option<&'g Augmenter<'_>>,
+    singles: &'g [usize],
+) -> Vec<&'g [usize]> {
     match aug {
-        Some(a) => a.order().to_vec(),
-        None => (0..n).collect(),
+        Some(a) => a.groups().collect(),
+        None => singles[..n].chunks(1).collect(),
     }
 }
 
 /// Reads the items `ids` of `epoch` into `buffer` (trimmed to their number of values),
-/// each cropped to its window where the loader crops, and augmented by `aug` as it is
-/// read.
+/// each cropped to its window where the loader crops, and augmented by `aug`: each of
+/// mixup's groups read, given its gain, mixed and masked before the next.
 fn fill(
     loader: &Loader,
     reader: &mut crate::Reader<'_>,
     (epoch, ids): (u64, &[u64]),
     buffer: &mut Buffer,
-    mut aug: Option<&mut Augmenter<'_>>,
+    aug: Option<&Augmenter<'_>>,
 ) -> Result<Filled> {
     let n = loader.item_values;
     let split = reader.split();
@@ -1397,22 +1398,32 @@ fn fill(
         Buffer::F32(v) => v.resize(total, 0.0),
         Buffer::Half(v) => v.resize(total, 0),
     }
-    for j in fill_order(ids.len(), aug.as_deref()) {
-        let item = loader.item_id(ids[j]);
-        let segment = (loader.opts.unit == Unit::Segment).then_some(item.segment);
-        let out = match buffer {
-            Buffer::F32(v) => OutSlice::F32(&mut v[j * n..(j + 1) * n]),
-            Buffer::Half(v) => OutSlice::Half(&mut v[j * n..(j + 1) * n]),
-        };
-        let at = loader.crop_offset(epoch, item);
-        match loader.opts.crop_frames {
-            // Only the window is read and converted.
-            Some(crop) => reader.read_window_into(item.clip, segment, (at, crop), out, norm)?,
-            None => reader.read_into(item.clip, segment, out, norm)?,
+    let singles: Vec<usize> = (0..ids.len()).collect();
+    for group in groups_of(ids.len(), aug, &singles) {
+        for &j in group {
+            let item = loader.item_id(ids[j]);
+            let segment = (loader.opts.unit == Unit::Segment).then_some(item.segment);
+            let out = match buffer {
+                Buffer::F32(v) => OutSlice::F32(&mut v[j * n..(j + 1) * n]),
+                Buffer::Half(v) => OutSlice::Half(&mut v[j * n..(j + 1) * n]),
+            };
+            let at = loader.crop_offset(epoch, item);
+            match loader.opts.crop_frames {
+                // Only the window is read and converted.
+                Some(crop) => reader.read_window_into(item.clip, segment, (at, crop), out, norm)?,
+                None => reader.read_into(item.clip, segment, out, norm)?,
+            }
+            f.set(j, labels_all[item.clip], item, at);
+            if let (Some(a), Buffer::F32(v)) = (aug, &mut *buffer) {
+                let n_mels = split.n_mels();
+                for (r, row) in v[j * n..(j + 1) * n].chunks_exact_mut(frames).enumerate() {
+                    normalise_and_gain(row, None, a.gain_offset(j, r % n_mels));
+                }
+            }
         }
-        f.set(j, labels_all[item.clip], item, at);
-        if let (Some(a), Buffer::F32(v)) = (aug.as_deref_mut(), &mut *buffer) {
-            a.item_filled(j, v, &mut f.lengths);
+        if let (Some(a), Buffer::F32(v)) = (aug, &mut *buffer) {
+            a.mix_group(group, v, 0..frames);
+            a.group_done(group, v, &mut f.lengths);
         }
     }
     Ok(f)
@@ -1459,7 +1470,7 @@ fn fill_whole(
     reader: &mut crate::Reader<'_>,
     (epoch, ids): (u64, &[u64]),
     buffer: &mut Buffer,
-    mut aug: Option<&mut Augmenter<'_>>,
+    aug: Option<&Augmenter<'_>>,
 ) -> Result<Filled> {
     let split = reader.split();
     let index = split.whole_index()?;
@@ -1480,41 +1491,149 @@ fn fill_whole(
         Buffer::F32(v) => v.resize(total, 0.0),
         Buffer::Half(v) => v.resize(total, 0),
     }
-    for j in fill_order(ids.len(), aug.as_deref()) {
-        let item = loader.item_id(ids[j]);
-        let frames = whole.frames[item.clip];
+    for (j, &id) in ids.iter().enumerate() {
+        let item = loader.item_id(id);
         let at = loader.crop_offset(epoch, item);
-        let real = frames.min(width);
         f.set(j, labels_all[index.first_rows()[item.clip]], item, at);
-        f.lengths[j] = real;
-        match &mut *buffer {
-            Buffer::F32(v) => {
-                // Straight into the batch (rows of `width`), normalised in place, the
-                // padding after each row zero.
-                let dst = &mut v[j * per..(j + 1) * per];
-                reader.read_whole_rows(item.clip, (at, real), dst, width)?;
-                for (b, row) in dst.chunks_exact_mut(width).enumerate() {
-                    if let Some(n) = &norm {
-                        n.apply_bin(b, &mut row[..real]);
-                    }
-                    row[real..].fill(0.0);
-                }
-                if norm.is_some() && dst.iter().any(|v| !v.is_finite()) {
-                    return Err(not_finite_normalised(item.clip, split));
-                }
-                if let Some(a) = aug.as_deref_mut() {
-                    a.item_filled(j, v, &mut f.lengths);
-                }
-            }
-            Buffer::Half(_) => {
-                // As stored (no normalisation with f16/bf16 output).
+        f.lengths[j] = whole.frames[item.clip].min(width);
+    }
+    let v = match buffer {
+        Buffer::F32(v) => v,
+        Buffer::Half(_) => {
+            // As stored (no normalisation or augmentation with f16/bf16 output).
+            for j in 0..ids.len() {
+                let real = f.lengths[j];
                 part.resize(n_mels * real, 0.0f32);
-                reader.read_whole_window(item.clip, (at, real), &mut part, None)?;
+                reader.read_whole_window(f.ids[j].clip, (f.offsets[j], real), &mut part, None)?;
                 write_padded(buffer, j * per, &part, (real, width), split.dtype());
             }
+            return Ok(f);
+        }
+    };
+    // Straight into the batch (rows of `width`), the padding after each row zero. A group
+    // that mixup mixes is read four blocks of frames at a time, so mixing finds those
+    // frames of every member in cache (measured: 23% against 35% a block at a time, 25%
+    // an item at a time; journal, 2026-11-29); anything else an item at once.
+    let singles: Vec<usize> = (0..ids.len()).collect();
+    for group in groups_of(ids.len(), aug, &singles) {
+        let step = match aug.is_some_and(|a| a.mixes(group)) {
+            true => 4 * index.block_frames(),
+            false => width,
+        }
+        .max(1);
+        for c0 in (0..width).step_by(step) {
+            let c1 = (c0 + step).min(width);
+            for &j in group {
+                let (clip, real) = (f.ids[j].clip, f.lengths[j]);
+                let dst = &mut v[j * per + c0..(j + 1) * per];
+                let filled = real.clamp(c0, c1) - c0;
+                if filled > 0 {
+                    reader.read_whole_rows(clip, (f.offsets[j] + c0, filled), dst, width)?;
+                }
+                let rows = Rows {
+                    width,
+                    len: c1 - c0,
+                    filled,
+                };
+                if !finish_rows(dst, rows, norm.as_ref(), aug.and_then(|a| a.gain(j))) {
+                    return Err(not_finite_normalised(clip, split));
+                }
+            }
+            if let Some(a) = aug {
+                a.mix_group(group, v, c0..c1);
+            }
+        }
+        if let Some(a) = aug {
+            a.group_done(group, v, &mut f.lengths);
         }
     }
     Ok(f)
+}
+
+/// Where one step of filling an item wrote: each row (`width` apart) has `len` frames,
+/// the first `filled` read, the rest padding.
+#[derive(Clone, Copy)]
+struct Rows {
+    width: usize,
+    len: usize,
+    filled: usize,
+}
+
+/// Finishes the rows just read into `dst` (each mel bin's row `rows.width` apart): zeros
+/// after the real frames, which are normalised by `norm` and given the gain of `gain` dB
+/// (as [`Augmenter::gain_offset`] scales it); whether every normalised value is finite.
+/// One check of the CPU for all rows; eight lanes a step where it has AVX.
+fn finish_rows(dst: &mut [f32], rows: Rows, norm: Option<&Affine>, gain: Option<f32>) -> bool {
+    if rows.filled == rows.len && norm.is_none() && gain.is_none() {
+        return true;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if crate::widen::has_avx() {
+        // SAFETY: the CPU has AVX (checked just above).
+        return unsafe { finish_rows_avx(dst, rows, norm, gain) };
+    }
+    finish_rows_in(dst, rows, norm, gain)
+}
+
+/// [`finish_rows_in`] compiled for AVX (no FMA: the same bits).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+fn finish_rows_avx(dst: &mut [f32], rows: Rows, norm: Option<&Affine>, gain: Option<f32>) -> bool {
+    finish_rows_in(dst, rows, norm, gain)
+}
+
+/// The loop of [`finish_rows`].
+#[inline(always)]
+fn finish_rows_in(dst: &mut [f32], rows: Rows, norm: Option<&Affine>, gain: Option<f32>) -> bool {
+    let mut finite = true;
+    for (b, row) in dst.chunks_mut(rows.width).enumerate() {
+        let (row, padding) = row[..rows.len].split_at_mut(rows.filled);
+        padding.fill(0.0);
+        let d = gain.map(|g| crate::augment::gain_in_bin(g, norm, b));
+        finite &= normalise_and_gain_in(row, norm.map(|n| n.shift_scale(b)), d);
+    }
+    finite
+}
+
+/// `row ← (row − shift)·scale + d` (normalised by `(shift, scale)` if given, then the gain
+/// `d` added if given); whether every normalised value is finite. Eight lanes a step where
+/// the CPU has AVX (the same bits: no FMA).
+fn normalise_and_gain(row: &mut [f32], norm: Option<(f32, f32)>, d: Option<f32>) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if crate::widen::has_avx() {
+        // SAFETY: the CPU has AVX (checked just above).
+        return unsafe { normalise_and_gain_avx(row, norm, d) };
+    }
+    normalise_and_gain_in(row, norm, d)
+}
+
+/// [`normalise_and_gain_in`] compiled for AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+fn normalise_and_gain_avx(row: &mut [f32], norm: Option<(f32, f32)>, d: Option<f32>) -> bool {
+    normalise_and_gain_in(row, norm, d)
+}
+
+/// The loop of [`normalise_and_gain`].
+#[inline(always)]
+fn normalise_and_gain_in(row: &mut [f32], norm: Option<(f32, f32)>, d: Option<f32>) -> bool {
+    match (norm, d) {
+        (None, None) => true,
+        (None, Some(d)) => {
+            row.iter_mut().for_each(|x| *x += d);
+            true
+        }
+        (Some((s, k)), d) => {
+            let d = d.unwrap_or(0.0);
+            let mut bad = 0u32;
+            for x in row {
+                let y = (*x - s) * k;
+                bad |= u32::from(!y.is_finite());
+                *x = y + d;
+            }
+            bad == 0
+        }
+    }
 }
 
 /// The error for whole clip `clip` of `split` whose normalised values are not finite.

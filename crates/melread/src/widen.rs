@@ -124,6 +124,13 @@ pub fn f16_into_portable(src: &[u8], dst: &mut [f32]) -> bool {
     bad == 0
 }
 
+/// Whether this CPU has AVX: loops compiled for it (`#[target_feature(enable = "avx")]`,
+/// eight lanes a step instead of four; no FMA, so the same bits) may run.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn has_avx() -> bool {
+    std::arch::is_x86_feature_detected!("avx")
+}
+
 /// Whether this CPU runs the F16C kernel (AVX and F16C).
 #[cfg(target_arch = "x86_64")]
 fn has_f16c() -> bool {
