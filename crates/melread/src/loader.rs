@@ -53,7 +53,7 @@ pub struct LoaderOptions {
     /// Worker threads reading batches.
     pub workers: usize,
     /// Batches read ahead at most (being filled or waiting to be taken); memory is
-    /// `prefetch + 1` batches ([`Loader::memory_bound`]).
+    /// `prefetch + 2` batches ([`Loader::memory_bound`]).
     pub prefetch: usize,
     /// This process's rank among `world` (multi-GPU data parallelism).
     pub rank: usize,
@@ -265,7 +265,7 @@ impl Loader {
             return Err(Error::config(
                 "prefetch",
                 format!(
-                    "{} batches read ahead; at most {MAX_PREFETCH} (memory is prefetch + 1 batches)",
+                    "{} batches read ahead; at most {MAX_PREFETCH} (memory is prefetch + 2 batches)",
                     opts.prefetch
                 ),
             ));

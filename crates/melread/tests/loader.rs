@@ -315,7 +315,7 @@ fn the_loader_owns_at_most_prefetch_buffers() {
 
 /// An epoch starts with the buffers the loader's previous epoch left (no new memory to
 /// fault in), its last batch too when the caller frees that after the epoch ended, at
-/// most `prefetch + 1` in all; and the batches it fills in them are a fresh loader's:
+/// most `prefetch + 2` in all; and the batches it fills in them are a fresh loader's:
 /// nothing of the previous epoch's values is left in them.
 #[test]
 fn an_epoch_reuses_the_buffers_the_previous_one_left() {
