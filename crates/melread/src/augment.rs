@@ -231,9 +231,9 @@ fn rng(seed: u64, epoch: u64, id: u64, stream: u64) -> ChaCha8Rng {
 
 /// Augments one batch as it is filled. Mixup pairs the batch's items (a random matching,
 /// and one three-cycle in a batch of odd size): each [group](Self::groups) is read
-/// together, a few frames of each member at a time, and mixed while those frames of every
-/// member are in L1 ([`mix_group`](Self::mix_group)), each from the others' originals,
-/// so mixing costs no pass over the batch. The filler adds each item's gain
+/// together, a few blocks of frames of each member at a time, and mixed while those
+/// frames of every member are in cache ([`mix_group`](Self::mix_group)), each from the
+/// others' originals: one pass reading and writing each member, no copy aside. The filler adds each item's gain
 /// ([`gain_offset`](Self::gain_offset)) as it writes the item's values, and calls
 /// [`group_done`](Self::group_done) once a group is complete (lengths, then masks).
 /// The result is [`apply`]'s: gain, then mixup, then masks.
@@ -630,6 +630,14 @@ mod tests {
         width: 20,
     };
 
+    /// Mixup alone, with `alpha` and `prob`.
+    fn mixup_only(alpha: f64, prob: f64) -> Augment {
+        Augment {
+            mixup: Some(Mixup { alpha, prob }),
+            ..Augment::default()
+        }
+    }
+
     fn batch(n: usize) -> Vec<f32> {
         (0..n * L.per_item())
             .map(|i| 1.0 + i as f32 * 1e-3)
@@ -733,13 +741,7 @@ mod tests {
 
     #[test]
     fn mixup_mixes_values_and_labels_with_the_same_weight() {
-        let aug = Augment {
-            mixup: Some(Mixup {
-                alpha: 0.4,
-                prob: 1.0,
-            }),
-            ..Augment::default()
-        };
+        let aug = mixup_only(0.4, 1.0);
         let ids: Vec<u64> = (0..32).collect();
         let before = batch(32);
         let mut v = before.clone();
@@ -784,13 +786,7 @@ mod tests {
     /// groups hold every item once, partners within a group.
     #[test]
     fn mixup_pairs_a_batch_and_closes_an_odd_one_with_a_three_cycle() {
-        let aug = Augment {
-            mixup: Some(Mixup {
-                alpha: 0.4,
-                prob: 1.0,
-            }),
-            ..Augment::default()
-        };
+        let aug = mixup_only(0.4, 1.0);
         for n in 1..=40usize {
             let ids: Vec<u64> = (100..100 + n as u64).collect();
             let a = Augmenter::new(&aug, &key(n as u64), &ids, L, None);

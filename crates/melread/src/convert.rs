@@ -65,14 +65,6 @@ impl Affine {
         (self.shift[bin], self.scale[bin])
     }
 
-    /// Applies mel bin `bin`'s normalisation in place to `row` (its values).
-    pub fn apply_bin(&self, bin: usize, row: &mut [f32]) {
-        let (s, k) = (self.shift[bin], self.scale[bin]);
-        for v in row {
-            *v = (*v - s) * k;
-        }
-    }
-
     /// Applies the normalisation in place to whole spectrograms.
     pub fn apply(&self, values: &mut [f32]) {
         let per = self.shift.len() * self.frames;

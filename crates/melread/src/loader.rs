@@ -150,7 +150,7 @@ impl Spare {
             None => b,
         };
         let mut free = self.free.lock().expect("spare lock");
-        if free.len() < prefetch + 2 {
+        if free.len() < most_buffers(prefetch) {
             free.push(b);
         }
     }
@@ -607,7 +607,7 @@ impl Loader {
             } => clips_per_chunk * self.split.values_per_clip() * self.split.dtype().size(),
             _ => 0,
         };
-        (self.opts.prefetch + 2)
+        most_buffers(self.opts.prefetch)
             .saturating_mul(self.batch_bytes())
             .saturating_add(
                 self.opts
@@ -749,6 +749,18 @@ impl PoolState {
         self.owned + self.out.min(1) < prefetch + 1
     }
 
+    /// Keeps a buffer coming back (from the caller, or from the loader's ended epoch)
+    /// while the loader owns fewer than `prefetch + 1`; else gives it back to be freed.
+    fn keep(&mut self, b: Buffer, prefetch: usize) -> Option<Buffer> {
+        if self.owned > prefetch {
+            return Some(b);
+        }
+        self.owned += 1;
+        self.free.push(b);
+        self.note();
+        None
+    }
+
     fn note(&mut self) {
         self.stats.max_live = self.stats.max_live.max(self.owned + self.out.min(1));
     }
@@ -802,13 +814,12 @@ impl Pool {
         s.out -= 1;
         let late = match b {
             Some(b) if s.stopped => Some(b),
-            Some(b) if s.owned < self.prefetch + 1 => {
-                s.owned += 1;
-                s.free.push(b);
-                s.note();
+            Some(b) => {
+                // Dropped when the loader has all it may own.
+                drop(s.keep(b, self.prefetch));
                 None
             }
-            _ => None,
+            None => None,
         };
         drop(s);
         self.freed.notify_one();
@@ -825,11 +836,8 @@ impl Pool {
         if s.stopped {
             return Some(b);
         }
-        if s.owned < self.prefetch + 1 {
-            s.owned += 1;
+        if s.keep(b, self.prefetch).is_none() {
             s.stats.reused += 1;
-            s.free.push(b);
-            s.note();
             drop(s);
             self.freed.notify_one();
         }
@@ -854,9 +862,15 @@ impl Pool {
     fn retire(&self) {
         let free = std::mem::take(&mut self.state.lock().expect("pool lock").free);
         let mut spare = self.spare.free.lock().expect("spare lock");
-        let room = (self.prefetch + 2).saturating_sub(spare.len());
+        let room = most_buffers(self.prefetch).saturating_sub(spare.len());
         spare.extend(free.into_iter().take(room));
     }
+}
+
+/// The most batch buffers a loader has at once with `prefetch`: its own `prefetch + 1`
+/// and the one the caller is using (the memory bound; the spare buffers between epochs).
+fn most_buffers(prefetch: usize) -> usize {
+    prefetch + 2
 }
 
 /// A batch: `len()` items of [`Loader::item_shape`], their labels and ids. Its buffer
@@ -1057,7 +1071,7 @@ impl Epoch {
         // The buffers the previous epoch left (a clone's epoch running at the same time
         // finds none): owned by this one from the start.
         let mut free = std::mem::take(&mut *loader.spare.free.lock().expect("spare lock"));
-        free.truncate(loader.opts.prefetch + 2);
+        free.truncate(most_buffers(loader.opts.prefetch));
         let shared = Arc::new(Shared {
             epoch,
             order: Mutex::new((order, from)),
@@ -1067,7 +1081,7 @@ impl Epoch {
                     owned: free.len(),
                     out: 0,
                     stats: BufferStats {
-                        bound: loader.opts.prefetch + 2,
+                        bound: most_buffers(loader.opts.prefetch),
                         reused: free.len(),
                         ..BufferStats::default()
                     },
@@ -1398,6 +1412,7 @@ fn fill(
         Buffer::F32(v) => v.resize(total, 0.0),
         Buffer::Half(v) => v.resize(total, 0),
     }
+    let n_mels = split.n_mels();
     let singles: Vec<usize> = (0..ids.len()).collect();
     for group in groups_of(ids.len(), aug, &singles) {
         for &j in group {
@@ -1415,7 +1430,6 @@ fn fill(
             }
             f.set(j, labels_all[item.clip], item, at);
             if let (Some(a), Buffer::F32(v)) = (aug, &mut *buffer) {
-                let n_mels = split.n_mels();
                 for (r, row) in v[j * n..(j + 1) * n].chunks_exact_mut(frames).enumerate() {
                     normalise_and_gain(row, None, a.gain_offset(j, r % n_mels));
                 }

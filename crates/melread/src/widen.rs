@@ -57,6 +57,23 @@ impl Runs {
             dst.len()
         );
     }
+
+    /// Calls `f` on each run: its source bytes and its output values (the runs checked
+    /// within both by the caller); whether every call found its run finite.
+    #[inline(always)]
+    fn each(
+        self,
+        src: &[u8],
+        dst: &mut [f32],
+        mut f: impl FnMut(&[u8], &mut [f32]) -> bool,
+    ) -> bool {
+        let mut finite = true;
+        for r in 0..self.rows {
+            let (s, d) = (r * self.src_stride, r * self.dst_stride);
+            finite &= f(&src[2 * s..2 * (s + self.len)], &mut dst[d..d + self.len]);
+        }
+        finite
+    }
 }
 
 /// [`f16_into`] for many runs at once (a block's mel bins into a batch's rows): one
@@ -69,24 +86,14 @@ pub fn f16_runs_into(src: &[u8], dst: &mut [f32], runs: Runs) -> bool {
         // SAFETY: the CPU has AVX and F16C (checked just above).
         return unsafe { x86::f16_runs_into(src, dst, runs) };
     }
-    let mut finite = true;
-    for r in 0..runs.rows {
-        let (s, d) = (r * runs.src_stride, r * runs.dst_stride);
-        finite &= f16_into_portable(&src[2 * s..2 * (s + runs.len)], &mut dst[d..d + runs.len]);
-    }
-    finite
+    runs.each(src, dst, f16_into_portable)
 }
 
 /// [`bf16_into`] for many runs at once; whether every value read was finite. Panics if
 /// a run lies outside `src` or `dst`.
 pub fn bf16_runs_into(src: &[u8], dst: &mut [f32], runs: Runs) -> bool {
     runs.check(src, dst);
-    let mut finite = true;
-    for r in 0..runs.rows {
-        let (s, d) = (r * runs.src_stride, r * runs.dst_stride);
-        finite &= bf16_into(&src[2 * s..2 * (s + runs.len)], &mut dst[d..d + runs.len]);
-    }
-    finite
+    runs.each(src, dst, bf16_into)
 }
 
 /// Widens the little-endian bf16 values in `src` into `dst` (a bf16 is the top half of
@@ -147,12 +154,7 @@ mod x86 {
     /// [`f16_into`] over each run of `runs` (checked within both slices by the caller).
     #[target_feature(enable = "avx,f16c")]
     pub(super) fn f16_runs_into(src: &[u8], dst: &mut [f32], runs: super::Runs) -> bool {
-        let mut finite = true;
-        for r in 0..runs.rows {
-            let (s, d) = (r * runs.src_stride, r * runs.dst_stride);
-            finite &= f16_into(&src[2 * s..2 * (s + runs.len)], &mut dst[d..d + runs.len]);
-        }
-        finite
+        runs.each(src, dst, |s, d| f16_into(s, d))
     }
 
     /// Eight f16 values at a time: their exponents compared with all ones (infinite or
