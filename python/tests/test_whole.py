@@ -223,6 +223,74 @@ def spread(tmp_path_factory):
     return out
 
 
+def items_by_index(loader):
+    """Each item a loader gives, keyed by its index: (x, lengths)."""
+    out = {}
+    for x, _, lengths, index in loader:
+        for k, i in enumerate(index):
+            out[int(i)] = (np.array(x[k]), int(lengths[k]))
+    return out
+
+
+def test_large_crop_batches_written_past_the_caches_equal_small_ones(spread):
+    """Crop batches of 64 × 300 frames (6 MB, beyond the caches) are written with
+    streaming stores, normalised and given their gain as they are widened; batches of 4 in
+    place. Every item is the same bits either way, its window is in its clip, the padding
+    of a short clip is zero, and normalisation is the stored statistics'."""
+    s = melctl.open(spread, "all")
+    crop = 300
+    mean = s.mean.astype(np.float32)[:, None]
+    scale = (1.0 / s.std).astype(np.float32)[:, None]
+    for normalize, augment in ((False, None), (True, None),
+                               (True, melctl.Augment(gain_db=6.0, time_masks=1,
+                                                     time_mask_frames=20))):
+        make = lambda batch: melctl.Loader(spread, split="all", batch_size=batch,
+                                           crop_frames=crop, seed=8, with_index=True,
+                                           normalize=normalize, augment=augment, threads=2)
+        large, small = items_by_index(make(64)), items_by_index(make(4))
+        assert sorted(large) == sorted(small) == list(range(len(s)))
+        for i, (x, n) in large.items():
+            y, m = small[i]
+            assert n == m == min(crop, s.frames[i])
+            assert np.array_equal(x, y), f"clip {i}: {normalize=}, {augment=}"
+            assert not x[:, n:].any(), f"clip {i}: padding"
+            if augment is not None:
+                continue
+            clip = s[i]
+            want = (clip - mean) * scale if normalize else clip
+            first = np.flatnonzero(np.abs(want.T - x[:, 0]).max(axis=1) <= 1e-5)
+            assert any(np.allclose(want[:, o:o + n], x[:, :n], rtol=1e-6, atol=1e-5)
+                       for o in first), f"clip {i}: the window is not in the clip"
+
+
+@pytest.mark.parametrize("shape", [dict(crop_frames=300), dict(max_frames=16000)])
+def test_large_batches_mixed_as_they_are_read_are_the_plain_batches_mixed(spread, shape):
+    """Batches beyond the caches (24 MB of crops, 5 MB of buckets) are mixed in a scratch
+    pair as the second member is read, then streamed into the batch: each mixed item is
+    exactly ``w·x_i + (1 − w)·x_j`` in float32 of the plain batch's items, over its whole
+    width (a short clip's padding mixes with its partner's frames)."""
+    make = lambda aug: melctl.Loader(spread, split="all", batch_size=256, seed=4,
+                                     normalize=True, augment=aug, **shape)
+    plain = list(make(None))
+    mixed = list(make(melctl.Augment(mixup_alpha=0.5)))
+    assert len(plain) == len(mixed)
+    assert sum(np.asarray(x).nbytes >= 4 << 20 for x, _, _ in plain) >= len(plain) / 2
+    checked = 0
+    for (x, y, n), (m, soft, mn) in zip(plain, mixed):
+        x, m = np.asarray(x), np.asarray(m)
+        assert x.shape == m.shape
+        for i in range(len(x)):
+            w = np.float32(soft[i, y[i]])
+            if w > 0.999:
+                continue
+            found = [j for j in range(len(x)) if y[j] != y[i]
+                     and np.array_equal(m[i], w * x[i] + (np.float32(1) - w) * x[j])]
+            assert found, f"item {i}: no partner gives its values bit for bit"
+            assert mn[i] == max(n[i], n[found[0]])
+            checked += 1
+    assert checked > 100
+
+
 def test_duration_buckets_hold_every_clip_once_within_max_frames(spread):
     s = melctl.open(spread, "all")
     max_frames = 8000

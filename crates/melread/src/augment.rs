@@ -330,13 +330,27 @@ impl<'a> Augmenter<'a> {
         values: &mut [f32],
         cols: std::ops::Range<usize>,
     ) {
+        let per = self.layout.per_item();
+        let starts: Vec<usize> = group.iter().map(|&i| i * per).collect();
+        self.mix_group_at(group, values, &starts, cols);
+    }
+
+    /// [`Augmenter::mix_group`] for a group whose items start at `starts` in `values`
+    /// (the `k`-th member at `starts[k]`) rather than at their places in the batch.
+    pub(crate) fn mix_group_at(
+        &self,
+        group: &[usize],
+        values: &mut [f32],
+        starts: &[usize],
+        cols: std::ops::Range<usize>,
+    ) {
         if !self.mixes(group) {
             return;
         }
-        let (per, width) = (self.layout.per_item(), self.layout.width);
+        let width = self.layout.width;
         let rows = self.layout.planes * self.layout.n_mels;
         let w: Vec<f32> = group.iter().map(|&i| self.weight[i]).collect();
-        let starts: Vec<usize> = group.iter().map(|&i| i * per + cols.start).collect();
+        let starts: Vec<usize> = starts.iter().map(|&s| s + cols.start).collect();
         let run = MixRuns {
             rows,
             width,
@@ -355,6 +369,15 @@ impl<'a> Augmenter<'a> {
     /// longer of its own and its partner's, then its masks are drawn on them.
     pub(crate) fn group_done(&self, group: &[usize], values: &mut [f32], lengths: &mut [usize]) {
         let per = self.layout.per_item();
+        self.mixed_lengths(group, lengths);
+        for &i in group {
+            self.mask_item(i, lengths[i], &mut values[i * per..(i + 1) * per]);
+        }
+    }
+
+    /// The items of `group` are mixed: a mixed item's real frames become the longer of
+    /// its own and its partner's.
+    pub(crate) fn mixed_lengths(&self, group: &[usize], lengths: &mut [usize]) {
         let own: Vec<usize> = group.iter().map(|&i| lengths[i]).collect();
         for &i in group {
             let p = self.partner[i];
@@ -366,17 +389,14 @@ impl<'a> Augmenter<'a> {
                 lengths[i] = lengths[i].max(own[k]);
             }
         }
+    }
+
+    /// Draws item `i`'s masks on its first `length` frames in `values` (the item alone);
+    /// nothing without masks.
+    pub(crate) fn mask_item(&self, i: usize, length: usize, values: &mut [f32]) {
         if self.aug.time_masks > 0 || self.aug.freq_masks > 0 {
-            for &i in group {
-                let mut r = rng(self.key.0, self.key.1, self.ids[i], MASK_STREAM);
-                mask(
-                    self.aug,
-                    &mut r,
-                    self.layout,
-                    lengths[i],
-                    &mut values[i * per..(i + 1) * per],
-                );
-            }
+            let mut r = rng(self.key.0, self.key.1, self.ids[i], MASK_STREAM);
+            mask(self.aug, &mut r, self.layout, length, values);
         }
     }
 

@@ -22,6 +22,7 @@ use crate::augment::{Augment, Augmenter, BatchKey, Layout, Mixed};
 use crate::convert::{Affine, OutSlice};
 use crate::order::{Items, ShardOrder, Shuffle, Unit, mix64};
 use crate::split::Split;
+use crate::widen::{self, RowMap};
 use mel_core::stats::MelStats;
 
 /// The element type of batches.
@@ -597,7 +598,9 @@ impl Loader {
     /// The most memory the loader's batch buffers take: `prefetch + 2` full batches (the
     /// loader's own `prefetch + 1`, and the one the caller is using; a caller that frees
     /// each batch before taking the next needs one fewer), plus each worker's
-    /// decoded-chunk cache for chunked layouts. Batches the caller keeps beyond one are
+    /// decoded-chunk cache for chunked layouts, or for whole clips its scratch for
+    /// batches streamed past the caches (at most three items of 256 KiB). Batches the
+    /// caller keeps beyond one are
     /// its own. The buffers an epoch leaves for the next are the same ones (per epoch
     /// running at once).
     pub fn memory_bound(&self) -> usize {
@@ -607,14 +610,18 @@ impl Loader {
             } => clips_per_chunk * self.split.values_per_clip() * self.split.dtype().size(),
             _ => 0,
         };
+        let scratch = match self.whole {
+            Some(_) => 3 * STREAM_ITEM_BYTES,
+            None => 0,
+        };
+        let per_worker = self
+            .split
+            .chunk_cache()
+            .saturating_mul(chunk)
+            .saturating_add(scratch);
         most_buffers(self.opts.prefetch)
             .saturating_mul(self.batch_bytes())
-            .saturating_add(
-                self.opts
-                    .workers
-                    .saturating_mul(self.split.chunk_cache())
-                    .saturating_mul(chunk),
-            )
+            .saturating_add(self.opts.workers.saturating_mul(per_worker))
     }
 
     fn order(&self, epoch: u64) -> ShardOrder {
@@ -1524,38 +1531,29 @@ fn fill_whole(
             return Ok(f);
         }
     };
-    // Straight into the batch (rows of `width`), the padding after each row zero. A group
-    // that mixup mixes is read four blocks of frames at a time, so mixing finds those
-    // frames of every member in cache (measured: 23% against 35% a block at a time, 25%
-    // an item at a time; journal, 2026-11-29); anything else an item at once.
+    // Straight into the batch (rows of `width`), normalised and given its gain as it is
+    // widened, the padding after each row zero; a batch too large for the caches through
+    // a scratch item instead ([`fill_streamed`]). A group that mixup mixes is read four
+    // blocks of frames at a time, so mixing finds those frames of every member in cache
+    // (measured: 23% against 35% a block at a time, 25% an item at a time; journal,
+    // 2026-11-29); anything else an item at once.
     let singles: Vec<usize> = (0..ids.len()).collect();
-    for group in groups_of(ids.len(), aug, &singles) {
+    let groups = groups_of(ids.len(), aug, &singles);
+    let how = (norm.as_ref(), aug);
+    if streams(v.len(), per) {
+        return fill_streamed(reader, (&mut f, v.as_mut_slice()), &groups, per, how).map(|()| f);
+    }
+    let mut maps = Vec::with_capacity(n_mels);
+    for group in groups {
         let step = match aug.is_some_and(|a| a.mixes(group)) {
             true => 4 * index.block_frames(),
             false => width,
         }
         .max(1);
+        let starts: Vec<usize> = group.iter().map(|&j| j * per).collect();
         for c0 in (0..width).step_by(step) {
-            let c1 = (c0 + step).min(width);
-            for &j in group {
-                let (clip, real) = (f.ids[j].clip, f.lengths[j]);
-                let dst = &mut v[j * per + c0..(j + 1) * per];
-                let filled = real.clamp(c0, c1) - c0;
-                if filled > 0 {
-                    reader.read_whole_rows(clip, (f.offsets[j] + c0, filled), dst, width)?;
-                }
-                let rows = Rows {
-                    width,
-                    len: c1 - c0,
-                    filled,
-                };
-                if !finish_rows(dst, rows, norm.as_ref(), aug.and_then(|a| a.gain(j))) {
-                    return Err(not_finite_normalised(clip, split));
-                }
-            }
-            if let Some(a) = aug {
-                a.mix_group(group, v, c0..c1);
-            }
+            let cols = (c0, (c0 + step).min(width), width);
+            fill_group_step(reader, &f, (group, &starts), v, cols, how, &mut maps)?;
         }
         if let Some(a) = aug {
             a.group_done(group, v, &mut f.lengths);
@@ -1564,49 +1562,131 @@ fn fill_whole(
     Ok(f)
 }
 
-/// Where one step of filling an item wrote: each row (`width` apart) has `len` frames,
-/// the first `filled` read, the rest padding.
-#[derive(Clone, Copy)]
-struct Rows {
-    width: usize,
-    len: usize,
-    filled: usize,
+/// Fills frames `c0..c1` of each member of `group` (member `k`'s rows of `width` from
+/// `starts[k]` in `values`): read, normalised and given its gain as it is widened (by
+/// `maps`, set per member), the padding zeroed, then mixed.
+fn fill_group_step(
+    reader: &mut crate::Reader<'_>,
+    f: &Filled,
+    (group, starts): (&[usize], &[usize]),
+    values: &mut [f32],
+    (c0, c1, width): (usize, usize, usize),
+    (norm, aug): (Option<&Affine>, Option<&Augmenter<'_>>),
+    maps: &mut Vec<RowMap>,
+) -> Result<()> {
+    let split = reader.split();
+    let n_mels = split.n_mels();
+    let per = n_mels * width;
+    for (&j, &start) in group.iter().zip(starts) {
+        let (clip, real) = (f.ids[j].clip, f.lengths[j]);
+        let filled = real.clamp(c0, c1) - c0;
+        let dst = &mut values[start + c0..start + per];
+        if filled > 0 {
+            row_maps(maps, n_mels, norm, aug.and_then(|a| a.gain(j)));
+            let at = (f.offsets[j] + c0, filled);
+            if !reader.read_whole_rows(clip, at, dst, width, maps)? {
+                return Err(not_finite_normalised(clip, split));
+            }
+        }
+        zero_padding(dst, (width, filled, c1 - c0));
+    }
+    if let Some(a) = aug {
+        a.mix_group_at(group, values, starts, c0..c1);
+    }
+    Ok(())
 }
 
-/// Finishes the rows just read into `dst` (each mel bin's row `rows.width` apart): zeros
-/// after the real frames, which are normalised by `norm` and given the gain of `gain` dB
-/// (as [`Augmenter::gain_offset`] scales it); whether every normalised value is finite.
-/// One check of the CPU for all rows; eight lanes a step where it has AVX.
-fn finish_rows(dst: &mut [f32], rows: Rows, norm: Option<&Affine>, gain: Option<f32>) -> bool {
-    if rows.filled == rows.len && norm.is_none() && gain.is_none() {
-        return true;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if crate::widen::has_avx() {
-        // SAFETY: the CPU has AVX (checked just above).
-        return unsafe { finish_rows_avx(dst, rows, norm, gain) };
-    }
-    finish_rows_in(dst, rows, norm, gain)
+/// Batches from this size (in bytes) up are written past the caches ([`fill_streamed`]):
+/// 4 MiB, twice a core's L2 here, so that a batch and the ones in flight after it could
+/// not wait in the caches for their reader anyway.
+const STREAM_BATCH_BYTES: usize = 4 << 20;
+
+/// Items up to this size (in bytes) are finished in a scratch item before they are
+/// streamed into the batch: a group of mixup's (three items at most) then stays in a
+/// core's L2 here (2 MiB), and the scratch is at most 768 KiB a worker.
+const STREAM_ITEM_BYTES: usize = 256 << 10;
+
+/// Whether a batch of `values` f32 values, `per` an item, is filled by [`fill_streamed`].
+fn streams(values: usize, per: usize) -> bool {
+    let (batch, item) = (values * 4, per * 4);
+    batch >= STREAM_BATCH_BYTES && item <= STREAM_ITEM_BYTES
 }
 
-/// [`finish_rows_in`] compiled for AVX (no FMA: the same bits).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx")]
-fn finish_rows_avx(dst: &mut [f32], rows: Rows, norm: Option<&Affine>, gain: Option<f32>) -> bool {
-    finish_rows_in(dst, rows, norm, gain)
+/// [`fill_whole`] for a batch too large for the caches, `per` values an item: each of
+/// mixup's groups (or each item) read, finished (padding, normalisation, gain), mixed
+/// and masked in scratch items that stay in cache, then copied into the batch with
+/// streaming stores, so that each of the batch's lines is written to memory once and
+/// never read for ownership (journal, 2026-11-29).
+fn fill_streamed(
+    reader: &mut crate::Reader<'_>,
+    (f, batch): (&mut Filled, &mut [f32]),
+    groups: &[&[usize]],
+    per: usize,
+    (norm, aug): (Option<&Affine>, Option<&Augmenter<'_>>),
+) -> Result<()> {
+    let width = per / reader.split().n_mels().max(1);
+    let most = groups.iter().map(|g| g.len()).max().unwrap_or(0);
+    let mut items = vec![0f32; most * per];
+    let starts: Vec<usize> = (0..most).map(|k| k * per).collect();
+    let mut maps = Vec::new();
+    for group in groups {
+        let at = (*group, &starts[..group.len()]);
+        fill_group_step(
+            reader,
+            f,
+            at,
+            &mut items,
+            (0, width, width),
+            (norm, aug),
+            &mut maps,
+        )?;
+        if let Some(a) = aug {
+            a.mixed_lengths(group, &mut f.lengths);
+        }
+        for (&j, item) in group.iter().zip(items.chunks_exact_mut(per)) {
+            if let Some(a) = aug {
+                a.mask_item(j, f.lengths[j], item);
+            }
+            widen::stream_copy(item, &mut batch[j * per..(j + 1) * per]);
+        }
+    }
+    widen::fence();
+    Ok(())
 }
 
-/// The loop of [`finish_rows`].
-#[inline(always)]
-fn finish_rows_in(dst: &mut [f32], rows: Rows, norm: Option<&Affine>, gain: Option<f32>) -> bool {
-    let mut finite = true;
-    for (b, row) in dst.chunks_mut(rows.width).enumerate() {
-        let (row, padding) = row[..rows.len].split_at_mut(rows.filled);
-        padding.fill(0.0);
-        let d = gain.map(|g| crate::augment::gain_in_bin(g, norm, b));
-        finite &= normalise_and_gain_in(row, norm.map(|n| n.shift_scale(b)), d);
+/// Sets `maps` to each of `n_mels` bins' map from stored values to the batch's:
+/// normalised by `norm`, then `gain` dB added (as [`Augmenter::gain_offset`] scales it);
+/// empty when every bin is kept as stored.
+fn row_maps(maps: &mut Vec<RowMap>, n_mels: usize, norm: Option<&Affine>, gain: Option<f32>) {
+    maps.clear();
+    if norm.is_none() && gain.is_none() {
+        return;
     }
-    finite
+    maps.extend((0..n_mels).map(|b| {
+        let add = gain.map(|g| crate::augment::gain_in_bin(g, norm, b));
+        match norm {
+            Some(n) => {
+                let (shift, scale) = n.shift_scale(b);
+                RowMap::Normalise {
+                    shift,
+                    scale,
+                    add: add.unwrap_or(0.0),
+                }
+            }
+            None => RowMap::Add(add.unwrap_or(0.0)),
+        }
+    }));
+}
+
+/// Zeros the padding of the rows just read into `dst` (each mel bin's row `width` apart,
+/// `filled` of its `len` frames real).
+fn zero_padding(dst: &mut [f32], (width, filled, len): (usize, usize, usize)) {
+    if filled < len {
+        for row in dst.chunks_mut(width) {
+            let end = len.min(row.len());
+            row[filled.min(end)..end].fill(0.0);
+        }
+    }
 }
 
 /// `row ← (row − shift)·scale + d` (normalised by `(shift, scale)` if given, then the gain

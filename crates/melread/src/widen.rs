@@ -57,43 +57,146 @@ impl Runs {
             dst.len()
         );
     }
-
-    /// Calls `f` on each run: its source bytes and its output values (the runs checked
-    /// within both by the caller); whether every call found its run finite.
-    #[inline(always)]
-    fn each(
-        self,
-        src: &[u8],
-        dst: &mut [f32],
-        mut f: impl FnMut(&[u8], &mut [f32]) -> bool,
-    ) -> bool {
-        let mut finite = true;
-        for r in 0..self.rows {
-            let (s, d) = (r * self.src_stride, r * self.dst_stride);
-            finite &= f(&src[2 * s..2 * (s + self.len)], &mut dst[d..d + self.len]);
-        }
-        finite
-    }
 }
 
 /// [`f16_into`] for many runs at once (a block's mel bins into a batch's rows): one
 /// check of the CPU and of the bounds for all of them; whether every value read was
 /// finite. Panics if a run lies outside `src` or `dst`.
 pub fn f16_runs_into(src: &[u8], dst: &mut [f32], runs: Runs) -> bool {
-    runs.check(src, dst);
-    #[cfg(target_arch = "x86_64")]
-    if has_f16c() {
-        // SAFETY: the CPU has AVX and F16C (checked just above).
-        return unsafe { x86::f16_runs_into(src, dst, runs) };
+    runs_mapped_into(false, src, dst, runs, &[]).stored
+}
+
+/// What a run's widened values `x` become on their way to the output.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RowMap {
+    /// `x`, as widened.
+    Keep,
+    /// `x + add` (a gain in dB on log-mel values).
+    Add(f32),
+    /// `(x − shift)·scale + add`: normalised, then a gain added (each step rounded to
+    /// f32, no fused multiply-add, so the same bits as the steps done one after another).
+    Normalise {
+        /// What is subtracted (the bin's mean).
+        shift: f32,
+        /// What the difference is multiplied by (`1 / std`).
+        scale: f32,
+        /// What is added to the normalised value.
+        add: f32,
+    },
+}
+
+impl RowMap {
+    /// The map applied to one value; whether the normalised value (before `add`) is finite
+    /// (`true` for [`RowMap::Keep`] and [`RowMap::Add`]).
+    #[inline(always)]
+    pub fn apply(self, x: f32) -> (f32, bool) {
+        match self {
+            RowMap::Keep => (x, true),
+            RowMap::Add(d) => (x + d, true),
+            RowMap::Normalise { shift, scale, add } => {
+                let y = (x - shift) * scale;
+                (y + add, y.is_finite())
+            }
+        }
     }
-    runs.each(src, dst, f16_into_portable)
+}
+
+/// What [`runs_mapped_into`] found: whether every stored value read was finite, and
+/// whether every normalised value was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finite {
+    /// Every stored value finite (not infinite, not NaN).
+    pub stored: bool,
+    /// Every normalised value finite (before its gain was added).
+    pub normalised: bool,
+}
+
+impl Default for Finite {
+    /// Nothing found that is not finite.
+    fn default() -> Self {
+        Finite {
+            stored: true,
+            normalised: true,
+        }
+    }
+}
+
+/// Stored f16 (`bf16`: false) or bf16 runs widened into `dst` and mapped by `maps` (run
+/// `r` by `maps[r]`; empty: every run kept as widened) in one pass: the bits [`f16_into`]
+/// (or [`bf16_into`]) of each run then [`RowMap::apply`] would give, without a second
+/// pass over the output. Panics if a run lies outside `src` or `dst`, or `maps` is
+/// neither empty nor one per run.
+pub fn runs_mapped_into(
+    bf16: bool,
+    src: &[u8],
+    dst: &mut [f32],
+    runs: Runs,
+    maps: &[RowMap],
+) -> Finite {
+    runs.check(src, dst);
+    assert!(
+        maps.is_empty() || maps.len() == runs.rows,
+        "{} maps for {} runs",
+        maps.len(),
+        runs.rows
+    );
+    let map = |r: usize| maps.get(r).copied().unwrap_or(RowMap::Keep);
+    #[cfg(target_arch = "x86_64")]
+    if !bf16 && has_f16c() {
+        // SAFETY: the CPU has AVX and F16C (checked just above).
+        return unsafe { x86::f16_runs_mapped_into(src, dst, runs, map) };
+    }
+    let mut finite = Finite::default();
+    for r in 0..runs.rows {
+        let (s, d) = (r * runs.src_stride, r * runs.dst_stride);
+        let (src, dst) = (&src[2 * s..2 * (s + runs.len)], &mut dst[d..d + runs.len]);
+        finite.stored &= if bf16 {
+            bf16_into(src, dst)
+        } else {
+            f16_into_portable(src, dst)
+        };
+        let m = map(r);
+        if m != RowMap::Keep {
+            let mut ok = true;
+            for x in dst.iter_mut() {
+                let (y, fine) = m.apply(*x);
+                ok &= fine;
+                *x = y;
+            }
+            finite.normalised &= ok;
+        }
+    }
+    finite
+}
+
+/// Copies `src` into `dst` (of the same length) past the caches where the CPU can: for an
+/// output larger than the caches that nothing reads back soon, each line then costs one
+/// write to memory instead of a read for ownership and a write. Call [`fence`] before
+/// another thread reads `dst`. Panics if the lengths differ.
+pub fn stream_copy(src: &[f32], dst: &mut [f32]) {
+    assert_eq!(src.len(), dst.len(), "a copy between slices of one length");
+    #[cfg(target_arch = "x86_64")]
+    if has_avx() {
+        // SAFETY: the CPU has AVX (checked just above).
+        return unsafe { x86::stream_copy(src, dst) };
+    }
+    dst.copy_from_slice(src);
+}
+
+/// Orders this thread's streaming stores ([`stream_copy`]) before its later stores (a
+/// buffer handed to another thread after it): `sfence` on x86-64, nothing elsewhere.
+pub fn fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `sfence` is SSE, which every x86-64 CPU has; it reads and writes nothing.
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
 }
 
 /// [`bf16_into`] for many runs at once; whether every value read was finite. Panics if
 /// a run lies outside `src` or `dst`.
 pub fn bf16_runs_into(src: &[u8], dst: &mut [f32], runs: Runs) -> bool {
-    runs.check(src, dst);
-    runs.each(src, dst, bf16_into)
+    runs_mapped_into(true, src, dst, runs, &[]).stored
 }
 
 /// Widens the little-endian bf16 values in `src` into `dst` (a bf16 is the top half of
@@ -147,14 +250,103 @@ fn has_f16c() -> bool {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::{
-        __m128i, _mm_and_si128, _mm_cmpeq_epi16, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi16,
-        _mm_setzero_si128, _mm256_cvtph_ps,
+        __m128i, __m256, _CMP_NLT_UQ, _mm_and_si128, _mm_cmpeq_epi16, _mm_movemask_epi8,
+        _mm_or_si128, _mm_set1_epi16, _mm_setzero_si128, _mm256_add_ps, _mm256_and_ps,
+        _mm256_cmp_ps, _mm256_cvtph_ps, _mm256_movemask_ps, _mm256_mul_ps, _mm256_or_ps,
+        _mm256_set1_ps, _mm256_setzero_ps, _mm256_stream_ps, _mm256_sub_ps,
     };
 
-    /// [`f16_into`] over each run of `runs` (checked within both slices by the caller).
+    use super::RowMap;
+
+    /// [`super::runs_mapped_into`] for f16 with F16C: eight values a step widened,
+    /// mapped in registers and stored; each run's last 0–7 one at a time.
     #[target_feature(enable = "avx,f16c")]
-    pub(super) fn f16_runs_into(src: &[u8], dst: &mut [f32], runs: super::Runs) -> bool {
-        runs.each(src, dst, |s, d| f16_into(s, d))
+    pub(super) fn f16_runs_mapped_into(
+        src: &[u8],
+        dst: &mut [f32],
+        runs: super::Runs,
+        map: impl Fn(usize) -> RowMap,
+    ) -> super::Finite {
+        let exponent = _mm_set1_epi16(0x7c00);
+        let abs = _mm256_set1_ps(f32::from_bits(0x7fff_ffff));
+        let inf = _mm256_set1_ps(f32::INFINITY);
+        let mut bad_stored = _mm_setzero_si128();
+        let mut bad_normalised = _mm256_setzero_ps();
+        let mut scalar_finite = super::Finite::default();
+        for r in 0..runs.rows {
+            let (s, d) = (r * runs.src_stride, r * runs.dst_stride);
+            let src = &src[2 * s..2 * (s + runs.len)];
+            let dst = &mut dst[d..d + runs.len];
+            let m = map(r);
+            let (src_lanes, src_tail) = src.as_chunks::<16>();
+            let (dst_lanes, dst_tail) = dst.as_chunks_mut::<8>();
+            let (shift, scale, add) = match m {
+                RowMap::Keep => (0.0, 1.0, 0.0),
+                RowMap::Add(d) => (0.0, 1.0, d),
+                RowMap::Normalise { shift, scale, add } => (shift, scale, add),
+            };
+            let (shift, scale, add) = (
+                _mm256_set1_ps(shift),
+                _mm256_set1_ps(scale),
+                _mm256_set1_ps(add),
+            );
+            let mut widen = |s: &[u8; 16]| -> __m256 {
+                let h: __m128i = bytemuck::cast(*s);
+                let stored_bad = _mm_cmpeq_epi16(_mm_and_si128(h, exponent), exponent);
+                bad_stored = _mm_or_si128(bad_stored, stored_bad);
+                _mm256_cvtph_ps(h)
+            };
+            let lanes = src_lanes.iter().zip(dst_lanes);
+            // One loop per kind of map: no test of the kind in the loop.
+            match m {
+                RowMap::Keep => lanes.for_each(|(s, d)| *d = bytemuck::cast(widen(s))),
+                RowMap::Add(_) => {
+                    lanes.for_each(|(s, d)| *d = bytemuck::cast(_mm256_add_ps(widen(s), add)))
+                }
+                RowMap::Normalise { .. } => lanes.for_each(|(s, d)| {
+                    let y = _mm256_mul_ps(_mm256_sub_ps(widen(s), shift), scale);
+                    let not_finite = _mm256_cmp_ps::<_CMP_NLT_UQ>(_mm256_and_ps(y, abs), inf);
+                    bad_normalised = _mm256_or_ps(bad_normalised, not_finite);
+                    *d = bytemuck::cast(_mm256_add_ps(y, add));
+                }),
+            }
+            for (b, o) in src_tail.chunks_exact(2).zip(dst_tail) {
+                let bits = u16::from_le_bytes([b[0], b[1]]);
+                scalar_finite.stored &= bits & 0x7c00 != 0x7c00;
+                let (x, fine) = m.apply(half::f16::from_bits(bits).to_f32());
+                scalar_finite.normalised &= fine;
+                *o = x;
+            }
+        }
+        super::Finite {
+            stored: scalar_finite.stored && _mm_movemask_epi8(bad_stored) == 0,
+            normalised: scalar_finite.normalised && _mm256_movemask_ps(bad_normalised) == 0,
+        }
+    }
+
+    /// [`super::stream_copy`] with AVX: the lines of `dst` it covers whole are written
+    /// with non-temporal stores, the partial ones at its ends with plain copies.
+    #[target_feature(enable = "avx")]
+    pub(super) fn stream_copy(src: &[f32], dst: &mut [f32]) {
+        let head = dst.as_ptr().align_offset(64).min(dst.len());
+        let (head_dst, body) = dst.split_at_mut(head);
+        let (head_src, body_src) = src.split_at(head);
+        head_dst.copy_from_slice(head_src);
+        let (src_lines, src_tail) = body_src.as_chunks::<16>();
+        let (dst_lines, dst_tail) = body.as_chunks_mut::<16>();
+        for (s, d) in src_lines.iter().zip(dst_lines) {
+            let [lo, hi]: [[f32; 8]; 2] = bytemuck::cast(*s);
+            let p = d.as_mut_ptr();
+            // SAFETY: `d` is sixteen f32 this function holds exclusively (a `&mut [f32;
+            // 16]`, so `p..p + 16` is valid for writes) starting on a 64-byte boundary
+            // (the first `head` values were split off to reach one, and each chunk after
+            // it is 64 bytes): both halves are 32-byte aligned, as `vmovntps` needs.
+            unsafe {
+                _mm256_stream_ps(p, bytemuck::cast::<[f32; 8], __m256>(lo));
+                _mm256_stream_ps(p.add(8), bytemuck::cast::<[f32; 8], __m256>(hi));
+            }
+        }
+        dst_tail.copy_from_slice(src_tail);
     }
 
     /// Eight f16 values at a time: their exponents compared with all ones (infinite or
@@ -274,6 +466,140 @@ mod tests {
         // The same infinity inside a run is seen.
         let mut dst = vec![0f32; bins * stride];
         assert!(!f16_runs_into(&src, &mut dst, runs));
+    }
+
+    /// Mapped runs (kept, a gain, normalised with and without one), at every alignment
+    /// of the output and lengths with and without a tail: the bits of widening then
+    /// [`RowMap::apply`], value by value, and the same verdicts; nothing outside the runs
+    /// written.
+    #[test]
+    fn mapped_runs_equal_widening_then_mapping() {
+        let (bins, block, stride) = (4usize, 48usize, 53usize);
+        let values: Vec<f32> = (0..bins * block)
+            .map(|k| ((k * 37) % 101) as f32 * 0.37 - 19.0)
+            .collect();
+        let maps = [
+            RowMap::Keep,
+            RowMap::Add(3.25),
+            RowMap::Normalise {
+                shift: -4.5,
+                scale: 0.123,
+                add: 0.0,
+            },
+            RowMap::Normalise {
+                shift: 7.0,
+                scale: 2.5,
+                add: -1.75,
+            },
+        ];
+        for (bf, offset) in [false, true]
+            .into_iter()
+            .flat_map(|b| (0..9).map(move |o| (b, o)))
+        {
+            let src: Vec<u8> = values
+                .iter()
+                .flat_map(|&v| match bf {
+                    true => bf16::from_f32(v).to_bits().to_le_bytes(),
+                    false => f16::from_f32(v).to_bits().to_le_bytes(),
+                })
+                .collect();
+            for len in [0usize, 1, 7, 8, 9, 23, 40, 48] {
+                let runs = Runs {
+                    rows: bins,
+                    len,
+                    src_stride: block,
+                    dst_stride: stride,
+                };
+                let mut want = vec![f32::MIN; offset + bins * stride];
+                let mut got = want.clone();
+                let mut want_normalised = true;
+                for b in 0..bins {
+                    let run = &src[2 * b * block..2 * (b * block + len)];
+                    let out = &mut want[offset + b * stride..][..len];
+                    match bf {
+                        true => bf16_into(run, out),
+                        false => f16_into_portable(run, out),
+                    };
+                    for x in out.iter_mut() {
+                        let (y, fine) = maps[b].apply(*x);
+                        want_normalised &= fine;
+                        *x = y;
+                    }
+                }
+                let found = runs_mapped_into(bf, &src, &mut got[offset..], runs, &maps);
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                let case = format!("bf16 {bf}, offset {offset}, len {len}");
+                assert_eq!(bits(&got), bits(&want), "{case}");
+                let want_found = Finite {
+                    stored: true,
+                    normalised: want_normalised,
+                };
+                assert_eq!(found, want_found, "{case}");
+            }
+        }
+    }
+
+    /// An infinity stored in any run, or a normalised value that overflows f32 (in the
+    /// vector body and in a tail), is reported as such.
+    #[test]
+    fn mapped_runs_report_what_is_not_finite() {
+        let len = 21; // two eight-value steps and a tail of five
+        for at in [3usize, 19] {
+            let mut bits = vec![f16::from_f32(2.0).to_bits(); len];
+            bits[at] = 0x7c00;
+            let src: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
+            let runs = Runs {
+                rows: 1,
+                len,
+                src_stride: len,
+                dst_stride: len,
+            };
+            let mut dst = vec![0f32; len];
+            let found = runs_mapped_into(false, &src, &mut dst, runs, &[]);
+            assert!(!found.stored, "at {at}");
+            let mut big = vec![f16::from_f32(60000.0).to_bits(); len];
+            big[at] = f16::from_f32(-60000.0).to_bits();
+            let src: Vec<u8> = big.iter().flat_map(|b| b.to_le_bytes()).collect();
+            let huge = [RowMap::Normalise {
+                shift: 60000.0,
+                scale: 1e35,
+                add: 0.0,
+            }];
+            let found = runs_mapped_into(false, &src, &mut dst, runs, &huge);
+            assert_eq!(
+                found,
+                Finite {
+                    stored: true,
+                    normalised: false
+                },
+                "at {at}"
+            );
+            assert_eq!(dst[at], f32::NEG_INFINITY);
+            assert_eq!(dst[(at + 1) % len], 0.0);
+        }
+    }
+
+    /// A streamed copy at every alignment of the output within a line and lengths around
+    /// whole lines: the source's bits, and nothing outside the copy written.
+    #[test]
+    fn a_streamed_copy_is_a_copy_at_any_alignment_and_length() {
+        let src: Vec<f32> = (0..200).map(|k| k as f32 * 1.5 - 77.0).collect();
+        for offset in 0..17 {
+            for len in [0usize, 1, 15, 16, 17, 31, 32, 33, 47, 64, 100, 150, 183] {
+                let mut dst = vec![f32::MIN; offset + len + 16];
+                stream_copy(&src[..len], &mut dst[offset..offset + len]);
+                fence();
+                assert!(
+                    dst[..offset].iter().all(|&v| v == f32::MIN),
+                    "{offset}, {len}"
+                );
+                assert_eq!(&dst[offset..offset + len], &src[..len], "{offset}, {len}");
+                assert!(
+                    dst[offset + len..].iter().all(|&v| v == f32::MIN),
+                    "{offset}, {len}"
+                );
+            }
+        }
     }
 
     #[test]

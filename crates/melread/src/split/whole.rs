@@ -14,7 +14,7 @@ use super::Split;
 use super::reader::Reader;
 use crate::convert::{self, Affine, OutSlice};
 use crate::limits::bad;
-use crate::widen::{self, Runs};
+use crate::widen::{self, Finite, RowMap, Runs};
 
 /// Where each whole clip of a split lies: its rows and its frames.
 #[derive(Debug, Clone, PartialEq)]
@@ -248,7 +248,7 @@ impl Reader<'_> {
         out: &mut [f32],
         norm: Option<&Affine>,
     ) -> Result<()> {
-        self.read_whole_rows(clip, (at, n), out, n)?;
+        self.read_whole_rows(clip, (at, n), out, n, &[])?;
         let split = self.split();
         if !convert::normalised(out, norm) {
             return Err(Error::config(
@@ -264,15 +264,17 @@ impl Reader<'_> {
 
     /// Reads frames `at..at + n` of whole clip `clip` as f32 into the first `n` values of
     /// each of `n_mels` rows of `stride` values of `out`: each block's bytes fetched once,
-    /// each mel bin's run of frames widened straight into place, every value checked
-    /// finite.
+    /// each mel bin's run of frames widened straight into place and mapped (mel bin `b`
+    /// by `maps[b]`; none if empty), every value checked finite. An error if a
+    /// stored value is not; else whether every normalised value is finite.
     pub(crate) fn read_whole_rows(
         &mut self,
         clip: usize,
         (at, n): (usize, usize),
         out: &mut [f32],
         stride: usize,
-    ) -> Result<()> {
+        maps: &[RowMap],
+    ) -> Result<bool> {
         let split = self.split();
         let index = split.whole_index()?;
         index.check_clip(clip)?;
@@ -287,7 +289,7 @@ impl Reader<'_> {
         let (dtype, size) = (split.dtype(), split.dtype().size());
         let first = index.rows(clip).start;
         let mut halves = Vec::new();
-        let mut finite = true;
+        let mut finite = Finite::default();
         let mut frame = at;
         while frame < at + n {
             let (k, lo) = (frame / f, frame % f);
@@ -300,17 +302,37 @@ impl Reader<'_> {
                 src_stride: f,
                 dst_stride: stride,
             };
-            finite &= match dtype {
-                Dtype::F16 => widen::f16_runs_into(&bytes[lo * size..], dst, runs),
-                Dtype::Bf16 => widen::bf16_runs_into(&bytes[lo * size..], dst, runs),
-                Dtype::F32 => (0..m).fold(true, |finite, b| {
-                    let src = &bytes[(b * f + lo) * size..(b * f + lo + len) * size];
-                    let dst = &mut dst[b * stride..][..len];
-                    convert::convert(src, dtype, OutSlice::F32(dst), None, &mut halves) && finite
-                }),
+            let found = match dtype {
+                Dtype::F16 | Dtype::Bf16 => widen::runs_mapped_into(
+                    dtype == Dtype::Bf16,
+                    &bytes[lo * size..],
+                    dst,
+                    runs,
+                    maps,
+                ),
+                Dtype::F32 => {
+                    let mut found = Finite::default();
+                    for b in 0..m {
+                        let src = &bytes[(b * f + lo) * size..(b * f + lo + len) * size];
+                        let dst = &mut dst[b * stride..][..len];
+                        found.stored &=
+                            convert::convert(src, dtype, OutSlice::F32(dst), None, &mut halves);
+                        if let Some(&map) = maps.get(b) {
+                            for x in dst.iter_mut() {
+                                let (y, fine) = map.apply(*x);
+                                found.normalised &= fine;
+                                *x = y;
+                            }
+                        }
+                    }
+                    found
+                }
             };
+            finite.stored &= found.stored;
+            finite.normalised &= found.normalised;
             frame += len;
         }
-        self.judge_row(clip, finite)
+        self.judge_row(clip, finite.stored)?;
+        Ok(finite.normalised)
     }
 }
