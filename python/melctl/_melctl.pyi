@@ -226,7 +226,9 @@ class Loader:
     @property
     def memory_bound(self) -> int:
         """The most bytes the loader's batch buffers take (``prefetch + 2`` batches: those read
-        ahead, one the loop is using and one coming back to be refilled; plus chunk caches)."""
+        ahead, one the loop is using and one coming back to be refilled; plus each thread's
+        chunk cache, or for whole clips in batches of 4 MiB or more its scratch of at most
+        768 KiB for writing them past the caches)."""
     @property
     def split(self) -> Split: ...
 

@@ -309,7 +309,8 @@ impl PyLoader {
         self.loader.items_per_epoch()
     }
 
-    /// The most bytes the loader's batch buffers take (`prefetch + 2` batches, plus chunk caches).
+    /// The most bytes the loader's batch buffers take (`prefetch + 2` batches, plus each
+    /// thread's chunk cache or streaming scratch).
     #[getter]
     fn memory_bound(&self) -> usize {
         self.loader.memory_bound()

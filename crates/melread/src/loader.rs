@@ -598,9 +598,9 @@ impl Loader {
     /// The most memory the loader's batch buffers take: `prefetch + 2` full batches (the
     /// loader's own `prefetch + 1`, and the one the caller is using; a caller that frees
     /// each batch before taking the next needs one fewer), plus each worker's
-    /// decoded-chunk cache for chunked layouts, or for whole clips its scratch for
-    /// batches streamed past the caches (at most three items of 256 KiB). Batches the
-    /// caller keeps beyond one are
+    /// decoded-chunk cache for chunked layouts, or for whole clips in batches of 4 MiB
+    /// or more its scratch for streaming them past the caches (an item of at most 256
+    /// KiB, three with mixup). Batches the caller keeps beyond one are
     /// its own. The buffers an epoch leaves for the next are the same ones (per epoch
     /// running at once).
     pub fn memory_bound(&self) -> usize {
@@ -610,9 +610,16 @@ impl Loader {
             } => clips_per_chunk * self.split.values_per_clip() * self.split.dtype().size(),
             _ => 0,
         };
-        let scratch = match self.whole {
-            Some(_) => 3 * STREAM_ITEM_BYTES,
-            None => 0,
+        // The scratch of a batch streamed past the caches: an item, or mixup's group.
+        let group = match self.opts.augment.mixup {
+            Some(_) => 3,
+            None => 1,
+        };
+        let streams = self.whole.is_some() && self.batch_bytes() >= STREAM_BATCH_BYTES;
+        let scratch = if streams {
+            group * STREAM_ITEM_BYTES
+        } else {
+            0
         };
         let per_worker = self
             .split
@@ -1629,6 +1636,9 @@ fn fill_streamed(
     let mut items = vec![0f32; most * per];
     let starts: Vec<usize> = (0..most).map(|k| k * per).collect();
     let mut maps = Vec::new();
+    // Whatever way this returns (an error, a panic), the streaming stores are ordered
+    // before the batch's memory is used again.
+    let _fence = Fence;
     for group in groups {
         let at = (*group, &starts[..group.len()]);
         fill_group_step(
@@ -1650,8 +1660,16 @@ fn fill_streamed(
             widen::stream_copy(item, &mut batch[j * per..(j + 1) * per]);
         }
     }
-    widen::fence();
     Ok(())
+}
+
+/// Calls [`widen::fence`] when dropped: the end of a fill that streamed, however it ends.
+struct Fence;
+
+impl Drop for Fence {
+    fn drop(&mut self) {
+        widen::fence();
+    }
 }
 
 /// Sets `maps` to each of `n_mels` bins' map from stored values to the batch's:
