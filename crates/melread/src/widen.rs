@@ -10,6 +10,10 @@
 //! (no aligned copy) and tests each value's exponent as it goes (no second pass over the
 //! f32 output). Measured against `half` by `examples/widen_bench.rs`
 //! (docs/bench-log/journal.md, 2026-11-29).
+//!
+//! [`runs_mapped_into`] also normalises each run and adds a gain in the same registers
+//! ([`RowMap`]), so a loader's batch is written once; [`stream_copy`] writes a finished item
+//! into a batch larger than the caches with non-temporal stores.
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
