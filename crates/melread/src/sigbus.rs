@@ -6,7 +6,7 @@
 //!
 //! A library (the Python package) cannot exit for its caller: [`recover_mapped_faults`]
 //! installs a handler that acts only on faults inside melread's own maps. It puts a page
-//! of zeros where the file's page was and marks the map ([`MapGuard::faulted`]), so the
+//! of zeros where the file's page was and marks the map (`MapGuard::faulted`), so the
 //! interrupted copy completes; the reader then refuses what it read ("changed while it was
 //! read"), and every later read of that split. Any other SIGBUS goes to the handler that
 //! was there before (the default kills the process, as before).
