@@ -1445,7 +1445,9 @@ fn fill(
             f.set(j, labels_all[item.clip], item, at);
             if let (Some(a), Buffer::F32(v)) = (aug, &mut *buffer) {
                 for (r, row) in v[j * n..(j + 1) * n].chunks_exact_mut(frames).enumerate() {
-                    normalise_and_gain(row, None, a.gain_offset(j, r % n_mels));
+                    if let Some(d) = a.gain_offset(j, r % n_mels) {
+                        RowMap::Add(d).apply_all(row);
+                    }
                 }
             }
         }
@@ -1703,47 +1705,6 @@ fn zero_padding(dst: &mut [f32], (width, filled, len): (usize, usize, usize)) {
         for row in dst.chunks_mut(width) {
             let end = len.min(row.len());
             row[filled.min(end)..end].fill(0.0);
-        }
-    }
-}
-
-/// `row ← (row − shift)·scale + d` (normalised by `(shift, scale)` if given, then the gain
-/// `d` added if given); whether every normalised value is finite. Eight lanes a step where
-/// the CPU has AVX (the same bits: no FMA).
-fn normalise_and_gain(row: &mut [f32], norm: Option<(f32, f32)>, d: Option<f32>) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    if crate::widen::has_avx() {
-        // SAFETY: the CPU has AVX (checked just above).
-        return unsafe { normalise_and_gain_avx(row, norm, d) };
-    }
-    normalise_and_gain_in(row, norm, d)
-}
-
-/// [`normalise_and_gain_in`] compiled for AVX.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx")]
-fn normalise_and_gain_avx(row: &mut [f32], norm: Option<(f32, f32)>, d: Option<f32>) -> bool {
-    normalise_and_gain_in(row, norm, d)
-}
-
-/// The loop of [`normalise_and_gain`].
-#[inline(always)]
-fn normalise_and_gain_in(row: &mut [f32], norm: Option<(f32, f32)>, d: Option<f32>) -> bool {
-    match (norm, d) {
-        (None, None) => true,
-        (None, Some(d)) => {
-            row.iter_mut().for_each(|x| *x += d);
-            true
-        }
-        (Some((s, k)), d) => {
-            let d = d.unwrap_or(0.0);
-            let mut bad = 0u32;
-            for x in row {
-                let y = (*x - s) * k;
-                bad |= u32::from(!y.is_finite());
-                *x = y + d;
-            }
-            bad == 0
         }
     }
 }

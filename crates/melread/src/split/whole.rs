@@ -318,11 +318,7 @@ impl Reader<'_> {
                         found.stored &=
                             convert::convert(src, dtype, OutSlice::F32(dst), None, &mut halves);
                         if let Some(&map) = maps.get(b) {
-                            for x in dst.iter_mut() {
-                                let (y, fine) = map.apply(*x);
-                                found.normalised &= fine;
-                                *x = y;
-                            }
+                            found.normalised &= map.apply_all(dst);
                         }
                     }
                     found
