@@ -263,18 +263,23 @@ def test_large_crop_batches_written_past_the_caches_equal_small_ones(spread):
                        for o in first), f"clip {i}: the window is not in the clip"
 
 
-@pytest.mark.parametrize("shape", [dict(crop_frames=300), dict(max_frames=16000)])
-def test_large_batches_mixed_as_they_are_read_are_the_plain_batches_mixed(spread, shape):
-    """Batches beyond the caches (24 MB of crops, 5 MB of buckets) are mixed in a scratch
-    pair as the second member is read, then streamed into the batch: each mixed item is
-    exactly ``w·x_i + (1 − w)·x_j`` in float32 of the plain batch's items, over its whole
-    width (a short clip's padding mixes with its partner's frames)."""
-    make = lambda aug: melctl.Loader(spread, split="all", batch_size=256, seed=4,
+@pytest.mark.parametrize("shape, batch, large", [
+    (dict(crop_frames=300), 256, True), (dict(max_frames=16000), 256, True),
+    (dict(crop_frames=100), 9, False), (dict(max_frames=3000), 9, False)])
+@pytest.mark.parametrize("gain", [0.0, 5.0])
+def test_mixed_batches_are_the_plain_batches_mixed_bit_for_bit(spread, shape, batch, large, gain):
+    """A pair is widened, normalised, given its gains and mixed in one pass (in place, or
+    in a scratch pair streamed into a batch beyond the caches: 24 MB of crops, 5 MB of
+    buckets): each mixed item is exactly ``w·x_i + (1 − w)·x_j`` in float32 of the items
+    the loader gives without mixup (with the same gains), over its whole width (a short
+    clip's padding mixes with its partner's frames)."""
+    make = lambda aug: melctl.Loader(spread, split="all", batch_size=batch, seed=4,
                                      normalize=True, augment=aug, **shape)
-    plain = list(make(None))
-    mixed = list(make(melctl.Augment(mixup_alpha=0.5)))
+    plain = list(make(melctl.Augment(gain_db=gain) if gain else None))
+    mixed = list(make(melctl.Augment(mixup_alpha=0.5, gain_db=gain)))
     assert len(plain) == len(mixed)
-    assert sum(np.asarray(x).nbytes >= 4 << 20 for x, _, _ in plain) >= len(plain) / 2
+    if large:
+        assert sum(np.asarray(x).nbytes >= 4 << 20 for x, _, _ in plain) >= len(plain) / 2
     checked = 0
     for (x, y, n), (m, soft, mn) in zip(plain, mixed):
         x, m = np.asarray(x), np.asarray(m)
@@ -289,6 +294,42 @@ def test_large_batches_mixed_as_they_are_read_are_the_plain_batches_mixed(spread
             assert mn[i] == max(n[i], n[found[0]])
             checked += 1
     assert checked > 100
+
+
+@pytest.mark.parametrize("pattern", [0x7C00, 0x7E00, 0xFE01])
+@pytest.mark.parametrize("where", ["body", "last"])
+def test_a_value_not_finite_in_a_mixed_pair_is_refused_naming_its_clip(
+        spread, tmp_path, pattern, where):
+    """A pair widened and mixed in one pass judges each member: an infinity or a NaN of
+    either sign stored in a clip (a block's body, or the clip's last frame, a run's tail)
+    is the one-line error naming that clip, with buckets and crops, normalised or not;
+    statistics that overflow float32 are the normalize error."""
+    s = melctl.open(spread, "all")
+    frames = np.asarray(s.frames)
+    rows = -(-frames // 32)
+    first = np.concatenate([[0], np.cumsum(rows)[:-1]])
+    clip = int(np.argsort(frames)[len(frames) // 2])
+    frame = 5 if where == "body" else int(frames[clip]) - 1
+    path = tmp_path / "all.h5"
+    shutil.copy(spread / "all.h5", path)
+    with h5py.File(path, "r+") as f:
+        row = f["mel"][first[clip] + frame // 32].view(np.uint16)
+        row[7, frame % 32] = pattern
+        f["mel"][first[clip] + frame // 32] = row.view(np.float16)
+    mixup = melctl.Augment(mixup_alpha=0.5)
+    for shape in (dict(max_frames=3000), dict(crop_frames=int(frames.max()))):
+        for normalize in (False, True):
+            with pytest.raises(melctl.DatasetError) as e:
+                for _ in melctl.Loader(path, 16, seed=3, augment=mixup, normalize=normalize,
+                                       **shape):
+                    pass
+            assert f"whole clip {clip} holds a value that is not finite" in str(e.value)
+            assert len(str(e.value).splitlines()) == 1
+    n = s.clip_shape[-2]
+    with pytest.raises(melctl.ConfigError, match="normalize"):
+        for _ in melctl.Loader(spread / "all.h5", 16, max_frames=3000, augment=mixup,
+                               normalize=(np.zeros(n), np.full(n, 1e-38))):
+            pass
 
 
 def test_duration_buckets_hold_every_clip_once_within_max_frames(spread):

@@ -231,11 +231,13 @@ fn rng(seed: u64, epoch: u64, id: u64, stream: u64) -> ChaCha8Rng {
 
 /// Augments one batch as it is filled. Mixup pairs the batch's items (a random matching,
 /// and one three-cycle in a batch of odd size): each [group](Self::groups) is read
-/// together, a few blocks of frames of each member at a time, and mixed while those
-/// frames of every member are in cache ([`mix_group`](Self::mix_group)), each from the
-/// others' originals: one pass reading and writing each member, no copy aside. The filler adds each item's gain
-/// ([`gain_offset`](Self::gain_offset)) as it writes the item's values, and calls
-/// [`group_done`](Self::group_done) once a group is complete (lengths, then masks).
+/// together. A pair of whole clips stored as f16 in a map is widened and mixed in one
+/// pass (`Reader::read_whole_pair`, with [`weight`](Self::weight)); any other group a few
+/// blocks of frames of each member at a time, mixed while those frames of every member
+/// are in cache ([`mix_group`](Self::mix_group)), each from the others' originals. The
+/// filler adds each item's gain ([`gain_offset`](Self::gain_offset)) as it writes the
+/// item's values, and calls [`group_done`](Self::group_done) once a group is complete
+/// (lengths, then masks).
 /// The result is [`apply`]'s: gain, then mixup, then masks.
 pub(crate) struct Augmenter<'a> {
     aug: &'a Augment,
@@ -314,6 +316,11 @@ impl<'a> Augmenter<'a> {
     pub(crate) fn gain(&self, j: usize) -> Option<f32> {
         let g = self.gain[j];
         (g != 0.0).then_some(g)
+    }
+
+    /// Item `j`'s own share of its mixture (1 where mixup leaves it as it is).
+    pub(crate) fn weight(&self, j: usize) -> f32 {
+        self.weight[j]
     }
 
     /// Whether mixup mixes any item of `group`.

@@ -69,6 +69,7 @@ mod split;
 pub mod tensor;
 pub mod verify;
 pub mod widen;
+pub mod widen_mixed;
 
 pub use augment::{Augment, Mixed, Mixup};
 pub use convert::Affine;

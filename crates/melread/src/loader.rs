@@ -21,7 +21,7 @@ use ndarray::{ArrayD, ArrayViewD};
 use crate::augment::{Augment, Augmenter, BatchKey, Layout, Mixed};
 use crate::convert::{Affine, OutSlice};
 use crate::order::{Items, ShardOrder, Shuffle, Unit, mix64};
-use crate::split::Split;
+use crate::split::{PairItem, Split};
 use crate::widen::{self, RowMap};
 use mel_core::stats::MelStats;
 
@@ -1545,16 +1545,18 @@ fn fill_whole(
     // a scratch item instead ([`fill_streamed`]). A group that mixup mixes is read four
     // blocks of frames at a time, so mixing finds those frames of every member in cache
     // (measured: 23% against 35% a block at a time, 25% an item at a time; journal,
-    // 2026-11-29); anything else an item at once.
+    // 2026-11-29); anything else an item at once, a pair of f16 in a map both members in
+    // one pass ([`Reader::read_whole_pair`]).
     let singles: Vec<usize> = (0..ids.len()).collect();
     let groups = groups_of(ids.len(), aug, &singles);
     let how = (norm.as_ref(), aug);
     if streams(v.len(), per) {
         return fill_streamed(reader, (&mut f, v.as_mut_slice()), &groups, per, how).map(|()| f);
     }
-    let mut maps = Vec::with_capacity(n_mels);
+    let mut maps = [Vec::with_capacity(n_mels), Vec::with_capacity(n_mels)];
     for group in groups {
-        let step = match aug.is_some_and(|a| a.mixes(group)) {
+        let mixed_apart = aug.is_some_and(|a| a.mixes(group)) && !reads_pair(reader, aug, group);
+        let step = match mixed_apart {
             true => 4 * index.block_frames(),
             false => width,
         }
@@ -1571,9 +1573,16 @@ fn fill_whole(
     Ok(f)
 }
 
+/// Whether `group` is a pair that mixup mixes and `reader` reads in one pass
+/// ([`Reader::read_whole_pair`]).
+fn reads_pair(reader: &crate::Reader<'_>, aug: Option<&Augmenter<'_>>, group: &[usize]) -> bool {
+    group.len() == 2 && aug.is_some_and(|a| a.mixes(group)) && reader.reads_pairs()
+}
+
 /// Fills frames `c0..c1` of each member of `group` (member `k`'s rows of `width` from
 /// `starts[k]` in `values`): read, normalised and given its gain as it is widened (by
-/// `maps`, set per member), the padding zeroed, then mixed.
+/// `maps`, set per member), the padding zeroed, then mixed; a pair [`reads_pair`] takes
+/// all in one pass.
 fn fill_group_step(
     reader: &mut crate::Reader<'_>,
     f: &Filled,
@@ -1581,11 +1590,16 @@ fn fill_group_step(
     values: &mut [f32],
     (c0, c1, width): (usize, usize, usize),
     (norm, aug): (Option<&Affine>, Option<&Augmenter<'_>>),
-    maps: &mut Vec<RowMap>,
+    maps: &mut [Vec<RowMap>; 2],
 ) -> Result<()> {
     let split = reader.split();
     let n_mels = split.n_mels();
     let per = n_mels * width;
+    if let (Some(a), true) = (aug, reads_pair(reader, aug, group)) {
+        let at = ([group[0], group[1]], [starts[0], starts[1]]);
+        return fill_pair(reader, f, at, values, (c0, c1, width), (norm, a), maps);
+    }
+    let maps = &mut maps[0];
     for (&j, &start) in group.iter().zip(starts) {
         let (clip, real) = (f.ids[j].clip, f.lengths[j]);
         let filled = real.clamp(c0, c1) - c0;
@@ -1603,6 +1617,40 @@ fn fill_group_step(
         a.mix_group_at(group, values, starts, c0..c1);
     }
     Ok(())
+}
+
+/// [`fill_group_step`] for a pair [`reads_pair`]: items `pair` (at `starts` in `values`)
+/// read, mapped and mixed in one pass.
+fn fill_pair(
+    reader: &mut crate::Reader<'_>,
+    f: &Filled,
+    ([j0, j1], starts): ([usize; 2], [usize; 2]),
+    values: &mut [f32],
+    (c0, c1, width): (usize, usize, usize),
+    (norm, a): (Option<&Affine>, &Augmenter<'_>),
+    [m0, m1]: &mut [Vec<RowMap>; 2],
+) -> Result<()> {
+    let split = reader.split();
+    let n_mels = split.n_mels();
+    let per = n_mels * width;
+    row_maps(m0, n_mels, norm, a.gain(j0));
+    row_maps(m1, n_mels, norm, a.gain(j1));
+    let item = |j: usize, maps| PairItem {
+        clip: f.ids[j].clip,
+        at: f.offsets[j],
+        real: f.lengths[j],
+        maps,
+        weight: a.weight(j),
+    };
+    let items = [item(j0, &m0[..]), item(j1, &m1[..])];
+    let out = values
+        .get_disjoint_mut(starts.map(|s| s + c0..s + per))
+        .expect("a batch's items are apart");
+    let fine = reader.read_whole_pair(items, out, (c0, c1, width))?;
+    match fine.iter().position(|&ok| !ok) {
+        Some(k) => Err(not_finite_normalised(items[k].clip, split)),
+        None => Ok(()),
+    }
 }
 
 /// Batches from this size (in bytes) up are written past the caches ([`fill_streamed`]):
@@ -1637,7 +1685,7 @@ fn fill_streamed(
     let most = groups.iter().map(|g| g.len()).max().unwrap_or(0);
     let mut items = vec![0f32; most * per];
     let starts: Vec<usize> = (0..most).map(|k| k * per).collect();
-    let mut maps = Vec::new();
+    let mut maps = [Vec::new(), Vec::new()];
     // Whatever way this returns (an error, a panic), the streaming stores are ordered
     // before the batch's memory is used again.
     let _fence = Fence;

@@ -272,7 +272,7 @@ pub(crate) fn has_avx() -> bool {
 
 /// Whether this CPU runs the F16C kernel (AVX and F16C).
 #[cfg(target_arch = "x86_64")]
-fn has_f16c() -> bool {
+pub(crate) fn has_f16c() -> bool {
     std::arch::is_x86_feature_detected!("avx") && std::arch::is_x86_feature_detected!("f16c")
 }
 

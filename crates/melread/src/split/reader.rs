@@ -176,6 +176,24 @@ impl<'a> Reader<'a> {
         self.item_bytes(row, None)
     }
 
+    /// The stored bytes of row `row` where the split is memory-mapped (borrowed from the
+    /// map, not from this reader, so two rows can be held at once); `None` for the other
+    /// stores, whose bytes pass through this reader's buffers. Reads that fault are
+    /// caught by the map's guard and judged by [`Reader::judge_row`].
+    pub(crate) fn mapped_row(&self, row: usize) -> Result<Option<&'a [u8]>> {
+        let split: &'a Split = self.split;
+        let (offset, len) = split.item_range(row, None)?;
+        Ok(match &split.store {
+            Store::Map { map, start, .. } => Some(&map[start + offset..start + offset + len]),
+            _ => None,
+        })
+    }
+
+    /// Whether rows are [mapped](Reader::mapped_row).
+    pub(crate) fn is_mapped(&self) -> bool {
+        matches!(self.split.store, Store::Map { .. })
+    }
+
     /// The verdict on what was read of whole clip `clip` (its values widened, not
     /// normalised): the file unchanged, every value finite.
     pub(crate) fn judge_row(&mut self, clip: usize, finite: bool) -> Result<()> {

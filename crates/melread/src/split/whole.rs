@@ -15,6 +15,7 @@ use super::reader::Reader;
 use crate::convert::{self, Affine, OutSlice};
 use crate::limits::bad;
 use crate::widen::{self, Finite, RowMap, Runs};
+use crate::widen_mixed::{Member, PairRuns, pair_mixed_into};
 
 /// Where each whole clip of a split lies: its rows and its frames.
 #[derive(Debug, Clone, PartialEq)]
@@ -331,4 +332,120 @@ impl Reader<'_> {
         self.judge_row(clip, finite.stored)?;
         Ok(finite.normalised)
     }
+
+    /// Whether [`Reader::read_whole_pair`] reads this split: f16 values in a memory map.
+    pub(crate) fn reads_pairs(&self) -> bool {
+        self.is_mapped() && self.split().dtype() == Dtype::F16
+    }
+
+    /// Reads frames `c0..c1` of a pair of items that mixup mixes, each `width` frames of
+    /// which its first `real` are its clip's from frame `at` (zeros after), into `out`
+    /// (each item's rows of `width` values, from its frame `c0`): both members' runs
+    /// widened, mapped by their `maps` and mixed in one pass ([`pair_mixed_into`]), the
+    /// same bits as reading each then mixing. An error if a stored value is not finite (the
+    /// first member judged first) or the split is not one [`Reader::reads_pairs`]; else
+    /// whether each member's normalised values are finite.
+    pub(crate) fn read_whole_pair(
+        &mut self,
+        pair: [PairItem<'_>; 2],
+        out: [&mut [f32]; 2],
+        (c0, c1, width): (usize, usize, usize),
+    ) -> Result<[bool; 2]> {
+        let split = self.split();
+        let index = split.whole_index()?;
+        let (m, f) = (split.n_mels(), index.block_frames());
+        if !self.reads_pairs() {
+            return Err(Error::Shape(format!(
+                "{} is not f16 values in a memory map, which pairs are read from",
+                split.path.display()
+            )));
+        }
+        for p in &pair {
+            index.check_clip(p.clip)?;
+            if p.real > width || p.at + p.real > index.frames(p.clip) {
+                return Err(Error::Shape(format!(
+                    "an item of {width} frames with {} real from frame {} of a clip of {} frames",
+                    p.real,
+                    p.at,
+                    index.frames(p.clip)
+                )));
+            }
+        }
+        let need = (m.max(1) - 1) * width + c1.saturating_sub(c0);
+        if c0 > c1 || c1 > width || out.iter().any(|o| o.len() < need) {
+            return Err(Error::Shape(format!(
+                "outputs of {} and {} values for frames {c0}..{c1} of {m} rows of {width}",
+                out[0].len(),
+                out[1].len()
+            )));
+        }
+        let [ox, oy] = out;
+        let zeros = vec![0u8; 2 * f];
+        let mut found = [Finite::default(); 2];
+        let mut c = c0;
+        while c < c1 {
+            if pair.iter().all(|p| c >= p.real) {
+                // Padding in both: their mixture is zero.
+                for r in 0..m {
+                    let row = r * width + c - c0..r * width + c1 - c0;
+                    ox[row.clone()].fill(0.0);
+                    oy[row].fill(0.0);
+                }
+                break;
+            }
+            let mut end = c1;
+            let mut members = [(); 2].map(|_| Member {
+                src: &zeros,
+                stride: 0,
+                maps: &[],
+                weight: 1.0,
+            });
+            for (p, member) in pair.iter().zip(&mut members) {
+                member.weight = p.weight;
+                if c < p.real {
+                    let (k, lo) = ((p.at + c) / f, (p.at + c) % f);
+                    end = end.min(c + f - lo).min(p.real);
+                    let bytes = self
+                        .mapped_row(index.rows(p.clip).start + k)?
+                        .expect("reads_pairs: a mapped split");
+                    *member = Member {
+                        src: &bytes[2 * lo..],
+                        stride: f,
+                        maps: p.maps,
+                        weight: p.weight,
+                    };
+                }
+            }
+            let runs = PairRuns {
+                rows: m,
+                len: end - c,
+                dst_stride: width,
+            };
+            let got = pair_mixed_into(members, [&mut ox[c - c0..], &mut oy[c - c0..]], runs);
+            for (all, g) in found.iter_mut().zip(got) {
+                all.stored &= g.stored;
+                all.normalised &= g.normalised;
+            }
+            c = end;
+        }
+        for (p, fnd) in pair.iter().zip(&found) {
+            self.judge_row(p.clip, fnd.stored)?;
+        }
+        Ok(found.map(|f| f.normalised))
+    }
+}
+
+/// One member of a pair [`Reader::read_whole_pair`] reads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PairItem<'m> {
+    /// Its whole clip.
+    pub clip: usize,
+    /// The clip's frame the item starts at.
+    pub at: usize,
+    /// The item's frames from its clip (the rest of its width is padding).
+    pub real: usize,
+    /// Each mel bin's map (empty: kept as stored).
+    pub maps: &'m [RowMap],
+    /// Its own share of its mixture.
+    pub weight: f32,
 }
