@@ -1,6 +1,6 @@
 //! Mixup's cost on whole-clip buckets: widening a pair's stored f16 blocks and mixing
 //! them in a pass after (the loader's way before `widen_mixed`, four blocks at a time),
-//! against `widen_mixed::pair_mixed_into` (both members' runs widened and mixed in
+//! against `widen_mixed::group_mixed_into` (both members' runs widened and mixed in
 //! registers; checked bit-identical to the first here), against widening alone.
 //! Clips of 50–600 frames × 80 bins in blocks of 32 frames, ~200 MB stored (past the
 //! caches), batches of ≤ 8000 frames of similar lengths; interleaved rounds, best ns per
@@ -182,19 +182,21 @@ fn batch_fused(s: &Store, (ids, width): (&[usize], usize), out: &mut [f32], m: &
             let len = B.min(common - f);
             let xs = &s.bytes[s.at[a] + k * M * B * 2..][..M * B * 2];
             let ys = &s.bytes[s.at[b] + k * M * B * 2..][..M * B * 2];
-            use melread::widen_mixed::{Member, PairRuns, pair_mixed_into};
+            use melread::widen_mixed::{Member, MixRuns, group_mixed_into};
             let mem = |src| Member {
                 src,
                 stride: B,
                 maps: m,
                 weight: 0.0,
             };
-            let runs = PairRuns {
+            // The frames after this run are written after it.
+            let runs = MixRuns {
                 rows: M,
                 len,
                 dst_stride: width,
+                slack: width - f - len,
             };
-            pair_mixed_into(
+            group_mixed_into(
                 [
                     Member {
                         weight: 0.3,

@@ -231,8 +231,8 @@ fn rng(seed: u64, epoch: u64, id: u64, stream: u64) -> ChaCha8Rng {
 
 /// Augments one batch as it is filled. Mixup pairs the batch's items (a random matching,
 /// and one three-cycle in a batch of odd size): each [group](Self::groups) is read
-/// together. A pair of whole clips stored as f16 in a map is widened and mixed in one
-/// pass (`Reader::read_whole_pair`, with [`weight`](Self::weight)); any other group a few
+/// together. A group of whole clips stored as f16 in a map is widened and mixed in one
+/// pass (`Reader::read_whole_group`, with [`weight`](Self::weight)); any other group a few
 /// blocks of frames of each member at a time, mixed while those frames of every member
 /// are in cache ([`mix_group`](Self::mix_group)), each from the others' originals. The
 /// filler adds each item's gain ([`gain_offset`](Self::gain_offset)) as it writes the

@@ -21,7 +21,7 @@ use ndarray::{ArrayD, ArrayViewD};
 use crate::augment::{Augment, Augmenter, BatchKey, Layout, Mixed};
 use crate::convert::{Affine, OutSlice};
 use crate::order::{Items, ShardOrder, Shuffle, Unit, mix64};
-use crate::split::{PairItem, Split};
+use crate::split::{GroupItem, Split};
 use crate::widen::{self, RowMap};
 use mel_core::stats::MelStats;
 
@@ -1545,17 +1545,17 @@ fn fill_whole(
     // a scratch item instead ([`fill_streamed`]). A group that mixup mixes is read four
     // blocks of frames at a time, so mixing finds those frames of every member in cache
     // (measured: 23% against 35% a block at a time, 25% an item at a time; journal,
-    // 2026-11-29); anything else an item at once, a pair of f16 in a map both members in
-    // one pass ([`Reader::read_whole_pair`]).
+    // 2026-11-29); anything else an item at once. A mixed group of f16 clips in a map is
+    // read and mixed in one pass instead ([`Reader::read_whole_group`]), its items whole.
     let singles: Vec<usize> = (0..ids.len()).collect();
     let groups = groups_of(ids.len(), aug, &singles);
     let how = (norm.as_ref(), aug);
     if streams(v.len(), per) {
         return fill_streamed(reader, (&mut f, v.as_mut_slice()), &groups, per, how).map(|()| f);
     }
-    let mut maps = [Vec::with_capacity(n_mels), Vec::with_capacity(n_mels)];
+    let mut maps: [Vec<RowMap>; 3] = Default::default();
     for group in groups {
-        let mixed_apart = aug.is_some_and(|a| a.mixes(group)) && !reads_pair(reader, aug, group);
+        let mixed_apart = aug.is_some_and(|a| a.mixes(group)) && !reads_mixed(reader, aug, group);
         let step = match mixed_apart {
             true => 4 * index.block_frames(),
             false => width,
@@ -1573,15 +1573,15 @@ fn fill_whole(
     Ok(f)
 }
 
-/// Whether `group` is a pair that mixup mixes and `reader` reads in one pass
-/// ([`Reader::read_whole_pair`]).
-fn reads_pair(reader: &crate::Reader<'_>, aug: Option<&Augmenter<'_>>, group: &[usize]) -> bool {
-    group.len() == 2 && aug.is_some_and(|a| a.mixes(group)) && reader.reads_pairs()
+/// Whether `group` is a pair or a three-cycle that mixup mixes and `reader` reads in one
+/// pass ([`Reader::read_whole_group`]).
+fn reads_mixed(reader: &crate::Reader<'_>, aug: Option<&Augmenter<'_>>, group: &[usize]) -> bool {
+    matches!(group.len(), 2 | 3) && aug.is_some_and(|a| a.mixes(group)) && reader.reads_groups()
 }
 
 /// Fills frames `c0..c1` of each member of `group` (member `k`'s rows of `width` from
 /// `starts[k]` in `values`): read, normalised and given its gain as it is widened (by
-/// `maps`, set per member), the padding zeroed, then mixed; a pair [`reads_pair`] takes
+/// `maps`, set per member), the padding zeroed, then mixed; a group [`reads_mixed`] takes
 /// all in one pass.
 fn fill_group_step(
     reader: &mut crate::Reader<'_>,
@@ -1590,14 +1590,20 @@ fn fill_group_step(
     values: &mut [f32],
     (c0, c1, width): (usize, usize, usize),
     (norm, aug): (Option<&Affine>, Option<&Augmenter<'_>>),
-    maps: &mut [Vec<RowMap>; 2],
+    maps: &mut [Vec<RowMap>; 3],
 ) -> Result<()> {
     let split = reader.split();
     let n_mels = split.n_mels();
     let per = n_mels * width;
-    if let (Some(a), true) = (aug, reads_pair(reader, aug, group)) {
-        let at = ([group[0], group[1]], [starts[0], starts[1]]);
-        return fill_pair(reader, f, at, values, (c0, c1, width), (norm, a), maps);
+    if let (Some(a), true) = (aug, reads_mixed(reader, aug, group)) {
+        let how = (values, (c0, c1, width), (norm, a), maps);
+        return match (group, starts) {
+            (&[j0, j1], &[s0, s1, ..]) => fill_mixed(reader, f, ([j0, j1], [s0, s1]), how),
+            (&[j0, j1, j2], &[s0, s1, s2, ..]) => {
+                fill_mixed(reader, f, ([j0, j1, j2], [s0, s1, s2]), how)
+            }
+            _ => unreachable!("mixup's groups are pairs and one three-cycle"),
+        };
     }
     let maps = &mut maps[0];
     for (&j, &start) in group.iter().zip(starts) {
@@ -1619,34 +1625,37 @@ fn fill_group_step(
     Ok(())
 }
 
-/// [`fill_group_step`] for a pair [`reads_pair`]: items `pair` (at `starts` in `values`)
-/// read, mapped and mixed in one pass.
-fn fill_pair(
+/// [`fill_group_step`] for a group [`reads_mixed`]: items `group` (at `starts` in
+/// `values`) read, mapped and mixed in one pass.
+#[allow(clippy::type_complexity)]
+fn fill_mixed<const N: usize>(
     reader: &mut crate::Reader<'_>,
     f: &Filled,
-    ([j0, j1], starts): ([usize; 2], [usize; 2]),
-    values: &mut [f32],
-    (c0, c1, width): (usize, usize, usize),
-    (norm, a): (Option<&Affine>, &Augmenter<'_>),
-    [m0, m1]: &mut [Vec<RowMap>; 2],
+    (group, starts): ([usize; N], [usize; N]),
+    (values, (c0, c1, width), (norm, a), maps): (
+        &mut [f32],
+        (usize, usize, usize),
+        (Option<&Affine>, &Augmenter<'_>),
+        &mut [Vec<RowMap>; 3],
+    ),
 ) -> Result<()> {
     let split = reader.split();
     let n_mels = split.n_mels();
     let per = n_mels * width;
-    row_maps(m0, n_mels, norm, a.gain(j0));
-    row_maps(m1, n_mels, norm, a.gain(j1));
-    let item = |j: usize, maps| PairItem {
-        clip: f.ids[j].clip,
-        at: f.offsets[j],
-        real: f.lengths[j],
-        maps,
-        weight: a.weight(j),
-    };
-    let items = [item(j0, &m0[..]), item(j1, &m1[..])];
+    for (m, &j) in maps.iter_mut().zip(&group) {
+        row_maps(m, n_mels, norm, a.gain(j));
+    }
+    let items: [GroupItem<'_>; N] = std::array::from_fn(|k| GroupItem {
+        clip: f.ids[group[k]].clip,
+        at: f.offsets[group[k]],
+        real: f.lengths[group[k]],
+        maps: &maps[k],
+        weight: a.weight(group[k]),
+    });
     let out = values
         .get_disjoint_mut(starts.map(|s| s + c0..s + per))
         .expect("a batch's items are apart");
-    let fine = reader.read_whole_pair(items, out, (c0, c1, width))?;
+    let fine = reader.read_whole_group(items, out, (c0, c1, width))?;
     match fine.iter().position(|&ok| !ok) {
         Some(k) => Err(not_finite_normalised(items[k].clip, split)),
         None => Ok(()),
@@ -1685,7 +1694,7 @@ fn fill_streamed(
     let most = groups.iter().map(|g| g.len()).max().unwrap_or(0);
     let mut items = vec![0f32; most * per];
     let starts: Vec<usize> = (0..most).map(|k| k * per).collect();
-    let mut maps = [Vec::new(), Vec::new()];
+    let mut maps: [Vec<RowMap>; 3] = Default::default();
     // Whatever way this returns (an error, a panic), the streaming stores are ordered
     // before the batch's memory is used again.
     let _fence = Fence;

@@ -42,7 +42,7 @@ mod whole;
 
 pub use reader::Reader;
 use store::Store;
-pub(crate) use whole::PairItem;
+pub(crate) use whole::GroupItem;
 pub use whole::{WholeIndex, WindowIndex};
 
 /// Decoded chunks of `mel` each [`Reader`] keeps by default (chunked layouts).

@@ -15,7 +15,7 @@ use super::reader::Reader;
 use crate::convert::{self, Affine, OutSlice};
 use crate::limits::bad;
 use crate::widen::{self, Finite, RowMap, Runs};
-use crate::widen_mixed::{Member, PairRuns, pair_mixed_into};
+use crate::widen_mixed::{Member, MixRuns, group_mixed_into};
 
 /// Where each whole clip of a split lies: its rows and its frames.
 #[derive(Debug, Clone, PartialEq)]
@@ -333,34 +333,35 @@ impl Reader<'_> {
         Ok(finite.normalised)
     }
 
-    /// Whether [`Reader::read_whole_pair`] reads this split: f16 values in a memory map.
-    pub(crate) fn reads_pairs(&self) -> bool {
+    /// Whether [`Reader::read_whole_group`] reads this split: f16 values in a memory map.
+    pub(crate) fn reads_groups(&self) -> bool {
         self.is_mapped() && self.split().dtype() == Dtype::F16
     }
 
-    /// Reads frames `c0..c1` of a pair of items that mixup mixes, each `width` frames of
-    /// which its first `real` are its clip's from frame `at` (zeros after), into `out`
-    /// (each item's rows of `width` values, from its frame `c0`): both members' runs
-    /// widened, mapped by their `maps` and mixed in one pass ([`pair_mixed_into`]), the
-    /// same bits as reading each then mixing. An error if a stored value is not finite (the
-    /// first member judged first) or the split is not one [`Reader::reads_pairs`]; else
-    /// whether each member's normalised values are finite.
-    pub(crate) fn read_whole_pair(
+    /// Reads frames `c0..c1` of a group of items that mixup mixes (a pair, or a
+    /// three-cycle), each `width` frames of which its first `real` are its clip's from
+    /// frame `at` (zeros after), into `out` (each item's rows of `width` values, from its
+    /// frame `c0`): the members' runs widened, mapped by their `maps` and mixed in one pass
+    /// ([`group_mixed_into`]: each with the next), the same bits as reading each then
+    /// mixing. An error if a stored value is not finite (the members judged in order) or
+    /// the split is not one [`Reader::reads_groups`]; else whether each member's
+    /// normalised values are finite.
+    pub(crate) fn read_whole_group<const N: usize>(
         &mut self,
-        pair: [PairItem<'_>; 2],
-        out: [&mut [f32]; 2],
+        group: [GroupItem<'_>; N],
+        mut out: [&mut [f32]; N],
         (c0, c1, width): (usize, usize, usize),
-    ) -> Result<[bool; 2]> {
+    ) -> Result<[bool; N]> {
         let split = self.split();
         let index = split.whole_index()?;
         let (m, f) = (split.n_mels(), index.block_frames());
-        if !self.reads_pairs() {
+        if !self.reads_groups() {
             return Err(Error::Shape(format!(
-                "{} is not f16 values in a memory map, which pairs are read from",
+                "{} is not f16 values in a memory map, which mixed groups are read from",
                 split.path.display()
             )));
         }
-        for p in &pair {
+        for p in &group {
             index.check_clip(p.clip)?;
             if p.real > width || p.at + p.real > index.frames(p.clip) {
                 return Err(Error::Shape(format!(
@@ -374,40 +375,37 @@ impl Reader<'_> {
         let need = (m.max(1) - 1) * width + c1.saturating_sub(c0);
         if c0 > c1 || c1 > width || out.iter().any(|o| o.len() < need) {
             return Err(Error::Shape(format!(
-                "outputs of {} and {} values for frames {c0}..{c1} of {m} rows of {width}",
-                out[0].len(),
-                out[1].len()
+                "outputs of {:?} values for frames {c0}..{c1} of {m} rows of {width}",
+                out.iter().map(|o| o.len()).collect::<Vec<_>>()
             )));
         }
-        let [ox, oy] = out;
         let zeros = vec![0u8; 2 * f];
-        let mut found = [Finite::default(); 2];
+        let mut found = [Finite::default(); N];
         let mut c = c0;
         while c < c1 {
-            if pair.iter().all(|p| c >= p.real) {
-                // Padding in both: their mixture is zero.
-                for r in 0..m {
-                    let row = r * width + c - c0..r * width + c1 - c0;
-                    ox[row.clone()].fill(0.0);
-                    oy[row].fill(0.0);
+            if group.iter().all(|p| c >= p.real) {
+                // Padding in every member: their mixtures are zero.
+                for o in &mut out {
+                    for r in 0..m {
+                        o[r * width + c - c0..r * width + c1 - c0].fill(0.0);
+                    }
                 }
                 break;
             }
             let mut end = c1;
-            let mut members = [(); 2].map(|_| Member {
+            let mut members = group.map(|p| Member {
                 src: &zeros,
                 stride: 0,
                 maps: &[],
-                weight: 1.0,
+                weight: p.weight,
             });
-            for (p, member) in pair.iter().zip(&mut members) {
-                member.weight = p.weight;
+            for (p, member) in group.iter().zip(&mut members) {
                 if c < p.real {
                     let (k, lo) = ((p.at + c) / f, (p.at + c) % f);
                     end = end.min(c + f - lo).min(p.real);
                     let bytes = self
                         .mapped_row(index.rows(p.clip).start + k)?
-                        .expect("reads_pairs: a mapped split");
+                        .expect("reads_groups: a mapped split");
                     *member = Member {
                         src: &bytes[2 * lo..],
                         stride: f,
@@ -416,28 +414,30 @@ impl Reader<'_> {
                     };
                 }
             }
-            let runs = PairRuns {
+            // The frames after this run are written by the runs after it.
+            let runs = MixRuns {
                 rows: m,
                 len: end - c,
                 dst_stride: width,
+                slack: c1 - end,
             };
-            let got = pair_mixed_into(members, [&mut ox[c - c0..], &mut oy[c - c0..]], runs);
+            let got = group_mixed_into(members, out.each_mut().map(|o| &mut o[c - c0..]), runs);
             for (all, g) in found.iter_mut().zip(got) {
                 all.stored &= g.stored;
                 all.normalised &= g.normalised;
             }
             c = end;
         }
-        for (p, fnd) in pair.iter().zip(&found) {
+        for (p, fnd) in group.iter().zip(&found) {
             self.judge_row(p.clip, fnd.stored)?;
         }
         Ok(found.map(|f| f.normalised))
     }
 }
 
-/// One member of a pair [`Reader::read_whole_pair`] reads.
+/// One member of a group [`Reader::read_whole_group`] reads.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct PairItem<'m> {
+pub(crate) struct GroupItem<'m> {
     /// Its whole clip.
     pub clip: usize,
     /// The clip's frame the item starts at.
