@@ -1655,8 +1655,7 @@ fn fill_mixed<const N: usize>(
     let out = values
         .get_disjoint_mut(starts.map(|s| s + c0..s + per))
         .expect("a batch's items are apart");
-    let fine = reader.read_whole_group(items, out, (c0, c1, width))?;
-    match fine.iter().position(|&ok| !ok) {
+    match reader.read_whole_group(items, out, (c0, c1, width))? {
         Some(k) => Err(not_finite_normalised(items[k].clip, split)),
         None => Ok(()),
     }

@@ -343,15 +343,16 @@ impl Reader<'_> {
     /// frame `at` (zeros after), into `out` (each item's rows of `width` values, from its
     /// frame `c0`): the members' runs widened, mapped by their `maps` and mixed in one pass
     /// ([`group_mixed_into`]: each with the next), the same bits as reading each then
-    /// mixing. An error if a stored value is not finite (the members judged in order) or
-    /// the split is not one [`Reader::reads_groups`]; else whether each member's
-    /// normalised values are finite.
+    /// mixing. The members are judged in order, each as reading it alone would be: an
+    /// error if one of its stored values is not finite, else the member's place if one of
+    /// its normalised values is not (`Some(k)`: the caller's error), else the next member.
+    /// An error too if the split is not one [`Reader::reads_groups`].
     pub(crate) fn read_whole_group<const N: usize>(
         &mut self,
         group: [GroupItem<'_>; N],
         mut out: [&mut [f32]; N],
         (c0, c1, width): (usize, usize, usize),
-    ) -> Result<[bool; N]> {
+    ) -> Result<Option<usize>> {
         let split = self.split();
         let index = split.whole_index()?;
         let (m, f) = (split.n_mels(), index.block_frames());
@@ -428,10 +429,13 @@ impl Reader<'_> {
             }
             c = end;
         }
-        for (p, fnd) in group.iter().zip(&found) {
+        for (k, (p, fnd)) in group.iter().zip(&found).enumerate() {
             self.judge_row(p.clip, fnd.stored)?;
+            if !fnd.normalised {
+                return Ok(Some(k));
+            }
         }
-        Ok(found.map(|f| f.normalised))
+        Ok(None)
     }
 }
 
