@@ -234,6 +234,13 @@ mod x86 {
         let set = |v: f32| _mm256_set1_ps(v);
         let w = members.map(|m| set(m.weight));
         let c = members.map(|m| set(1.0 - m.weight));
+        // Member `q`'s output from every member's mapped values: `w·m_q + (1 − w)·m_(q+1)`.
+        let mixture = |mapped: &[__m256; N], q: usize| {
+            _mm256_add_ps(
+                _mm256_mul_ps(w[q], mapped[q]),
+                _mm256_mul_ps(c[q], mapped[(q + 1) % N]),
+            )
+        };
         let mut mapped = [_mm256_setzero_ps(); N];
         for r in 0..runs.rows {
             let maps = members.map(|m| {
@@ -258,12 +265,8 @@ mod x86 {
                         let h = srcs[q].add(2 * i).cast::<[u8; 16]>().read_unaligned();
                         mapped[q] = widen_map(h, maps[q], &mut seen);
                     }
-                    for q in 0..N {
-                        let a = _mm256_add_ps(
-                            _mm256_mul_ps(w[q], mapped[q]),
-                            _mm256_mul_ps(c[q], mapped[(q + 1) % N]),
-                        );
-                        _mm256_storeu_ps(outs[q].add(i), a);
+                    for (q, out) in outs.iter().enumerate() {
+                        _mm256_storeu_ps(out.add(i), mixture(&mapped, q));
                     }
                     i += 8;
                 }
@@ -287,14 +290,11 @@ mod x86 {
                         };
                         mapped[q] = widen_map(h, maps[q], &mut seen);
                     }
-                    for q in 0..N {
-                        let a = _mm256_add_ps(
-                            _mm256_mul_ps(w[q], mapped[q]),
-                            _mm256_mul_ps(c[q], mapped[(q + 1) % N]),
-                        );
+                    for (q, out) in outs.iter().enumerate() {
+                        let a = mixture(&mapped, q);
                         match 8 - k <= runs.slack {
-                            true => _mm256_storeu_ps(outs[q].add(i), a),
-                            false => _mm256_maskstore_ps(outs[q].add(i), first_k, a),
+                            true => _mm256_storeu_ps(out.add(i), a),
+                            false => _mm256_maskstore_ps(out.add(i), first_k, a),
                         }
                     }
                 }
@@ -314,10 +314,13 @@ mod tests {
 
     /// Stored f16 bytes of `values`.
     fn stored(values: &[f32]) -> Vec<u8> {
-        values
-            .iter()
-            .flat_map(|&v| f16::from_f32(v).to_bits().to_le_bytes())
-            .collect()
+        let bits: Vec<u16> = values.iter().map(|&v| f16::from_f32(v).to_bits()).collect();
+        bytes(&bits)
+    }
+
+    /// Stored bytes of f16 bit patterns (infinities and NaNs included).
+    fn bytes(bits: &[u16]) -> Vec<u8> {
+        bits.iter().flat_map(|b| b.to_le_bytes()).collect()
     }
 
     /// The loader's steps one after another: each member widened and mapped (padding: a
@@ -576,14 +579,14 @@ mod tests {
             {
                 let mut bad = vec![f16::from_f32(2.0).to_bits(); len];
                 bad[at] = pattern;
-                let bad: Vec<u8> = bad.iter().flat_map(|b| b.to_le_bytes()).collect();
+                let bad = bytes(&bad);
                 let [x, y] = run([plain(&fine), plain(&bad)]);
                 assert!(x.stored && !y.stored, "{which}, at {at}, {pattern:#06x}");
                 let [x, y] = run([plain(&bad), plain(&fine)]);
                 assert!(!x.stored && y.stored, "{which}, at {at}");
                 let mut big = vec![f16::from_f32(1.0).to_bits(); len];
                 big[at] = f16::from_f32(-60000.0).to_bits();
-                let big: Vec<u8> = big.iter().flat_map(|b| b.to_le_bytes()).collect();
+                let big = bytes(&big);
                 let huge = [RowMap::Normalise {
                     shift: 1.0,
                     scale: 1e35,
