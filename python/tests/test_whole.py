@@ -296,6 +296,48 @@ def test_mixed_batches_are_the_plain_batches_mixed_bit_for_bit(spread, shape, ba
     assert checked > 100
 
 
+@pytest.mark.parametrize("shape, batch, large", [
+    (dict(crop_frames=300), 256, True), (dict(max_frames=16000), 256, True),
+    (dict(crop_frames=100), 9, False), (dict(max_frames=3000), 9, False)])
+@pytest.mark.parametrize("gain", [0.0, 5.0])
+def test_masked_batches_are_the_plain_batches_with_whole_bins_and_frames_zeroed(
+        spread, shape, batch, large, gain):
+    """Masks are drawn before an item is read and applied as it is widened (in place, or
+    in a scratch item streamed into a batch beyond the caches): each masked item is the
+    item the loader gives without masks (with the same gains), bit for bit, but for whole
+    mel bins zeroed over its real frames and whole frames zeroed in every other bin, at
+    most as many and as wide as the settings allow, and its padding zero."""
+    masks = dict(time_masks=2, time_mask_frames=20, freq_masks=2, freq_mask_bins=8)
+    make = lambda aug: melctl.Loader(spread, split="all", batch_size=batch, seed=4,
+                                     normalize=True, augment=aug, **shape)
+    plain = list(make(melctl.Augment(gain_db=gain) if gain else None))
+    masked = list(make(melctl.Augment(gain_db=gain, **masks)))
+    assert len(plain) == len(masked)
+    if large:
+        assert sum(np.asarray(x).nbytes >= 4 << 20 for x, _, _ in plain) >= len(plain) / 2
+    bins_seen = frames_seen = 0
+    for (x, y, n), (m, my, mn) in zip(plain, masked):
+        x, m = np.asarray(x), np.asarray(m)
+        assert np.array_equal(y, my) and np.array_equal(n, mn)
+        for i in range(len(x)):
+            real = int(n[i])
+            assert not m[i][:, real:].any(), f"item {i}: padding"
+            changed = m[i] != x[i]
+            assert not m[i][changed].any(), f"item {i}: a mask writes zeros only"
+            zero = m[i][:, :real] == 0
+            bins = zero.all(axis=1)
+            frames = zero[~bins].all(axis=0) if (~bins).any() else np.zeros(real, bool)
+            # Everything the masks changed lies in a zero bin or a zero frame, and the
+            # rest is the plain item's bits.
+            whole = bins[:, None] | frames[None, :]
+            assert not changed[:, :real][~whole].any(), f"item {i}: a change outside a mask"
+            assert np.array_equal(m[i][:, :real][~whole], x[i][:, :real][~whole])
+            assert bins.sum() <= 16 and frames.sum() <= 40 + (x[i][:, :real] == 0).all(0).sum()
+            bins_seen += bins.sum()
+            frames_seen += frames.sum()
+    assert bins_seen > 100 and frames_seen > 100
+
+
 @pytest.mark.parametrize("pattern", [0x7C00, 0x7E00, 0xFE01])
 @pytest.mark.parametrize("where", ["body", "last"])
 def test_a_value_not_finite_in_a_mixed_pair_is_refused_naming_its_clip(

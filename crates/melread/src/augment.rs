@@ -254,6 +254,8 @@ pub(crate) struct Augmenter<'a> {
     group_starts: Vec<usize>,
     /// Each item's gain in dB (0 without one).
     gain: Vec<f32>,
+    /// The masks [`mask_item`](Self::mask_item) draws into, item after item.
+    masks: std::cell::RefCell<Masks>,
 }
 
 impl<'a> Augmenter<'a> {
@@ -295,6 +297,7 @@ impl<'a> Augmenter<'a> {
             groups,
             group_starts,
             gain,
+            masks: Default::default(),
         }
     }
 
@@ -409,8 +412,8 @@ impl<'a> Augmenter<'a> {
     /// Draws item `i`'s masks on its first `length` frames in `values` (the item alone);
     /// nothing without masks.
     pub(crate) fn mask_item(&self, i: usize, length: usize, values: &mut [f32]) {
-        let mut m = Masks::default();
-        if self.draw_masks(i, length, &mut m) {
+        let m = &mut *self.masks.borrow_mut();
+        if self.draw_masks(i, length, m) {
             m.zero(values, 0..self.layout.width);
         }
     }
