@@ -254,8 +254,6 @@ pub(crate) struct Augmenter<'a> {
     group_starts: Vec<usize>,
     /// Each item's gain in dB (0 without one).
     gain: Vec<f32>,
-    /// The masks [`mask_item`](Self::mask_item) draws into, item after item.
-    masks: std::cell::RefCell<Masks>,
 }
 
 impl<'a> Augmenter<'a> {
@@ -297,7 +295,6 @@ impl<'a> Augmenter<'a> {
             groups,
             group_starts,
             gain,
-            masks: Default::default(),
         }
     }
 
@@ -388,51 +385,26 @@ impl<'a> Augmenter<'a> {
     /// The items of `group` are mixed: a mixed item's real frames become the longer of
     /// its own and its partner's.
     pub(crate) fn mixed_lengths(&self, group: &[usize], lengths: &mut [usize]) {
-        let mut mixed = [0; 3];
-        let mixed = &mut mixed[..group.len()];
-        self.mixed_lengths_of(group, lengths, mixed);
-        for (&i, &l) in group.iter().zip(&*mixed) {
-            lengths[i] = l;
-        }
-    }
-
-    /// What [`mixed_lengths`](Self::mixed_lengths) makes the real frames of `group`'s
-    /// members (`lengths`: every item's own, by place in the batch), into `mixed` (one a
-    /// member, in group order).
-    pub(crate) fn mixed_lengths_of(&self, group: &[usize], lengths: &[usize], mixed: &mut [usize]) {
-        for (&i, m) in group.iter().zip(mixed.iter_mut()) {
+        let own: Vec<usize> = group.iter().map(|&i| lengths[i]).collect();
+        for &i in group {
             let p = self.partner[i];
-            *m = match p != i && self.weight[i] < 1.0 {
-                true => lengths[i].max(lengths[p]),
-                false => lengths[i],
-            };
+            if p != i && self.weight[i] < 1.0 {
+                let k = group
+                    .iter()
+                    .position(|&q| q == p)
+                    .expect("partners share a group");
+                lengths[i] = lengths[i].max(own[k]);
+            }
         }
     }
 
     /// Draws item `i`'s masks on its first `length` frames in `values` (the item alone);
     /// nothing without masks.
     pub(crate) fn mask_item(&self, i: usize, length: usize, values: &mut [f32]) {
-        let m = &mut *self.masks.borrow_mut();
-        if self.draw_masks(i, length, m) {
-            m.zero(values, 0..self.layout.width);
+        if self.aug.time_masks > 0 || self.aug.freq_masks > 0 {
+            let mut r = rng(self.key.0, self.key.1, self.ids[i], MASK_STREAM);
+            mask(self.aug, &mut r, self.layout, length, values);
         }
-    }
-
-    /// Whether this batch's items are masked (SpecAugment's time or frequency masks).
-    pub(crate) fn masks_any(&self) -> bool {
-        self.aug.time_masks > 0 || self.aug.freq_masks > 0
-    }
-
-    /// Draws item `i`'s masks on its first `length` frames (its real frames once mixed)
-    /// into `into`, to be applied to any range of its frames; false (and `into` left as
-    /// it was) without masks.
-    pub(crate) fn draw_masks(&self, i: usize, length: usize, into: &mut Masks) -> bool {
-        if !self.masks_any() {
-            return false;
-        }
-        let mut r = rng(self.key.0, self.key.1, self.ids[i], MASK_STREAM);
-        into.draw(self.aug, &mut r, self.layout, length);
-        true
     }
 
     /// What mixup did (`None` without mixup).
@@ -617,60 +589,39 @@ fn pairing(
     (partner, weight, order, starts)
 }
 
-/// SpecAugment's masks of one item, drawn on its first `len` frames: each width uniform
-/// in `0..=W` (clamped to what there is), each start uniform where the mask fits; masked
-/// values become 0 (the mean, after normalisation). Drawn once, they are applied as the
-/// item's values are written ([`Masks::zeros`]) or a range of frames at a time after
-/// ([`Masks::zero`]). A buffer drawn into again for each item: no allocation once grown.
-#[derive(Debug, Default)]
-pub(crate) struct Masks {
-    /// Mel bins and frames an item has (its layout's).
-    n_mels: usize,
-    width: usize,
-    len: usize,
-    /// Frame spans `(start, len)`.
-    times: Vec<(usize, usize)>,
-    /// Mel-bin spans, and the bins they cover as bits ([`crate::widen::Zeros::rows`]).
-    bins: Vec<(usize, usize)>,
-    rows: Vec<u64>,
-}
-
-impl Masks {
-    /// Draws `aug`'s masks from `r` for an item laid out as `layout`, `len` frames real.
-    fn draw(&mut self, aug: &Augment, r: &mut ChaCha8Rng, layout: Layout, len: usize) {
-        let span = |r: &mut ChaCha8Rng, widest: usize, size: usize| {
-            let w = r.random_range(0..=widest).min(size);
-            let start = r.random_range(0..=size - w);
-            (start, w)
-        };
-        (self.n_mels, self.width, self.len) = (layout.n_mels, layout.width, len);
-        let widest = (aug.time_mask_share as f64 * len as f64).floor() as usize;
-        self.times.clear();
-        self.times
-            .extend((0..aug.time_masks).map(|_| span(r, aug.time_mask_frames.min(widest), len)));
-        self.bins.clear();
-        self.bins
-            .extend((0..aug.freq_masks).map(|_| span(r, aug.freq_mask_bins, layout.n_mels)));
-        self.rows.clear();
-        crate::widen::set_rows(&mut self.rows, &self.bins);
+/// SpecAugment's masks on one item's first `len` frames: each width uniform in `0..=W`
+/// (clamped to what there is), each start uniform where the mask fits; masked values
+/// become 0 (the mean, after normalisation).
+fn mask(aug: &Augment, r: &mut ChaCha8Rng, layout: Layout, len: usize, item: &mut [f32]) {
+    let span = |r: &mut ChaCha8Rng, widest: usize, size: usize| {
+        let w = r.random_range(0..=widest).min(size);
+        let start = r.random_range(0..=size - w);
+        (start, w)
+    };
+    // Drawn into arrays on the stack (at most MAX_MASKS of each: `Augment::check`): the
+    // two allocations an item were 1% of a masked epoch (perf, 2026-11-29).
+    let widest = (aug.time_mask_share as f64 * len as f64).floor() as usize;
+    let mut times = [(0, 0); MAX_MASKS];
+    for t in &mut times[..aug.time_masks] {
+        *t = span(r, aug.time_mask_frames.min(widest), len);
     }
-
-    /// What these masks make zero, as the kernels take it: the bins as rows, the frame
-    /// spans counted from the item's first frame.
-    pub(crate) fn zeros(&self) -> crate::widen::Zeros<'_> {
-        crate::widen::Zeros {
-            rows: &self.rows,
-            frames: &self.times,
-            first: 0,
-        }
+    let mut bins = [(0, 0); MAX_MASKS];
+    for b in &mut bins[..aug.freq_masks] {
+        *b = span(r, aug.freq_mask_bins, layout.n_mels);
     }
-
-    /// Zeros the masked values among frames `cols` of the item `item` (laid out as drawn).
-    pub(crate) fn zero(&self, item: &mut [f32], cols: std::ops::Range<usize>) {
-        let (n_mels, width) = (self.n_mels, self.width);
-        for plane in item.chunks_exact_mut(n_mels * width) {
-            let spans = (&self.bins[..], &self.times[..]);
-            crate::widen::zero_masked(plane, (width, self.len), cols.clone(), spans);
+    let (times, bins) = (&times[..aug.time_masks], &bins[..aug.freq_masks]);
+    for plane in item.chunks_exact_mut(layout.n_mels * layout.width) {
+        for (b, row) in plane.chunks_exact_mut(layout.width).enumerate() {
+            if bins
+                .iter()
+                .any(|&(start, w)| (start..start + w).contains(&b))
+            {
+                row[..len].fill(0.0);
+                continue;
+            }
+            for &(start, w) in times {
+                row[start..start + w].fill(0.0);
+            }
         }
     }
 }

@@ -18,7 +18,7 @@ use half::{bf16, f16};
 use mel_core::{Dtype, Error, Result};
 use ndarray::{ArrayD, ArrayViewD};
 
-use crate::augment::{Augment, Augmenter, BatchKey, Layout, Masks, Mixed};
+use crate::augment::{Augment, Augmenter, BatchKey, Layout, Mixed};
 use crate::convert::{Affine, OutSlice};
 use crate::order::{Items, ShardOrder, Shuffle, Unit, mix64};
 use crate::split::{GroupItem, Split};
@@ -1547,92 +1547,30 @@ fn fill_whole(
     // (measured: 23% against 35% a block at a time, 25% an item at a time; journal,
     // 2026-11-29); anything else an item at once. A mixed group of f16 clips in a map is
     // read and mixed in one pass instead ([`Reader::read_whole_group`]), its items whole.
-    // Where the batch is masked, in steps that stay in L1 until masked ([`fill_group`]).
     let singles: Vec<usize> = (0..ids.len()).collect();
     let groups = groups_of(ids.len(), aug, &singles);
     let how = (norm.as_ref(), aug);
     if streams(v.len(), per) {
         return fill_streamed(reader, (&mut f, v.as_mut_slice()), &groups, per, how).map(|()| f);
     }
-    let mut scratch = Scratch::default();
+    let mut maps: [Vec<RowMap>; 3] = Default::default();
     for group in groups {
+        let mixed_apart = aug.is_some_and(|a| a.mixes(group)) && !reads_mixed(reader, aug, group);
+        let step = match mixed_apart {
+            true => 4 * index.block_frames(),
+            false => width,
+        }
+        .max(1);
         let starts: Vec<usize> = group.iter().map(|&j| j * per).collect();
-        fill_group(
-            reader,
-            &mut f,
-            (group, &starts),
-            v,
-            width,
-            how,
-            &mut scratch,
-        )?;
+        for c0 in (0..width).step_by(step) {
+            let cols = (c0, (c0 + step).min(width), width);
+            fill_group_step(reader, &f, (group, &starts), v, cols, how, &mut maps)?;
+        }
+        if let Some(a) = aug {
+            a.group_done(group, v, &mut f.lengths);
+        }
     }
     Ok(f)
-}
-
-/// What a fill reuses from group to group: each member's maps and masks.
-#[derive(Default)]
-struct Scratch {
-    maps: [Vec<RowMap>; 3],
-    masks: [Masks; 3],
-}
-
-/// Fills the items of `group` (member `k`'s rows of `width` from `starts[k]` in
-/// `values`) over all their frames, [`fill_group_step`] by step: the whole width at once,
-/// or four blocks of frames at a time for a group mixed apart. Where the batch is masked,
-/// each member's masks are drawn first (on its mixed length) and applied as its values
-/// are written: in the kernels' registers (no store of their own; masking the item after
-/// cost its 64–160 spans one L2 miss each, 5–7% of an epoch: perf, 2026-11-29), or for a
-/// group mixed apart after each step is mixed. Then each item's length becomes its mixed
-/// one.
-fn fill_group(
-    reader: &mut crate::Reader<'_>,
-    f: &mut Filled,
-    (group, starts): (&[usize], &[usize]),
-    values: &mut [f32],
-    width: usize,
-    (norm, aug): (Option<&Affine>, Option<&Augmenter<'_>>),
-    scratch: &mut Scratch,
-) -> Result<()> {
-    let split = reader.split();
-    let block = split.whole_index()?.block_frames().max(1);
-    let mixed_apart = aug.is_some_and(|a| a.mixes(group)) && !reads_mixed(reader, aug, group);
-    let step = match mixed_apart {
-        true => 4 * block,
-        false => width,
-    };
-    let (maps, masks) = (&mut scratch.maps, &mut scratch.masks);
-    let masks: &[Masks] = match aug {
-        Some(a) if a.masks_any() => {
-            let mut lengths = [0; 3];
-            let lengths = &mut lengths[..group.len()];
-            a.mixed_lengths_of(group, &f.lengths, lengths);
-            for ((&j, &l), m) in group.iter().zip(&*lengths).zip(masks.iter_mut()) {
-                a.draw_masks(j, l, m);
-            }
-            &masks[..group.len()]
-        }
-        _ => &[],
-    };
-    // A group that mixup mixes is masked after it is mixed (in the steps it is read in);
-    // any other item as it is widened.
-    let mixes = aug.is_some_and(|a| a.mixes(group));
-    let per = split.n_mels() * width;
-    for c0 in (0..width).step_by(step.max(1)) {
-        let cols = (c0, (c0 + step).min(width), width);
-        let masked = if mixes { &[] } else { masks };
-        let how = (norm, aug, masked);
-        fill_group_step(reader, f, (group, starts), values, cols, how, maps)?;
-        if mixes {
-            for (m, &start) in masks.iter().zip(starts) {
-                m.zero(&mut values[start..start + per], cols.0..cols.1);
-            }
-        }
-    }
-    if let Some(a) = aug {
-        a.mixed_lengths(group, &mut f.lengths);
-    }
-    Ok(())
 }
 
 /// Whether `group` is a pair or a three-cycle that mixup mixes and `reader` reads in one
@@ -1643,26 +1581,20 @@ fn reads_mixed(reader: &crate::Reader<'_>, aug: Option<&Augmenter<'_>>, group: &
 
 /// Fills frames `c0..c1` of each member of `group` (member `k`'s rows of `width` from
 /// `starts[k]` in `values`): read, normalised and given its gain as it is widened (by
-/// `maps`, set per member) and masked by `masks[k]` (none if `masks` is empty), the
-/// padding zeroed, then mixed; a group [`reads_mixed`] takes all in one pass. A group
-/// that mixup mixes must come with no masks (they apply after the mixing).
+/// `maps`, set per member), the padding zeroed, then mixed; a group [`reads_mixed`] takes
+/// all in one pass.
 fn fill_group_step(
     reader: &mut crate::Reader<'_>,
     f: &Filled,
     (group, starts): (&[usize], &[usize]),
     values: &mut [f32],
     (c0, c1, width): (usize, usize, usize),
-    (norm, aug, masks): (Option<&Affine>, Option<&Augmenter<'_>>, &[Masks]),
+    (norm, aug): (Option<&Affine>, Option<&Augmenter<'_>>),
     maps: &mut [Vec<RowMap>; 3],
 ) -> Result<()> {
     let split = reader.split();
     let n_mels = split.n_mels();
     let per = n_mels * width;
-    let mixes = aug.is_some_and(|a| a.mixes(group));
-    assert!(
-        !mixes || masks.is_empty(),
-        "masks apply after a group is mixed"
-    );
     if let (Some(a), true) = (aug, reads_mixed(reader, aug, group)) {
         let how = (values, (c0, c1, width), (norm, a), maps);
         return match (group, starts) {
@@ -1673,17 +1605,15 @@ fn fill_group_step(
             _ => unreachable!("mixup's groups are pairs and one three-cycle"),
         };
     }
-    let zeros = |k: usize| masks.get(k).map(Masks::zeros).unwrap_or_default();
     let maps = &mut maps[0];
-    for (k, (&j, &start)) in group.iter().zip(starts).enumerate() {
+    for (&j, &start) in group.iter().zip(starts) {
         let (clip, real) = (f.ids[j].clip, f.lengths[j]);
         let filled = real.clamp(c0, c1) - c0;
         let dst = &mut values[start + c0..start + per];
         if filled > 0 {
             row_maps(maps, n_mels, norm, aug.and_then(|a| a.gain(j)));
             let at = (f.offsets[j] + c0, filled);
-            let how = (width, &maps[..], zeros(k).shifted(c0));
-            if !reader.read_whole_rows(clip, at, dst, how)? {
+            if !reader.read_whole_rows(clip, at, dst, width, maps)? {
                 return Err(not_finite_normalised(clip, split));
             }
         }
@@ -1763,14 +1693,28 @@ fn fill_streamed(
     let most = groups.iter().map(|g| g.len()).max().unwrap_or(0);
     let mut items = vec![0f32; most * per];
     let starts: Vec<usize> = (0..most).map(|k| k * per).collect();
-    let mut scratch = Scratch::default();
+    let mut maps: [Vec<RowMap>; 3] = Default::default();
     // Whatever way this returns (an error, a panic), the streaming stores are ordered
     // before the batch's memory is used again.
     let _fence = Fence;
     for group in groups {
         let at = (*group, &starts[..group.len()]);
-        fill_group(reader, f, at, &mut items, width, (norm, aug), &mut scratch)?;
-        for (&j, item) in group.iter().zip(items.chunks_exact(per)) {
+        fill_group_step(
+            reader,
+            f,
+            at,
+            &mut items,
+            (0, width, width),
+            (norm, aug),
+            &mut maps,
+        )?;
+        if let Some(a) = aug {
+            a.mixed_lengths(group, &mut f.lengths);
+        }
+        for (&j, item) in group.iter().zip(items.chunks_exact_mut(per)) {
+            if let Some(a) = aug {
+                a.mask_item(j, f.lengths[j], item);
+            }
             widen::stream_copy(item, &mut batch[j * per..(j + 1) * per]);
         }
     }

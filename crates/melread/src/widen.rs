@@ -104,17 +104,6 @@ impl RowMap {
         }
     }
 
-    /// The map as `(shift, scale, add)`: `(x − shift)·scale + add` gives the same bits
-    /// for every map (`x − 0`, `x·1` and `x + (−0)` are `x` exactly).
-    #[inline(always)]
-    pub(crate) fn affine(self) -> (f32, f32, f32) {
-        match self {
-            RowMap::Keep => (0.0, 1.0, -0.0),
-            RowMap::Add(d) => (0.0, 1.0, d),
-            RowMap::Normalise { shift, scale, add } => (shift, scale, add),
-        }
-    }
-
     /// The map applied in place to every value of `values` ([`RowMap::apply`]); whether
     /// every normalised value is finite. Eight lanes a step where the CPU has AVX (the
     /// same bits: no FMA).
@@ -182,109 +171,6 @@ pub fn runs_mapped_into(
     runs: Runs,
     maps: &[RowMap],
 ) -> Finite {
-    runs_masked_into(bf16, src, dst, runs, maps, Zeros::default())
-}
-
-/// A span of rows or frames: `(start, len)`.
-pub type Span = (usize, usize);
-
-/// What masks make zero in a call's runs (SpecAugment's, after the map): every value of
-/// the runs whose bit is set in `rows` (frequency masks; bit `r % 64` of word `r / 64`,
-/// none past its end), and in every other run the values in `frames` (time masks,
-/// `(start, len)` spans counted so that a run's first value is frame `first`). None by
-/// default.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Zeros<'a> {
-    /// The runs (rows) made zero whole, one bit a run.
-    pub rows: &'a [u64],
-    /// Spans of frames made zero in every other run.
-    pub frames: &'a [Span],
-    /// The frame of each run's first value.
-    pub first: usize,
-}
-
-/// Sets the bits of the rows in `spans` (`(start, len)`) in `bits` (one bit a row, see
-/// [`Zeros::rows`]), which grows to hold them.
-pub fn set_rows(bits: &mut Vec<u64>, spans: &[Span]) {
-    for &(s, l) in spans {
-        for r in s..s + l {
-            if bits.len() <= r / 64 {
-                bits.resize(r / 64 + 1, 0);
-            }
-            bits[r / 64] |= 1 << (r % 64);
-        }
-    }
-}
-
-impl<'a> Zeros<'a> {
-    /// Whether run `r` is made zero whole.
-    #[inline]
-    pub fn row(&self, r: usize) -> bool {
-        self.rows
-            .get(r / 64)
-            .is_some_and(|w| w >> (r % 64) & 1 == 1)
-    }
-
-    /// Whether a run's value `i` (frame `first + i`) is made zero in a run not made zero
-    /// whole.
-    #[inline]
-    pub fn frame(&self, i: usize) -> bool {
-        let f = self.first + i;
-        self.frames.iter().any(|&(s, l)| f >= s && f - s < l)
-    }
-
-    /// The runs below `rows` made zero whole, in order, found by their set bits.
-    pub(crate) fn whole_rows(&self, rows: usize) -> impl Iterator<Item = usize> + '_ {
-        self.rows.iter().enumerate().flat_map(move |(k, &w)| {
-            let mut w = w;
-            std::iter::from_fn(move || {
-                let r = 64 * k + w.trailing_zeros() as usize;
-                (w != 0 && r < rows).then(|| {
-                    w &= w - 1;
-                    r
-                })
-            })
-        })
-    }
-
-    /// Whether some frame span meets a run's values `0..len`.
-    fn meets(&self, len: usize) -> bool {
-        let (a, b) = (self.first, self.first + len);
-        self.frames
-            .iter()
-            .any(|&(s, l)| l > 0 && s < b && s + l > a)
-    }
-
-    /// Whether nothing is made zero.
-    pub(crate) fn is_none(&self) -> bool {
-        self.rows.iter().all(|&w| w == 0) && self.frames.iter().all(|&(_, l)| l == 0)
-    }
-
-    /// The same zeros for runs that start `by` frames further on.
-    pub(crate) fn shifted(self, by: usize) -> Zeros<'a> {
-        Zeros {
-            first: self.first + by,
-            ..self
-        }
-    }
-}
-
-/// The longest run the kernels mask in registers ([`Zeros`]): eight groups of eight
-/// lanes. Longer runs are masked a part of this length at a time.
-pub(crate) const MASKED_RUN: usize = 64;
-
-/// [`runs_mapped_into`] with masks: after its map, each value that `zeros` names is
-/// stored as 0 (the bits a mask applied after would give), its verdicts taken as they
-/// would be unmasked. The F16C kernel masks in registers, so a masked value costs no
-/// store of its own. Panics as [`runs_mapped_into`] does.
-pub fn runs_masked_into(
-    bf16: bool,
-    src: &[u8],
-    dst: &mut [f32],
-    runs: Runs,
-    maps: &[RowMap],
-    zeros: Zeros<'_>,
-) -> Finite {
     runs.check(src, dst);
     assert!(
         maps.is_empty() || maps.len() == runs.rows,
@@ -295,36 +181,8 @@ pub fn runs_masked_into(
     let map = |r: usize| maps.get(r).copied().unwrap_or(RowMap::Keep);
     #[cfg(target_arch = "x86_64")]
     if !bf16 && has_f16c() {
-        if zeros.is_none() {
-            // SAFETY: the CPU has AVX and F16C (checked just above).
-            return unsafe { x86::f16_runs_mapped_into::<false>(src, dst, runs, map, None) };
-        }
-        // In parts of at most MASKED_RUN values (the lane masks fit in registers); the
-        // rows masked whole are written, then zeroed while their lines are in L1 (a test
-        // of each row in the kernel, whose rows are 32 values, cost a fifth of it).
-        let mut found = Finite::default();
-        for at in (0..runs.len).step_by(MASKED_RUN) {
-            let len = (runs.len - at).min(MASKED_RUN);
-            let zeros = zeros.shifted(at);
-            let keep = zeros.keep_lanes(len);
-            let part = Runs { len, ..runs };
-            // SAFETY: the CPU has AVX and F16C (checked above).
-            let got = unsafe {
-                x86::f16_runs_mapped_into::<true>(
-                    &src[2 * at..],
-                    &mut dst[at..],
-                    part,
-                    map,
-                    keep.as_ref(),
-                )
-            };
-            found.stored &= got.stored;
-            found.normalised &= got.normalised;
-            for r in zeros.whole_rows(runs.rows) {
-                zero_short(&mut dst[r * runs.dst_stride + at..][..len]);
-            }
-        }
-        return found;
+        // SAFETY: the CPU has AVX and F16C (checked just above).
+        return unsafe { x86::f16_runs_mapped_into(src, dst, runs, map) };
     }
     let mut finite = Finite::default();
     for r in 0..runs.rows {
@@ -336,45 +194,8 @@ pub fn runs_masked_into(
             f16_into_portable(src, dst)
         };
         finite.normalised &= map(r).apply_all(dst);
-        zeros.apply(r, dst);
     }
     finite
-}
-
-impl Zeros<'_> {
-    /// Makes zero what these zeros name in run `r`, `run` (its values after the map).
-    pub fn apply(&self, r: usize, run: &mut [f32]) {
-        if self.row(r) {
-            run.fill(0.0);
-            return;
-        }
-        for &(s, l) in self.frames {
-            let from = s.max(self.first) - self.first;
-            let to = (s + l)
-                .min(self.first + run.len())
-                .saturating_sub(self.first);
-            if from < to {
-                run[from..to].fill(0.0);
-            }
-        }
-    }
-
-    /// Each group of eight of a run's first `len` (at most [`MASKED_RUN`]) values as lane
-    /// masks: all ones where a value stays, zero where a frame span makes it zero; `None`
-    /// where no span meets the run.
-    pub(crate) fn keep_lanes(&self, len: usize) -> Option<[[u32; 8]; MASKED_RUN / 8]> {
-        assert!(len <= MASKED_RUN, "a masked run of {len} values");
-        if !self.meets(len) {
-            return None;
-        }
-        let mut keep = [u32::MAX; MASKED_RUN];
-        for &(s, l) in self.frames {
-            let from = s.max(self.first) - self.first;
-            let to = (s + l).min(self.first + len).saturating_sub(self.first);
-            keep[from.min(to)..to].fill(0);
-        }
-        Some(bytemuck::cast(keep))
-    }
 }
 
 /// Copies `src` into `dst` (of the same length) past the caches where the CPU can: for an
@@ -389,73 +210,6 @@ pub fn stream_copy(src: &[f32], dst: &mut [f32]) {
         return unsafe { x86::stream_copy(src, dst) };
     }
     dst.copy_from_slice(src);
-}
-
-/// SpecAugment's masks on frames `cols` of one plane of rows `width` apart, `len` frames
-/// real: the rows in one of the bin spans `bins` zero over their real frames, the other
-/// rows zero over each of the frame spans `times` (`(start, len)` pairs), each by
-/// [`zero_short`]. Only the masked rows and the spans that meet `cols` are visited: the
-/// loader masks an item a few blocks of frames at a time. Panics if a span is not within
-/// a row.
-pub(crate) fn zero_masked(
-    plane: &mut [f32],
-    (width, len): (usize, usize),
-    cols: std::ops::Range<usize>,
-    (bins, times): (&[Span], &[Span]),
-) {
-    let width = width.max(1);
-    let real = cols.start.min(len)..cols.end.min(len);
-    for &(start, l) in bins {
-        for row in plane.chunks_exact_mut(width).skip(start).take(l) {
-            row[real.clone()].fill(0.0);
-        }
-    }
-    // The spans that meet `cols`, clipped to them (at most MAX_MASKS: the settings' check).
-    let mut met = [(0, 0); crate::augment::MAX_MASKS];
-    let mut n = 0;
-    for &(start, l) in times {
-        let (from, to) = (start.max(cols.start), (start + l).min(cols.end));
-        if from < to {
-            met[n] = (from, to);
-            n += 1;
-        }
-    }
-    let met = &met[..n];
-    if met.is_empty() {
-        return;
-    }
-    let in_bins = |b: usize| {
-        bins.iter()
-            .any(|&(start, l)| (start..start + l).contains(&b))
-    };
-    for (b, row) in plane.chunks_exact_mut(width).enumerate() {
-        if !in_bins(b) {
-            met.iter()
-                .for_each(|&(from, to)| zero_short(&mut row[from..to]));
-        }
-    }
-}
-
-/// Zeros `span`: up to 32 values in one to four stores of a fixed size, overlapping
-/// where the span is shorter than they cover (two of 1, 2 or 4 values below 8; four of
-/// 8 at `min(8k, len − 8)` from 8 to 32), a longer span by `fill`. A time mask puts 64–
-/// 160 short spans on an item; as calls to `memset`, or as `vmaskmovps` (slow on AMD's
-/// cores), they cost 4–5% of an epoch (perf, 2026-11-29).
-#[inline]
-fn zero_short(span: &mut [f32]) {
-    fn zero<const K: usize>(span: &mut [f32], at: usize) {
-        let lanes: &mut [f32; K] = (&mut span[at..at + K]).try_into().expect("K values");
-        *lanes = [0.0; K];
-    }
-    let l = span.len();
-    match l {
-        0 => {}
-        1 => span[0] = 0.0,
-        2..4 => (zero::<2>(span, 0), zero::<2>(span, l - 2)).1,
-        4..8 => (zero::<4>(span, 0), zero::<4>(span, l - 4)).1,
-        8..=32 => (0..4).for_each(|k| zero::<8>(span, (8 * k).min(l - 8))),
-        _ => span.fill(0.0),
-    }
 }
 
 /// Orders this thread's streaming stores ([`stream_copy`]) before its later stores (a
@@ -533,20 +287,15 @@ mod x86 {
 
     use super::RowMap;
 
-    /// [`super::runs_masked_into`] for f16 with F16C: eight values a step widened,
-    /// mapped in registers and stored; each run's last 0–7 one at a time. With lane
-    /// masks `keep` (the runs then at most [`super::MASKED_RUN`] long), every run's values
-    /// are ANDed with them before they are stored.
+    /// [`super::runs_mapped_into`] for f16 with F16C: eight values a step widened,
+    /// mapped in registers and stored; each run's last 0–7 one at a time.
     #[target_feature(enable = "avx,f16c")]
-    pub(super) fn f16_runs_mapped_into<const MASKED: bool>(
+    pub(super) fn f16_runs_mapped_into(
         src: &[u8],
         dst: &mut [f32],
         runs: super::Runs,
         map: impl Fn(usize) -> RowMap,
-        keep: Option<&[[u32; 8]; super::MASKED_RUN / 8]>,
     ) -> super::Finite {
-        // Compiled twice: unmasked, the masked loops are not there at all.
-        let keep = if MASKED { keep } else { None };
         let exponent = _mm_set1_epi16(0x7c00);
         let abs = _mm256_set1_ps(f32::from_bits(0x7fff_ffff));
         let inf = _mm256_set1_ps(f32::INFINITY);
@@ -560,7 +309,11 @@ mod x86 {
             let m = map(r);
             let (src_lanes, src_tail) = src.as_chunks::<16>();
             let (dst_lanes, dst_tail) = dst.as_chunks_mut::<8>();
-            let (shift, scale, add) = m.affine();
+            let (shift, scale, add) = match m {
+                RowMap::Keep => (0.0, 1.0, 0.0),
+                RowMap::Add(d) => (0.0, 1.0, d),
+                RowMap::Normalise { shift, scale, add } => (shift, scale, add),
+            };
             let (shift, scale, add) = (
                 _mm256_set1_ps(shift),
                 _mm256_set1_ps(scale),
@@ -572,62 +325,31 @@ mod x86 {
                 bad_stored = _mm_or_si128(bad_stored, stored_bad);
                 _mm256_cvtph_ps(h)
             };
-            let normalise = |x: __m256, bad: &mut __m256| {
-                let y = _mm256_mul_ps(_mm256_sub_ps(x, shift), scale);
-                let not_finite = _mm256_cmp_ps::<_CMP_NLT_UQ>(_mm256_and_ps(y, abs), inf);
-                *bad = _mm256_or_ps(*bad, not_finite);
-                _mm256_add_ps(y, add)
-            };
             let lanes = src_lanes.iter().zip(dst_lanes);
-            // One loop per kind of map, masked or not: no test in the loop.
-            match (m, keep) {
-                (RowMap::Keep, None) => lanes.for_each(|(s, d)| *d = bytemuck::cast(widen(s))),
-                (RowMap::Add(_), None) => {
+            // One loop per kind of map: no test of the kind in the loop.
+            match m {
+                RowMap::Keep => lanes.for_each(|(s, d)| *d = bytemuck::cast(widen(s))),
+                RowMap::Add(_) => {
                     lanes.for_each(|(s, d)| *d = bytemuck::cast(_mm256_add_ps(widen(s), add)))
                 }
-                (RowMap::Normalise { .. }, None) => lanes.for_each(|(s, d)| {
-                    *d = bytemuck::cast(normalise(widen(s), &mut bad_normalised))
+                RowMap::Normalise { .. } => lanes.for_each(|(s, d)| {
+                    let y = _mm256_mul_ps(_mm256_sub_ps(widen(s), shift), scale);
+                    let not_finite = _mm256_cmp_ps::<_CMP_NLT_UQ>(_mm256_and_ps(y, abs), inf);
+                    bad_normalised = _mm256_or_ps(bad_normalised, not_finite);
+                    *d = bytemuck::cast(_mm256_add_ps(y, add));
                 }),
-                (RowMap::Keep, Some(keep)) => masked_lanes(lanes, keep, widen),
-                (RowMap::Add(_), Some(keep)) => {
-                    masked_lanes(lanes, keep, |s| _mm256_add_ps(widen(s), add))
-                }
-                (RowMap::Normalise { .. }, Some(keep)) => {
-                    masked_lanes(lanes, keep, |s| normalise(widen(s), &mut bad_normalised))
-                }
             }
-            let tail_at = runs.len - dst_tail.len();
-            for (i, (b, o)) in src_tail.chunks_exact(2).zip(dst_tail).enumerate() {
+            for (b, o) in src_tail.chunks_exact(2).zip(dst_tail) {
                 let bits = u16::from_le_bytes([b[0], b[1]]);
                 scalar_finite.stored &= bits & 0x7c00 != 0x7c00;
                 let (x, fine) = m.apply(half::f16::from_bits(bits).to_f32());
                 scalar_finite.normalised &= fine;
                 *o = x;
-                if let Some(k) = keep {
-                    let at = tail_at + i;
-                    if k[at / 8][at % 8] == 0 {
-                        *o = 0.0;
-                    }
-                }
             }
         }
         super::Finite {
             stored: scalar_finite.stored && _mm_movemask_epi8(bad_stored) == 0,
             normalised: scalar_finite.normalised && _mm256_movemask_ps(bad_normalised) == 0,
-        }
-    }
-
-    /// Stores `f` of each source lane into its output lanes ANDed with the lane masks
-    /// `keep`.
-    #[target_feature(enable = "avx,f16c")]
-    #[inline]
-    fn masked_lanes<'a>(
-        lanes: impl Iterator<Item = (&'a [u8; 16], &'a mut [f32; 8])>,
-        keep: &[[u32; 8]; super::MASKED_RUN / 8],
-        mut f: impl FnMut(&[u8; 16]) -> __m256,
-    ) {
-        for ((s, d), k) in lanes.zip(keep) {
-            *d = bytemuck::cast(_mm256_and_ps(f(s), bytemuck::cast(*k)));
         }
     }
 
@@ -692,51 +414,6 @@ mod x86 {
 mod tests {
     use super::*;
     use half::bf16;
-
-    /// Masks on planes of 20 rows of 48 (24 real): every time span of up to 40 values
-    /// at every start, alone, with a second overlapping it and with two others, with and without bin
-    /// spans, applied to the whole plane or in ranges of 7, 16 or 32 frames; exactly the
-    /// masked values zero (bins over the real frames only), the rest untouched, as a
-    /// value-by-value reference says.
-    #[test]
-    fn zero_masked_zeros_exactly_the_masked_values() {
-        let (rows, width, len) = (20, 48, 24);
-        let plane: Vec<f32> = (1..=rows * width).map(|v| v as f32).collect();
-        let bin_sets: [&[(usize, usize)]; 3] = [&[], &[(3, 2)], &[(0, 1), (18, 2), (4, 0)]];
-        for l in 0..=40 {
-            for start in 0..=width - l {
-                for extra in [vec![], vec![(start / 2, l.min(9))], vec![(1, 3), (40, 8)]] {
-                    let times: Vec<(usize, usize)> =
-                        [(start, l)].into_iter().chain(extra).collect();
-                    for (bins, step) in bin_sets
-                        .into_iter()
-                        .zip([48, 7, 32])
-                        .chain([(bin_sets[2], 16)])
-                    {
-                        // Applied a range of frames at a time, as the loader does.
-                        let mut got = plane.clone();
-                        for c0 in (0..width).step_by(step) {
-                            let cols = c0..(c0 + step).min(width);
-                            zero_masked(&mut got, (width, len), cols, (bins, &times));
-                        }
-                        let masked = |b: usize, c: usize| {
-                            bins.iter().any(|&(s, w)| b >= s && b < s + w && c < len)
-                                || times.iter().any(|&(s, w)| c >= s && c < s + w)
-                                    && !bins.iter().any(|&(s, w)| b >= s && b < s + w)
-                        };
-                        for (k, (&g, &p)) in got.iter().zip(&plane).enumerate() {
-                            let (b, c) = (k / width, k % width);
-                            let want = if masked(b, c) { 0.0 } else { p };
-                            assert_eq!(
-                                g, want,
-                                "bins {bins:?} times {times:?} step {step}: row {b} frame {c}"
-                            );
-                        }
-                    }
-                }
-            }
-        }
-    }
 
     /// Every f16 bit pattern, at an even and an odd address, in runs of every length up
     /// to 40 and one long run: the same values as `half`'s scalar widening, and the same
@@ -887,128 +564,6 @@ mod tests {
                     normalised: want_normalised,
                 };
                 assert_eq!(found, want_found, "{case}");
-            }
-        }
-    }
-
-    /// The rows made zero whole, over bitsets of one to three words (rows up to 200,
-    /// bits past the rows, words missing): exactly the rows whose bit is set, in order.
-    #[test]
-    fn whole_rows_are_the_set_bits_below_the_rows() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        for case in 0..400 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let bits: Vec<u64> = (0..1 + case % 3)
-                .map(|k| match (case / 3) % 4 {
-                    0 => x.rotate_left(k as u32 * 7),
-                    1 => 0,
-                    2 => u64::MAX,
-                    _ => x & x.rotate_left(13) & x.rotate_left(29),
-                })
-                .collect();
-            let rows = [1, 63, 64, 65, 80, 128, 200][case % 7];
-            let z = Zeros {
-                rows: &bits,
-                ..Zeros::default()
-            };
-            let want: Vec<usize> = (0..rows)
-                .filter(|&r| r / 64 < bits.len() && bits[r / 64] & (1 << (r % 64)) != 0)
-                .collect();
-            assert_eq!(
-                z.whole_rows(rows).collect::<Vec<_>>(),
-                want,
-                "{bits:x?}, {rows}"
-            );
-        }
-    }
-
-    /// Masked runs (every map kind; f16 and bf16; lengths across the vector body, the
-    /// tail and the parts of [`MASKED_RUN`]; runs starting at frames 0, 5 and 60; zeros of
-    /// rows, of frames meeting the runs or not, and both): the bits of mapping unmasked
-    /// then making zero each named value, and the verdicts of the unmasked runs, also
-    /// where an infinity, a NaN or an overflow lies under a mask.
-    #[test]
-    fn masked_runs_equal_mapped_runs_then_zeroed() {
-        let (bins, block, stride) = (4usize, 140usize, 143usize);
-        let maps = [
-            RowMap::Keep,
-            RowMap::Add(3.25),
-            RowMap::Normalise {
-                shift: -4.5,
-                scale: 0.123,
-                add: 0.0,
-            },
-            RowMap::Normalise {
-                shift: 7.0,
-                scale: 2.5,
-                add: -1.75,
-            },
-        ];
-        let zero_sets: [(&[Span], &[Span]); 6] = [
-            (&[], &[]),
-            (&[(1, 2)], &[]),
-            (&[], &[(3, 20), (70, 1)]),
-            (&[(3, 1), (0, 0)], &[(0, 9), (66, 64), (10, 0)]),
-            (&[], &[(400, 5)]),
-            (&[(0, 4)], &[(2, 2)]),
-        ];
-        // Plain values; then one with an infinity, a NaN and an overflow (under masks
-        // or not).
-        let plain: Vec<u16> = (0..bins * block)
-            .map(|k| f16::from_f32(((k * 37) % 101) as f32 * 0.37 - 19.0).to_bits())
-            .collect();
-        let mut odd = plain.clone();
-        for (k, v) in [(5, 0x7c00), (block + 12, 0xfe01), (2 * block + 66, 0x7bff)] {
-            odd[k] = v;
-        }
-        for (bits, bf) in [(&plain, false), (&plain, true), (&odd, false)] {
-            let src: Vec<u8> = bits
-                .iter()
-                .flat_map(|&b| match bf {
-                    true => bf16::from_f32(f16::from_bits(b).to_f32())
-                        .to_bits()
-                        .to_le_bytes(),
-                    false => b.to_le_bytes(),
-                })
-                .collect();
-            for len in [0usize, 1, 7, 8, 9, 23, 64, 65, 71, 130] {
-                for first in [0usize, 5, 60] {
-                    for (rows, frames) in zero_sets {
-                        let runs = Runs {
-                            rows: bins,
-                            len,
-                            src_stride: block,
-                            dst_stride: stride,
-                        };
-                        let mut bits = Vec::new();
-                        set_rows(&mut bits, rows);
-                        let zeros = Zeros {
-                            rows: &bits,
-                            frames,
-                            first,
-                        };
-                        let mut want = vec![f32::MIN; bins * stride];
-                        let want_found = runs_mapped_into(bf, &src, &mut want, runs, &maps);
-                        for b in 0..bins {
-                            for i in 0..len {
-                                let f = first + i;
-                                let in_rows = rows.iter().any(|&(s, l)| b >= s && b < s + l);
-                                let in_frames = frames.iter().any(|&(s, l)| f >= s && f < s + l);
-                                if in_rows || in_frames {
-                                    want[b * stride + i] = 0.0;
-                                }
-                            }
-                        }
-                        let mut got = vec![f32::MIN; bins * stride];
-                        let found = runs_masked_into(bf, &src, &mut got, runs, &maps, zeros);
-                        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                        let case = format!("bf16 {bf}, len {len}, first {first}, {zeros:?}");
-                        assert_eq!(bits(&got), bits(&want), "{case}");
-                        assert_eq!(found, want_found, "{case}");
-                    }
-                }
             }
         }
     }

@@ -14,7 +14,7 @@ use super::Split;
 use super::reader::Reader;
 use crate::convert::{self, Affine, OutSlice};
 use crate::limits::bad;
-use crate::widen::{self, Finite, RowMap, Runs, Zeros};
+use crate::widen::{self, Finite, RowMap, Runs};
 use crate::widen_mixed::{Member, MixRuns, group_mixed_into};
 
 /// Where each whole clip of a split lies: its rows and its frames.
@@ -249,7 +249,7 @@ impl Reader<'_> {
         out: &mut [f32],
         norm: Option<&Affine>,
     ) -> Result<()> {
-        self.read_whole_rows(clip, (at, n), out, (n, &[], Zeros::default()))?;
+        self.read_whole_rows(clip, (at, n), out, n, &[])?;
         let split = self.split();
         if !convert::normalised(out, norm) {
             return Err(Error::config(
@@ -266,15 +266,15 @@ impl Reader<'_> {
     /// Reads frames `at..at + n` of whole clip `clip` as f32 into the first `n` values of
     /// each of `n_mels` rows of `stride` values of `out`: each block's bytes fetched once,
     /// each mel bin's run of frames widened straight into place and mapped (mel bin `b`
-    /// by `maps[b]`; none if empty), then masked by `zeros` (frames counted from `out`'s
-    /// first), every value checked finite. An error if a stored value is not; else
-    /// whether every normalised value is finite.
+    /// by `maps[b]`; none if empty), every value checked finite. An error if a
+    /// stored value is not; else whether every normalised value is finite.
     pub(crate) fn read_whole_rows(
         &mut self,
         clip: usize,
         (at, n): (usize, usize),
         out: &mut [f32],
-        (stride, maps, zeros): (usize, &[RowMap], Zeros<'_>),
+        stride: usize,
+        maps: &[RowMap],
     ) -> Result<bool> {
         let split = self.split();
         let index = split.whole_index()?;
@@ -303,15 +303,13 @@ impl Reader<'_> {
                 src_stride: f,
                 dst_stride: stride,
             };
-            let zeros = zeros.shifted(frame - at);
             let found = match dtype {
-                Dtype::F16 | Dtype::Bf16 => widen::runs_masked_into(
+                Dtype::F16 | Dtype::Bf16 => widen::runs_mapped_into(
                     dtype == Dtype::Bf16,
                     &bytes[lo * size..],
                     dst,
                     runs,
                     maps,
-                    zeros,
                 ),
                 Dtype::F32 => {
                     let mut found = Finite::default();
@@ -323,7 +321,6 @@ impl Reader<'_> {
                         if let Some(&map) = maps.get(b) {
                             found.normalised &= map.apply_all(dst);
                         }
-                        zeros.apply(b, dst);
                     }
                     found
                 }
