@@ -12,8 +12,11 @@
 //! (docs/bench-log/journal.md, 2026-11-29).
 //!
 //! [`runs_mapped_into`] also normalises each run and adds a gain in the same registers
-//! ([`RowMap`]), so a loader's batch is written once; [`stream_copy`] writes a finished item
-//! into a batch larger than the caches with non-temporal stores.
+//! ([`RowMap`]), so a loader's batch is written once, and judges every value with one
+//! register (`y − y` of each mapped value: a NaN for an infinity or a NaN, stored or made
+//! by the map), leaving which to a value-by-value pass on the rare run that has one;
+//! [`stream_copy`] writes a finished item into a batch larger than the caches with
+//! non-temporal stores.
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
@@ -104,6 +107,17 @@ impl RowMap {
         }
     }
 
+    /// The map as `(shift, scale, add)`: `(x − shift)·scale + add` gives the same bits
+    /// for every map (`x − 0`, `x·1` and `x + (−0)` are `x` exactly).
+    #[inline(always)]
+    pub(crate) fn affine(self) -> (f32, f32, f32) {
+        match self {
+            RowMap::Keep => (0.0, 1.0, -0.0),
+            RowMap::Add(d) => (0.0, 1.0, d),
+            RowMap::Normalise { shift, scale, add } => (shift, scale, add),
+        }
+    }
+
     /// The map applied in place to every value of `values` ([`RowMap::apply`]); whether
     /// every normalised value is finite. Eight lanes a step where the CPU has AVX (the
     /// same bits: no FMA).
@@ -182,7 +196,11 @@ pub fn runs_mapped_into(
     #[cfg(target_arch = "x86_64")]
     if !bf16 && has_f16c() {
         // SAFETY: the CPU has AVX and F16C (checked just above).
-        return unsafe { x86::f16_runs_mapped_into(src, dst, runs, map) };
+        if unsafe { x86::f16_runs_mapped_into(src, dst, runs, map) } {
+            return Finite::default();
+        }
+        // Something is not finite: the loop value by value writes the same bits and
+        // says whether as stored or once normalised.
     }
     let mut finite = Finite::default();
     for r in 0..runs.rows {
@@ -279,29 +297,31 @@ pub(crate) fn has_f16c() -> bool {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::{
-        __m128i, __m256, _CMP_NLT_UQ, _mm_and_si128, _mm_cmpeq_epi16, _mm_movemask_epi8,
-        _mm_or_si128, _mm_set1_epi16, _mm_setzero_si128, _mm256_add_ps, _mm256_and_ps,
-        _mm256_cmp_ps, _mm256_cvtph_ps, _mm256_movemask_ps, _mm256_mul_ps, _mm256_or_ps,
-        _mm256_set1_ps, _mm256_setzero_ps, _mm256_stream_ps, _mm256_sub_ps,
+        __m128i, __m256, _mm_and_si128, _mm_cmpeq_epi16, _mm_movemask_epi8, _mm_or_si128,
+        _mm_set1_epi16, _mm_setzero_si128, _mm256_add_ps, _mm256_castps_si256, _mm256_cvtph_ps,
+        _mm256_mul_ps, _mm256_or_ps, _mm256_set1_ps, _mm256_setzero_ps, _mm256_stream_ps,
+        _mm256_sub_ps, _mm256_testz_si256,
     };
 
     use super::RowMap;
 
     /// [`super::runs_mapped_into`] for f16 with F16C: eight values a step widened,
-    /// mapped in registers and stored; each run's last 0–7 one at a time.
+    /// mapped in registers and stored; each run's last 0–7 one at a time. Returns whether
+    /// every value was finite as stored and after its map's normalising step, judged by
+    /// one register: `y − y` of each mapped value (before a normalising map's `add`) ORed
+    /// into it, zero for a finite value and a NaN for an infinity or a NaN, stored or
+    /// made by the map (two operations a step where the exponent test of the stored values
+    /// and a comparison of the normalised ones took six). Where it says no, the caller's
+    /// value-by-value loop says which.
     #[target_feature(enable = "avx,f16c")]
     pub(super) fn f16_runs_mapped_into(
         src: &[u8],
         dst: &mut [f32],
         runs: super::Runs,
         map: impl Fn(usize) -> RowMap,
-    ) -> super::Finite {
-        let exponent = _mm_set1_epi16(0x7c00);
-        let abs = _mm256_set1_ps(f32::from_bits(0x7fff_ffff));
-        let inf = _mm256_set1_ps(f32::INFINITY);
-        let mut bad_stored = _mm_setzero_si128();
-        let mut bad_normalised = _mm256_setzero_ps();
-        let mut scalar_finite = super::Finite::default();
+    ) -> bool {
+        let mut seen = _mm256_setzero_ps();
+        let mut scalar_fine = true;
         for r in 0..runs.rows {
             let (s, d) = (r * runs.src_stride, r * runs.dst_stride);
             let src = &src[2 * s..2 * (s + runs.len)];
@@ -309,48 +329,39 @@ mod x86 {
             let m = map(r);
             let (src_lanes, src_tail) = src.as_chunks::<16>();
             let (dst_lanes, dst_tail) = dst.as_chunks_mut::<8>();
-            let (shift, scale, add) = match m {
-                RowMap::Keep => (0.0, 1.0, 0.0),
-                RowMap::Add(d) => (0.0, 1.0, d),
-                RowMap::Normalise { shift, scale, add } => (shift, scale, add),
-            };
+            let (shift, scale, add) = m.affine();
             let (shift, scale, add) = (
                 _mm256_set1_ps(shift),
                 _mm256_set1_ps(scale),
                 _mm256_set1_ps(add),
             );
-            let mut widen = |s: &[u8; 16]| -> __m256 {
-                let h: __m128i = bytemuck::cast(*s);
-                let stored_bad = _mm_cmpeq_epi16(_mm_and_si128(h, exponent), exponent);
-                bad_stored = _mm_or_si128(bad_stored, stored_bad);
-                _mm256_cvtph_ps(h)
+            let widen = |s: &[u8; 16]| _mm256_cvtph_ps(bytemuck::cast::<[u8; 16], __m128i>(*s));
+            let mut judged = |y: __m256| {
+                seen = _mm256_or_ps(seen, _mm256_sub_ps(y, y));
+                y
             };
             let lanes = src_lanes.iter().zip(dst_lanes);
             // One loop per kind of map: no test of the kind in the loop.
             match m {
-                RowMap::Keep => lanes.for_each(|(s, d)| *d = bytemuck::cast(widen(s))),
-                RowMap::Add(_) => {
-                    lanes.for_each(|(s, d)| *d = bytemuck::cast(_mm256_add_ps(widen(s), add)))
-                }
+                RowMap::Keep => lanes.for_each(|(s, d)| *d = bytemuck::cast(judged(widen(s)))),
+                RowMap::Add(_) => lanes.for_each(|(s, d)| {
+                    *d = bytemuck::cast(judged(_mm256_add_ps(widen(s), add)));
+                }),
                 RowMap::Normalise { .. } => lanes.for_each(|(s, d)| {
-                    let y = _mm256_mul_ps(_mm256_sub_ps(widen(s), shift), scale);
-                    let not_finite = _mm256_cmp_ps::<_CMP_NLT_UQ>(_mm256_and_ps(y, abs), inf);
-                    bad_normalised = _mm256_or_ps(bad_normalised, not_finite);
+                    let y = judged(_mm256_mul_ps(_mm256_sub_ps(widen(s), shift), scale));
                     *d = bytemuck::cast(_mm256_add_ps(y, add));
                 }),
             }
             for (b, o) in src_tail.chunks_exact(2).zip(dst_tail) {
                 let bits = u16::from_le_bytes([b[0], b[1]]);
-                scalar_finite.stored &= bits & 0x7c00 != 0x7c00;
                 let (x, fine) = m.apply(half::f16::from_bits(bits).to_f32());
-                scalar_finite.normalised &= fine;
+                scalar_fine &= fine && bits & 0x7c00 != 0x7c00;
                 *o = x;
             }
         }
-        super::Finite {
-            stored: scalar_finite.stored && _mm_movemask_epi8(bad_stored) == 0,
-            normalised: scalar_finite.normalised && _mm256_movemask_ps(bad_normalised) == 0,
-        }
+        // Every bit zero: no lane saw a NaN (of either sign).
+        let seen = _mm256_castps_si256(seen);
+        scalar_fine && _mm256_testz_si256(seen, seen) == 1
     }
 
     /// [`super::stream_copy`] with AVX: the lines of `dst` it covers whole are written
@@ -568,24 +579,53 @@ mod tests {
         }
     }
 
-    /// An infinity stored in any run, or a normalised value that overflows f32 (in the
-    /// vector body and in a tail), is reported as such.
+    /// An infinity or a NaN of either sign stored in any run, under every kind of map, or
+    /// a normalised value that overflows f32 (in the vector body and in a tail), is
+    /// reported as such; finite values under every map are not.
     #[test]
     fn mapped_runs_report_what_is_not_finite() {
         let len = 21; // two eight-value steps and a tail of five
+        let runs = Runs {
+            rows: 1,
+            len,
+            src_stride: len,
+            dst_stride: len,
+        };
+        let maps = [
+            RowMap::Keep,
+            RowMap::Add(1.5),
+            RowMap::Normalise {
+                shift: 1.0,
+                scale: 2.0,
+                add: 0.5,
+            },
+        ];
+        // Infinities and NaNs of either sign, in the body or the tail, under every map.
+        for (at, pattern, map) in [3usize, 19].into_iter().flat_map(|a| {
+            [0x7c00u16, 0xfc00, 0x7e00, 0xfe01, 0x7c01]
+                .into_iter()
+                .flat_map(move |p| maps.map(|m| (a, p, m)))
+        }) {
+            let mut bits = vec![f16::from_f32(2.0).to_bits(); len];
+            bits[at] = pattern;
+            let src: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
+            let mut dst = vec![0f32; len];
+            let found = runs_mapped_into(false, &src, &mut dst, runs, &[map]);
+            assert!(!found.stored, "at {at}, {pattern:#06x}, {map:?}");
+        }
         for at in [3usize, 19] {
             let mut bits = vec![f16::from_f32(2.0).to_bits(); len];
             bits[at] = 0x7c00;
             let src: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
-            let runs = Runs {
-                rows: 1,
-                len,
-                src_stride: len,
-                dst_stride: len,
-            };
             let mut dst = vec![0f32; len];
             let found = runs_mapped_into(false, &src, &mut dst, runs, &[]);
             assert!(!found.stored, "at {at}");
+            let fine = vec![f16::from_f32(2.0).to_bits(); len];
+            let fine: Vec<u8> = fine.iter().flat_map(|b| b.to_le_bytes()).collect();
+            for map in maps {
+                let found = runs_mapped_into(false, &fine, &mut dst, runs, &[map]);
+                assert_eq!(found, Finite::default(), "{map:?}");
+            }
             let mut big = vec![f16::from_f32(60000.0).to_bits(); len];
             big[at] = f16::from_f32(-60000.0).to_bits();
             let src: Vec<u8> = big.iter().flat_map(|b| b.to_le_bytes()).collect();
