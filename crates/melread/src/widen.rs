@@ -185,14 +185,27 @@ pub fn runs_mapped_into(
     runs: Runs,
     maps: &[RowMap],
 ) -> Finite {
-    runs.check(src, dst);
     assert!(
         maps.is_empty() || maps.len() == runs.rows,
         "{} maps for {} runs",
         maps.len(),
         runs.rows
     );
-    let map = |r: usize| maps.get(r).copied().unwrap_or(RowMap::Keep);
+    runs_mapped_by(bf16, src, dst, runs, |r| {
+        maps.get(r).copied().unwrap_or(RowMap::Keep)
+    })
+}
+
+/// [`runs_mapped_into`] with run `r`'s map given by `map(r)`. Panics if a run lies
+/// outside `src` or `dst`.
+pub(crate) fn runs_mapped_by(
+    bf16: bool,
+    src: &[u8],
+    dst: &mut [f32],
+    runs: Runs,
+    map: impl Fn(usize) -> RowMap + Copy,
+) -> Finite {
+    runs.check(src, dst);
     #[cfg(target_arch = "x86_64")]
     if !bf16 && has_f16c() {
         // SAFETY: the CPU has AVX and F16C (checked just above).
