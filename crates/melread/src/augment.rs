@@ -235,14 +235,13 @@ fn rng(seed: u64, epoch: u64, id: u64, stream: u64) -> ChaCha8Rng {
 /// pass (`Reader::read_whole_group`, with [`weight`](Self::weight)); any other group a few
 /// blocks of frames of each member at a time, mixed while those frames of every member
 /// are in cache ([`mix_group`](Self::mix_group)), each from the others' originals. The
-/// filler adds each item's gain ([`gain_offset`](Self::gain_offset)) as it writes the
+/// filler adds each item's [`gain`](Self::gain) (scaled by the normalisation) as it writes the
 /// item's values, and calls [`group_done`](Self::group_done) once a group is complete
 /// (lengths, then masks).
 /// The result is [`apply`]'s: gain, then mixup, then masks.
 pub(crate) struct Augmenter<'a> {
     aug: &'a Augment,
     layout: Layout,
-    norm: Option<&'a Affine>,
     ids: &'a [u64],
     key: (u64, u64),
     /// Mixup's pairing and weights (the identity and 1 without mixup).
@@ -257,15 +256,9 @@ pub(crate) struct Augmenter<'a> {
 }
 
 impl<'a> Augmenter<'a> {
-    /// The batch `ids` (item ids, in batch order) of the batch `key`, laid out as `layout`;
-    /// `norm` the normalisation the filler applies (a gain is scaled by it).
-    pub(crate) fn new(
-        aug: &'a Augment,
-        key: &BatchKey,
-        ids: &'a [u64],
-        layout: Layout,
-        norm: Option<&'a Affine>,
-    ) -> Self {
+    /// The batch `ids` (item ids, in batch order) of the batch `key`, laid out as
+    /// `layout`.
+    pub(crate) fn new(aug: &'a Augment, key: &BatchKey, ids: &'a [u64], layout: Layout) -> Self {
         let n = ids.len();
         let (partner, weight, groups, group_starts) = match aug.mixup {
             Some(m) => pairing(m, key, ids),
@@ -287,7 +280,6 @@ impl<'a> Augmenter<'a> {
         Augmenter {
             aug,
             layout,
-            norm,
             ids,
             key: (key.seed, key.epoch),
             partner,
@@ -304,12 +296,6 @@ impl<'a> Augmenter<'a> {
         self.group_starts
             .windows(2)
             .map(|w| &self.groups[w[0]..w[1]])
-    }
-
-    /// What item `j`'s gain adds to each value of mel bin `bin` (as normalised: divided
-    /// by the bin's std), or `None` without a gain.
-    pub(crate) fn gain_offset(&self, j: usize, bin: usize) -> Option<f32> {
-        self.gain(j).map(|g| gain_in_bin(g, self.norm, bin))
     }
 
     /// Item `j`'s gain in dB, or `None` without one.
@@ -513,7 +499,7 @@ pub(crate) fn apply(
         values,
         lengths,
     } = batch;
-    let a = Augmenter::new(aug, key, ids, layout, norm);
+    let a = Augmenter::new(aug, key, ids, layout);
     let per = layout.per_item();
     for group in a.groups() {
         for &j in group {
@@ -521,7 +507,7 @@ pub(crate) fn apply(
                 .chunks_exact_mut(layout.width)
                 .enumerate()
             {
-                if let Some(d) = a.gain_offset(j, r % layout.n_mels) {
+                if let Some(d) = a.gain(j).map(|g| gain_in_bin(g, norm, r % layout.n_mels)) {
                     for v in &mut row[..lengths[j]] {
                         *v += d;
                     }
@@ -819,7 +805,7 @@ mod tests {
         let aug = mixup_only(0.4, 1.0);
         for n in 1..=40usize {
             let ids: Vec<u64> = (100..100 + n as u64).collect();
-            let a = Augmenter::new(&aug, &key(n as u64), &ids, L, None);
+            let a = Augmenter::new(&aug, &key(n as u64), &ids, L);
             let groups: Vec<Vec<usize>> = a.groups().map(<[usize]>::to_vec).collect();
             let mut all: Vec<usize> = groups.concat();
             all.sort_unstable();
@@ -878,7 +864,7 @@ mod tests {
         let mixed = apply(&aug, &key(3), L, None, items).expect("mixup on");
         assert!(mixed.weight.iter().any(|&w| w < 1.0));
         for step in [1, 3, 8, L.width] {
-            let a = Augmenter::new(&aug, &key(3), &ids, L, None);
+            let a = Augmenter::new(&aug, &key(3), &ids, L);
             let (mut v, mut got_lengths) = (filled.clone(), lengths.clone());
             let per = L.per_item();
             for group in a.groups() {
@@ -886,11 +872,9 @@ mod tests {
                     let c1 = (c0 + step).min(L.width);
                     for &j in group {
                         let real = lengths[j].clamp(c0, c1);
-                        for (b, row) in v[j * per..(j + 1) * per]
-                            .chunks_exact_mut(L.width)
-                            .enumerate()
-                        {
-                            if let Some(d) = a.gain_offset(j, b) {
+                        for row in v[j * per..(j + 1) * per].chunks_exact_mut(L.width) {
+                            // No normalisation here: the gain in dB as it is.
+                            if let Some(d) = a.gain(j) {
                                 row[c0..real].iter_mut().for_each(|x| *x += d);
                             }
                         }

@@ -120,6 +120,80 @@ pub(crate) fn convert(
     norm: Option<&Affine>,
     halves: &mut Vec<u16>,
 ) -> bool {
+    convert_gained(bytes, dtype, out, (norm, None), halves)
+}
+
+/// [`convert`] with `gain` dB (if any) added to each f32 value after its normalisation
+/// (scaled by it, as [`crate::augment::gain_in_bin`] says); f16 widened, normalised and
+/// given its gain in one pass ([`widen::runs_mapped_by`], each mel bin's run by its map:
+/// the bits of the steps one after another, `+ (−0)` where there is no gain).
+pub(crate) fn convert_gained(
+    bytes: &[u8],
+    dtype: Dtype,
+    out: OutSlice<'_>,
+    (norm, gain): (Option<&Affine>, Option<f32>),
+    halves: &mut Vec<u16>,
+) -> bool {
+    let spans = |len: usize| norm.is_none_or(|n| n.spans(len));
+    match (dtype, out) {
+        (Dtype::F16, OutSlice::F32(out))
+            if (norm.is_some() || gain.is_some()) && spans(out.len()) =>
+        {
+            let (rows, len) = match norm {
+                Some(n) => (out.len() / n.frames, n.frames),
+                None => (1, out.len()),
+            };
+            let runs = widen::Runs {
+                rows,
+                len,
+                src_stride: len,
+                dst_stride: len,
+            };
+            let found = widen::runs_mapped_by(false, bytes, out, runs, |r| row_map(norm, gain, r));
+            found.stored && found.normalised
+        }
+        (dtype, OutSlice::F32(out)) if gain.is_some() => {
+            let finite = convert_gained(bytes, dtype, OutSlice::F32(out), (norm, None), halves);
+            let g = gain.expect("checked just above");
+            match norm {
+                Some(n) if n.frames > 0 => {
+                    for (r, row) in out.chunks_exact_mut(n.frames).enumerate() {
+                        RowMap::Add(crate::augment::gain_in_bin(g, norm, r % n.n_mels()))
+                            .apply_all(row);
+                    }
+                }
+                _ => {
+                    RowMap::Add(g).apply_all(out);
+                }
+            }
+            finite
+        }
+        (dtype, out) => convert_plain(bytes, dtype, out, norm, halves),
+    }
+}
+
+/// Row `r`'s map for a normalisation and a gain (rows of `norm`'s frames, mel bin `r %
+/// n_mels`; one row without a normalisation).
+pub(crate) fn row_map(norm: Option<&Affine>, gain: Option<f32>, r: usize) -> RowMap {
+    match norm {
+        Some(n) => {
+            let b = r % n.n_mels();
+            let (shift, scale) = n.shift_scale(b);
+            let add = gain.map_or(-0.0, |g| crate::augment::gain_in_bin(g, norm, b));
+            RowMap::Normalise { shift, scale, add }
+        }
+        None => gain.map_or(RowMap::Keep, RowMap::Add),
+    }
+}
+
+/// [`convert`] in passes: widened or copied, then normalised.
+fn convert_plain(
+    bytes: &[u8],
+    dtype: Dtype,
+    out: OutSlice<'_>,
+    norm: Option<&Affine>,
+    halves: &mut Vec<u16>,
+) -> bool {
     match (dtype, out) {
         (Dtype::F32, OutSlice::F32(out)) => {
             match bytemuck::try_cast_slice::<u8, f32>(bytes) {
@@ -135,27 +209,6 @@ pub(crate) fn convert(
         }
         (Dtype::F32, OutSlice::Half(_)) => {
             unreachable!("f32 data is never copied into half-precision output")
-        }
-        (Dtype::F16, OutSlice::F32(out)) if norm.is_some_and(|n| n.spans(out.len())) => {
-            // Widened and normalised in one pass, each mel bin's run by its map: the bits
-            // of widening then `(x − shift)·scale` (`+ (−0)` leaves every value as it is),
-            // and the same verdict (stored and normalised values finite).
-            let n = norm.expect("checked just above");
-            let runs = widen::Runs {
-                rows: out.len() / n.frames,
-                len: n.frames,
-                src_stride: n.frames,
-                dst_stride: n.frames,
-            };
-            let found = widen::runs_mapped_by(false, bytes, out, runs, |r| {
-                let (shift, scale) = n.shift_scale(r % n.n_mels());
-                RowMap::Normalise {
-                    shift,
-                    scale,
-                    add: -0.0,
-                }
-            });
-            found.stored && found.normalised
         }
         (dtype, OutSlice::F32(out)) => {
             // Widening is exact, so the f32 values are finite exactly when the stored were.
@@ -222,10 +275,10 @@ mod tests {
     use super::*;
     use half::{bf16, f16};
 
-    /// f16 converted with a normalisation (one pass) gives the bits of widening then
-    /// normalising (two passes), −0 included, for one to three spectrograms of every
-    /// width up to 20 frames; the verdict says no for a stored infinity or NaN and for a
-    /// normalised overflow, anywhere.
+    /// f16 converted with a normalisation and a gain (one pass) gives the bits of widening,
+    /// normalising and adding each bin's gain (three passes), −0 included, for one to
+    /// three spectrograms of every width up to 20 frames; the verdict says no for a stored
+    /// infinity or NaN and for a normalised overflow, anywhere.
     #[test]
     fn normalising_as_widened_equals_widening_then_normalising() {
         let stats = |bins: usize, std: f64| MelStats {
@@ -265,6 +318,23 @@ mod tests {
                 as_bits(&want),
                 "{bins} bins, {frames} frames"
             );
+            // With a gain, normalised or not: each row then gets its bin's share.
+            for norm in [Some(&n), None] {
+                let mut want = vec![0f32; len];
+                assert!(widen::f16_into(&bytes(&bits), &mut want));
+                if let Some(n) = norm {
+                    n.apply(&mut want);
+                }
+                for (r, row) in want.chunks_exact_mut(frames).enumerate() {
+                    let d = crate::augment::gain_in_bin(-4.5, norm, r % bins);
+                    row.iter_mut().for_each(|x| *x += d);
+                }
+                let out = OutSlice::F32(&mut got);
+                let how = (norm, Some(-4.5));
+                let fine = convert_gained(&bytes(&bits), Dtype::F16, out, how, &mut halves);
+                assert!(fine, "{bins} bins, {frames} frames, gain");
+                assert_eq!(as_bits(&got), as_bits(&want), "gain, {norm:?}");
+            }
             for at in [0, len / 2, len - 1] {
                 let keep = bits[at];
                 bits[at] = 0xfc00;

@@ -1321,15 +1321,8 @@ fn worker(shared: &Shared) {
             index: index as u64,
         };
         // Augmentation is applied item by item as the batch is filled (f32 output only).
-        let aug = (!loader.opts.augment.is_off() && matches!(buffer, Buffer::F32(_))).then(|| {
-            Augmenter::new(
-                &loader.opts.augment,
-                &key,
-                &ids,
-                layout_of(&shape),
-                loader.norm.as_deref(),
-            )
-        });
+        let aug = (!loader.opts.augment.is_off() && matches!(buffer, Buffer::F32(_)))
+            .then(|| Augmenter::new(&loader.opts.augment, &key, &ids, layout_of(&shape)));
         let filled = match &loader.whole {
             Some(w) => fill_whole(
                 loader,
@@ -1426,7 +1419,6 @@ fn fill(
         Buffer::F32(v) => v.resize(total, 0.0),
         Buffer::Half(v) => v.resize(total, 0),
     }
-    let n_mels = split.n_mels();
     let singles: Vec<usize> = (0..ids.len()).collect();
     for group in groups_of(ids.len(), aug, &singles) {
         for &j in group {
@@ -1437,19 +1429,15 @@ fn fill(
                 Buffer::Half(v) => OutSlice::Half(&mut v[j * n..(j + 1) * n]),
             };
             let at = loader.crop_offset(epoch, item);
+            // The gain is added as the item is converted (f32 output only: augmentation
+            // needs it).
+            let how = (norm, aug.and_then(|a| a.gain(j)));
             match loader.opts.crop_frames {
                 // Only the window is read and converted.
-                Some(crop) => reader.read_window_into(item.clip, segment, (at, crop), out, norm)?,
-                None => reader.read_into(item.clip, segment, out, norm)?,
+                Some(crop) => reader.read_window_into(item.clip, segment, (at, crop), out, how)?,
+                None => reader.read_into(item.clip, segment, out, how)?,
             }
             f.set(j, labels_all[item.clip], item, at);
-            if let (Some(a), Buffer::F32(v)) = (aug, &mut *buffer) {
-                for (r, row) in v[j * n..(j + 1) * n].chunks_exact_mut(frames).enumerate() {
-                    if let Some(d) = a.gain_offset(j, r % n_mels) {
-                        RowMap::Add(d).apply_all(row);
-                    }
-                }
-            }
         }
         if let (Some(a), Buffer::F32(v)) = (aug, &mut *buffer) {
             a.mix_group(group, v, 0..frames);
@@ -1731,7 +1719,7 @@ impl Drop for Fence {
 }
 
 /// Sets `maps` to each of `n_mels` bins' map from stored values to the batch's:
-/// normalised by `norm`, then `gain` dB added (as [`Augmenter::gain_offset`] scales it);
+/// normalised by `norm`, then `gain` dB added (scaled by it: [`crate::augment::gain_in_bin`]);
 /// empty when every bin is kept as stored.
 fn row_maps(maps: &mut Vec<RowMap>, n_mels: usize, norm: Option<&Affine>, gain: Option<f32>) {
     maps.clear();

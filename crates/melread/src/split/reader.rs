@@ -4,11 +4,13 @@
 
 use std::os::unix::fs::FileExt;
 
-use mel_core::{Error, Result};
+use mel_core::{Dtype, Error, Result};
 
 use super::{Split, Store};
+use crate::augment::gain_in_bin;
 use crate::convert::{self, Affine, OutSlice};
 use crate::limits::bad;
+use crate::widen::{self, RowMap};
 
 /// Reads items of one [`Split`] on one thread, reusing its buffers (and, for chunked
 /// layouts, up to [`OpenOptions::chunk_cache`](crate::OpenOptions::chunk_cache) decoded
@@ -50,7 +52,7 @@ impl<'a> Reader<'a> {
     /// Reads clip `clip` as f32 into `out` (`values_per_clip` values), normalised by
     /// `norm` if given.
     pub fn read_clip(&mut self, clip: usize, out: &mut [f32], norm: Option<&Affine>) -> Result<()> {
-        self.read_into(clip, None, OutSlice::F32(out), norm)
+        self.read_into(clip, None, OutSlice::F32(out), (norm, None))
     }
 
     /// Reads segment `segment` of clip `clip` as f32 into `out` (`values_per_segment`
@@ -62,7 +64,7 @@ impl<'a> Reader<'a> {
         out: &mut [f32],
         norm: Option<&Affine>,
     ) -> Result<()> {
-        self.read_into(clip, Some(segment), OutSlice::F32(out), norm)
+        self.read_into(clip, Some(segment), OutSlice::F32(out), (norm, None))
     }
 
     /// The stored little-endian bytes of clip `clip` (or one of its segments). From a map
@@ -95,14 +97,14 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Reads an item (a clip, or one segment) into `out`: converted to f32 (and
-    /// normalised) or copied as stored.
+    /// Reads an item (a clip, or one segment) into `out`: converted to f32 (normalised,
+    /// then given `gain` dB, if any) or copied as stored.
     pub(crate) fn read_into(
         &mut self,
         clip: usize,
         segment: Option<usize>,
         out: OutSlice<'_>,
-        norm: Option<&Affine>,
+        (norm, gain): (Option<&Affine>, Option<f32>),
     ) -> Result<()> {
         let dtype = self.split.dtype;
         let (_, len) = self.split.item_range(clip, segment)?;
@@ -116,22 +118,23 @@ impl<'a> Reader<'a> {
         let mut halves = std::mem::take(&mut self.halves);
         let r = self
             .item_bytes(clip, segment)
-            .map(|bytes| convert::convert(bytes, dtype, out, norm, &mut halves));
+            .map(|bytes| convert::convert_gained(bytes, dtype, out, (norm, gain), &mut halves));
         self.halves = halves;
         let finite = r?;
         self.judge(clip, segment, finite, norm.is_some())
     }
 
     /// Reads frames `at..at + crop` of every row of an item into `out` (rows of `crop`
-    /// values), converted and normalised as [`read_into`](Self::read_into) does; `norm`
-    /// is for spectrograms of `crop` frames. Only the window is converted.
+    /// values), converted, normalised and given `gain` dB as [`read_into`](Self::read_into)
+    /// does; `norm` is for spectrograms of `crop` frames. Only the window is converted, f16
+    /// in one pass.
     pub(crate) fn read_window_into(
         &mut self,
         clip: usize,
         segment: Option<usize>,
         (at, crop): (usize, usize),
         out: OutSlice<'_>,
-        norm: Option<&Affine>,
+        (norm, gain): (Option<&Affine>, Option<f32>),
     ) -> Result<()> {
         let dtype = self.split.dtype;
         let (size, frames) = (dtype.size(), self.split.frames());
@@ -144,17 +147,35 @@ impl<'a> Reader<'a> {
                 at + crop
             )));
         }
+        let n_mels = self.split.n_mels();
         let mut halves = std::mem::take(&mut self.halves);
         let r = self.item_bytes(clip, segment).map(|bytes| {
             let row = |r: usize| &bytes[(r * frames + at) * size..(r * frames + at + crop) * size];
             match out {
+                OutSlice::F32(out) if dtype == Dtype::F16 => {
+                    let runs = widen::Runs {
+                        rows,
+                        len: crop,
+                        src_stride: frames,
+                        dst_stride: crop,
+                    };
+                    let map = |r| convert::row_map(norm, gain, r);
+                    let found = widen::runs_mapped_by(false, &bytes[at * size..], out, runs, map);
+                    found.stored && found.normalised
+                }
                 OutSlice::F32(out) => {
                     let mut finite = true;
                     for (r, dst) in out.chunks_exact_mut(crop).enumerate() {
                         finite &=
                             convert::convert(row(r), dtype, OutSlice::F32(dst), None, &mut halves);
                     }
-                    convert::normalised(out, norm) && finite
+                    let finite = convert::normalised(out, norm) && finite;
+                    if let Some(g) = gain {
+                        for (r, dst) in out.chunks_exact_mut(crop).enumerate() {
+                            RowMap::Add(gain_in_bin(g, norm, r % n_mels)).apply_all(dst);
+                        }
+                    }
+                    finite
                 }
                 OutSlice::Half(out) => {
                     out.chunks_exact_mut(crop)
