@@ -18,7 +18,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Beta, Distribution};
 
-use crate::convert::Affine;
+#[cfg(test)]
+use crate::convert::{Affine, gain_in_bin};
 use crate::order::mix64;
 
 /// Augmentation of training batches; every part is off by default.
@@ -400,11 +401,6 @@ impl<'a> Augmenter<'a> {
             weight: self.weight,
         })
     }
-}
-
-/// What a gain of `g` dB adds to the values of mel bin `bin` normalised by `norm`.
-pub(crate) fn gain_in_bin(g: f32, norm: Option<&Affine>, bin: usize) -> f32 {
-    norm.map_or(g, |n| g * n.scale(bin))
 }
 
 /// The rows of a group's items mixed over `len` frames: `rows` rows `width` apart.

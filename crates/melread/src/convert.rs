@@ -92,6 +92,11 @@ impl Affine {
     }
 }
 
+/// What a gain of `g` dB adds to the values of mel bin `bin` normalised by `norm`.
+pub(crate) fn gain_in_bin(g: f32, norm: Option<&Affine>, bin: usize) -> f32 {
+    norm.map_or(g, |n| g * n.scale(bin))
+}
+
 /// Where an item's values go.
 pub(crate) enum OutSlice<'a> {
     /// Widened to f32 (f32 stays f32).
@@ -124,7 +129,7 @@ pub(crate) fn convert(
 }
 
 /// [`convert`] with `gain` dB (if any) added to each f32 value after its normalisation
-/// (scaled by it, as [`crate::augment::gain_in_bin`] says); f16 widened, normalised and
+/// (scaled by it, as [`gain_in_bin`] says); f16 widened, normalised and
 /// given its gain in one pass ([`widen::runs_mapped_by`], each mel bin's run by its map:
 /// the bits of the steps one after another, `+ (−0)` where there is no gain).
 pub(crate) fn convert_gained(
@@ -158,8 +163,7 @@ pub(crate) fn convert_gained(
             match norm {
                 Some(n) if n.frames > 0 => {
                     for (r, row) in out.chunks_exact_mut(n.frames).enumerate() {
-                        RowMap::Add(crate::augment::gain_in_bin(g, norm, r % n.n_mels()))
-                            .apply_all(row);
+                        RowMap::Add(gain_in_bin(g, norm, r % n.n_mels())).apply_all(row);
                     }
                 }
                 _ => {
@@ -179,7 +183,7 @@ pub(crate) fn row_map(norm: Option<&Affine>, gain: Option<f32>, r: usize) -> Row
         Some(n) => {
             let b = r % n.n_mels();
             let (shift, scale) = n.shift_scale(b);
-            let add = gain.map_or(-0.0, |g| crate::augment::gain_in_bin(g, norm, b));
+            let add = gain.map_or(-0.0, |g| gain_in_bin(g, norm, b));
             RowMap::Normalise { shift, scale, add }
         }
         None => gain.map_or(RowMap::Keep, RowMap::Add),
@@ -326,7 +330,7 @@ mod tests {
                     n.apply(&mut want);
                 }
                 for (r, row) in want.chunks_exact_mut(frames).enumerate() {
-                    let d = crate::augment::gain_in_bin(-4.5, norm, r % bins);
+                    let d = gain_in_bin(-4.5, norm, r % bins);
                     row.iter_mut().for_each(|x| *x += d);
                 }
                 let out = OutSlice::F32(&mut got);

@@ -1719,7 +1719,7 @@ impl Drop for Fence {
 }
 
 /// Sets `maps` to each of `n_mels` bins' map from stored values to the batch's:
-/// normalised by `norm`, then `gain` dB added (scaled by it: [`crate::augment::gain_in_bin`]);
+/// normalised by `norm`, then `gain` dB added (scaled by it: [`crate::convert::gain_in_bin`]);
 /// empty when every bin is kept as stored.
 fn row_maps(maps: &mut Vec<RowMap>, n_mels: usize, norm: Option<&Affine>, gain: Option<f32>) {
     maps.clear();
@@ -1727,7 +1727,7 @@ fn row_maps(maps: &mut Vec<RowMap>, n_mels: usize, norm: Option<&Affine>, gain: 
         return;
     }
     maps.extend((0..n_mels).map(|b| {
-        let add = gain.map(|g| crate::augment::gain_in_bin(g, norm, b));
+        let add = gain.map(|g| crate::convert::gain_in_bin(g, norm, b));
         match norm {
             Some(n) => {
                 let (shift, scale) = n.shift_scale(b);

@@ -7,8 +7,7 @@ use std::os::unix::fs::FileExt;
 use mel_core::{Dtype, Error, Result};
 
 use super::{Split, Store};
-use crate::augment::gain_in_bin;
-use crate::convert::{self, Affine, OutSlice};
+use crate::convert::{self, Affine, OutSlice, gain_in_bin};
 use crate::limits::bad;
 use crate::widen::{self, RowMap};
 
