@@ -161,18 +161,22 @@ pub(crate) fn convert_gained(
             let finite = convert_gained(bytes, dtype, OutSlice::F32(out), (norm, None), halves);
             let g = gain.expect("checked just above");
             match norm {
-                Some(n) if n.frames > 0 => {
-                    for (r, row) in out.chunks_exact_mut(n.frames).enumerate() {
-                        RowMap::Add(gain_in_bin(g, norm, r % n.n_mels())).apply_all(row);
-                    }
-                }
-                _ => {
-                    RowMap::Add(g).apply_all(out);
-                }
+                Some(n) if n.frames > 0 => add_gain(out, n.frames, norm, g),
+                _ => add_gain(out, out.len(), None, g),
             }
             finite
         }
         (dtype, out) => convert_plain(bytes, dtype, out, norm, halves),
+    }
+}
+
+/// Adds `g` dB to `values`, rows of `row` values, row `r` in mel bin `r % n_mels` of
+/// `norm` (its share scaled by the bin's std: [`gain_in_bin`]); the same to every row
+/// without a normalisation. A pass after the conversion, for what is not converted in one.
+pub(crate) fn add_gain(values: &mut [f32], row: usize, norm: Option<&Affine>, g: f32) {
+    for (r, row) in values.chunks_exact_mut(row.max(1)).enumerate() {
+        let bin = norm.map_or(0, |n| r % n.n_mels());
+        RowMap::Add(gain_in_bin(g, norm, bin)).apply_all(row);
     }
 }
 
@@ -304,17 +308,15 @@ mod tests {
             let bytes =
                 |bits: &[u16]| -> Vec<u8> { bits.iter().flat_map(|b| b.to_le_bytes()).collect() };
             let mut halves = Vec::new();
+            // One pass of `bits` through `convert_gained` into `got`.
+            let one_pass = |bits: &[u16], how, got: &mut [f32], halves: &mut Vec<u16>| {
+                convert_gained(&bytes(bits), Dtype::F16, OutSlice::F32(got), how, halves)
+            };
             let mut want = vec![0f32; len];
             assert!(widen::f16_into(&bytes(&bits), &mut want));
             n.apply(&mut want);
             let mut got = vec![f32::MIN; len];
-            let fine = convert(
-                &bytes(&bits),
-                Dtype::F16,
-                OutSlice::F32(&mut got),
-                Some(&n),
-                &mut halves,
-            );
+            let fine = one_pass(&bits, (Some(&n), None), &mut got, &mut halves);
             let as_bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert!(fine, "{bins} bins, {frames} frames");
             assert_eq!(
@@ -333,33 +335,19 @@ mod tests {
                     let d = gain_in_bin(-4.5, norm, r % bins);
                     row.iter_mut().for_each(|x| *x += d);
                 }
-                let out = OutSlice::F32(&mut got);
-                let how = (norm, Some(-4.5));
-                let fine = convert_gained(&bytes(&bits), Dtype::F16, out, how, &mut halves);
+                let fine = one_pass(&bits, (norm, Some(-4.5)), &mut got, &mut halves);
                 assert!(fine, "{bins} bins, {frames} frames, gain");
                 assert_eq!(as_bits(&got), as_bits(&want), "gain, {norm:?}");
             }
             for at in [0, len / 2, len - 1] {
                 let keep = bits[at];
                 bits[at] = 0xfc00;
-                let fine = convert(
-                    &bytes(&bits),
-                    Dtype::F16,
-                    OutSlice::F32(&mut got),
-                    Some(&n),
-                    &mut halves,
-                );
+                let fine = one_pass(&bits, (Some(&n), None), &mut got, &mut halves);
                 assert!(!fine, "a stored −∞ at {at}");
                 bits[at] = keep;
             }
             let tiny = Affine::from_stats(&stats(bins, 1e-38), frames);
-            let fine = convert(
-                &bytes(&bits),
-                Dtype::F16,
-                OutSlice::F32(&mut got),
-                Some(&tiny),
-                &mut halves,
-            );
+            let fine = one_pass(&bits, (Some(&tiny), None), &mut got, &mut halves);
             assert!(!fine, "a normalised overflow");
         }
     }

@@ -68,14 +68,10 @@ impl<'a> Member<'a> {
         &self.src[2 * r * self.stride..2 * (r * self.stride + len)]
     }
 
-    /// Run `r`'s map as `(shift, scale, add)`: `(x − shift)·scale + add`, the same bits as
-    /// [`RowMap::apply`] (`x − 0`, `x·1` and `x + (−0)` are `x` exactly).
+    /// Run `r`'s map as `(shift, scale, add)` ([`RowMap::affine`]: the same bits as
+    /// [`RowMap::apply`]).
     fn affine(&self, r: usize) -> (f32, f32, f32) {
-        match self.maps.get(r).copied().unwrap_or(RowMap::Keep) {
-            RowMap::Keep => (0.0, 1.0, -0.0),
-            RowMap::Add(d) => (0.0, 1.0, d),
-            RowMap::Normalise { shift, scale, add } => (shift, scale, add),
-        }
+        self.maps.get(r).copied().unwrap_or(RowMap::Keep).affine()
     }
 }
 

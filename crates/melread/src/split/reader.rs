@@ -7,9 +7,9 @@ use std::os::unix::fs::FileExt;
 use mel_core::{Dtype, Error, Result};
 
 use super::{Split, Store};
-use crate::convert::{self, Affine, OutSlice, gain_in_bin};
+use crate::convert::{self, Affine, OutSlice};
 use crate::limits::bad;
-use crate::widen::{self, RowMap};
+use crate::widen;
 
 /// Reads items of one [`Split`] on one thread, reusing its buffers (and, for chunked
 /// layouts, up to [`OpenOptions::chunk_cache`](crate::OpenOptions::chunk_cache) decoded
@@ -146,7 +146,6 @@ impl<'a> Reader<'a> {
                 at + crop
             )));
         }
-        let n_mels = self.split.n_mels();
         let mut halves = std::mem::take(&mut self.halves);
         let r = self.item_bytes(clip, segment).map(|bytes| {
             let row = |r: usize| &bytes[(r * frames + at) * size..(r * frames + at + crop) * size];
@@ -170,9 +169,7 @@ impl<'a> Reader<'a> {
                     }
                     let finite = convert::normalised(out, norm) && finite;
                     if let Some(g) = gain {
-                        for (r, dst) in out.chunks_exact_mut(crop).enumerate() {
-                            RowMap::Add(gain_in_bin(g, norm, r % n_mels)).apply_all(dst);
-                        }
+                        convert::add_gain(out, crop, norm, g);
                     }
                     finite
                 }
