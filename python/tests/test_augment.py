@@ -3,6 +3,9 @@ the Rust threads, each draw from (seed, epoch, item): the same batches whatever 
 threads, bit-identical after a mid-epoch resume, on fixed segments, crops and duration
 buckets alike; bad settings are one-line errors naming the field."""
 
+import shutil
+
+import h5py
 import numpy as np
 import pytest
 
@@ -222,3 +225,84 @@ def test_a_gain_in_db_is_refused_on_a_split_of_other_log_values(tmp_path, demo_d
     with pytest.raises(melctl.ConfigError, match="augment.gain_db.*ln"):
         melctl.Loader(out / "training.h5", 8, augment=melctl.Augment(gain_db=3))
     melctl.Loader(out / "training.h5", 8, augment=melctl.Augment(time_masks=1, time_mask_frames=2))
+
+
+@pytest.fixture(scope="module")
+def speech_fixed(spread):
+    """The clips of ``spread`` built at one length (speech-16k: 80 bins × 101 frames)."""
+    data = spread.parent.parent / "data"
+    out = spread.parent.parent / "fixed"
+    melctl.build(data, out, preset="speech-16k")
+    return out / "all.h5"
+
+
+FIXED_SHAPES = [("h5", {}), ("h5", dict(crop_frames=3)), ("h5", dict(unit="clip")),
+                ("speech", {}), ("speech", dict(crop_frames=50))]
+
+
+@pytest.mark.parametrize("which, shape", FIXED_SHAPES)
+@pytest.mark.parametrize("normalize", [False, True])
+@pytest.mark.parametrize("gain", [0.0, 5.0])
+def test_fixed_items_mixed_in_one_pass_are_the_plain_items_mixed_bit_for_bit(
+        h5, speech_fixed, which, shape, normalize, gain):
+    """A mixed pair (or three-cycle) of f16 items of a fixed-length split in a map is
+    widened, normalised, given its gains and mixed in one pass (segments of 5 frames,
+    whole clips of segments, speech items of 101 frames, and crops of each): every mixed
+    item is exactly ``w·x_i + (1 − w)·x_j`` in float32 of the items the loader gives
+    without mixup (with the same gains and crops)."""
+    path = {"h5": h5, "speech": speech_fixed}[which]
+    for batch in (9, 64):
+        make = lambda aug: melctl.Loader(path, batch_size=batch, seed=4, normalize=normalize,
+                                         augment=aug, **shape)
+        plain = list(make(melctl.Augment(gain_db=gain) if gain else None))
+        mixed = list(make(melctl.Augment(mixup_alpha=0.5, gain_db=gain)))
+        assert len(plain) == len(mixed)
+        checked = 0
+        for (x, y, *_), (m, soft, *_) in zip(plain, mixed):
+            x, m = np.asarray(x), np.asarray(m)
+            assert x.shape == m.shape
+            for i in range(len(x)):
+                w = np.float32(soft[i, y[i]])
+                if w > 0.999:
+                    continue
+                found = [j for j in range(len(x)) if y[j] != y[i]
+                         and np.array_equal(m[i], w * x[i] + (np.float32(1) - w) * x[j])]
+                assert found, f"item {i} of {batch}: no partner gives its values bit for bit"
+                checked += 1
+        assert checked > 5
+
+
+@pytest.mark.parametrize("pattern", [0x7C00, 0xFC00, 0xFE01])
+@pytest.mark.parametrize("where", ["body", "last"])
+def test_a_value_not_finite_in_a_mixed_fixed_item_is_refused_naming_it(
+        h5, tmp_path, pattern, where):
+    """Items mixed in one pass are judged each as reading it alone is: an infinity or a
+    NaN of either sign stored in a segment (its first row, or its last value: a run's
+    tail) is the one-line error naming it, whole or cropped, normalised or not;
+    statistics that overflow float32 are the normalize error."""
+    path = tmp_path / "training.h5"
+    shutil.copy(h5, path)
+    with h5py.File(path, "r+") as f:
+        clip = f["mel"].shape[0] // 2
+        item = f["mel"][clip].view(np.uint16)
+        seg = (1, 2)
+        if where == "body":
+            item[seg][0, 1] = pattern
+        else:
+            item[seg][-1, -1] = pattern
+        f["mel"][clip] = item.view(np.float16)
+    mixup = melctl.Augment(mixup_alpha=0.5, gain_db=2.0)
+    for shape in ({}, dict(crop_frames=5)):
+        for normalize in (False, True):
+            with pytest.raises(melctl.DatasetError) as e:
+                for _ in melctl.Loader(path, 16, seed=3, augment=mixup, normalize=normalize,
+                                       **shape):
+                    pass
+            assert f"clip {clip} segment {seg[0] * 3 + seg[1]} holds a value that is not finite" \
+                in str(e.value), str(e.value)
+            assert len(str(e.value).splitlines()) == 1
+    n = melctl.open(h5).clip_shape[-2]
+    with pytest.raises(melctl.ConfigError, match="normalize"):
+        for _ in melctl.Loader(h5, 16, augment=melctl.Augment(mixup_alpha=0.5),
+                               normalize=(np.zeros(n), np.full(n, 1e-38))):
+            pass

@@ -19,9 +19,9 @@ use mel_core::{Dtype, Error, Result};
 use ndarray::{ArrayD, ArrayViewD};
 
 use crate::augment::{Augment, Augmenter, BatchKey, Layout, Mixed};
-use crate::convert::{Affine, OutSlice};
+use crate::convert::{self, Affine, OutSlice};
 use crate::order::{Items, ShardOrder, Shuffle, Unit, mix64};
-use crate::split::{GroupItem, Split};
+use crate::split::{GroupItem, GroupMember, Split};
 use crate::widen::{self, RowMap};
 use mel_core::stats::MelStats;
 
@@ -1280,12 +1280,9 @@ fn worker(shared: &Shared) {
             Buffer::F32(vec![0.0; values])
         }
     };
-    let finish = || {
-        let mut d = shared.done.lock().expect("loader lock");
-        d.workers_left -= 1;
-        drop(d);
-        shared.ready.notify_all();
-    };
+    // Counted out however the loop ends, a panic included: the consumer is told, not
+    // left waiting.
+    let _gone = Leaving(shared);
     loop {
         if shared.stop.load(Ordering::SeqCst)
             || shared.order.lock().expect("order lock").1 >= shared.end
@@ -1323,7 +1320,11 @@ fn worker(shared: &Shared) {
         // Augmentation is applied item by item as the batch is filled (f32 output only).
         let aug = (!loader.opts.augment.is_off() && matches!(buffer, Buffer::F32(_)))
             .then(|| Augmenter::new(&loader.opts.augment, &key, &ids, layout_of(&shape)));
-        let filled = match &loader.whole {
+        let filled = caught(index, || match &loader.whole {
+            #[cfg(test)]
+            _ if loader.opts.seed == tests::PANICS_AT_BATCH_2 && index == 2 => {
+                panic!("injected at batch 2\nsecond line")
+            }
             Some(w) => fill_whole(
                 loader,
                 w,
@@ -1339,7 +1340,7 @@ fn worker(shared: &Shared) {
                 &mut buffer,
                 aug.as_ref(),
             ),
-        };
+        });
         let mixed = aug.and_then(Augmenter::mixed);
         let result = filled.map(|f| {
             let Filled {
@@ -1373,7 +1374,36 @@ fn worker(shared: &Shared) {
         drop(d);
         shared.ready.notify_all();
     }
-    finish();
+}
+
+/// A worker leaving (its loop ended, or a panic unwinds it): one fewer is counted and the
+/// consumer woken, so that it sees the batches that will not come as an error.
+struct Leaving<'s>(&'s Shared);
+
+impl Drop for Leaving<'_> {
+    fn drop(&mut self) {
+        // A lock poisoned by the panic still counts.
+        let mut d = self.0.done.lock().unwrap_or_else(|e| e.into_inner());
+        d.workers_left -= 1;
+        drop(d);
+        self.0.ready.notify_all();
+    }
+}
+
+/// Runs `fill` for batch `index`, a panic in it (a bug: every input is checked before)
+/// becoming the batch's one-line error instead of a worker gone and a consumer waiting.
+fn caught<T>(index: usize, fill: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(fill)).unwrap_or_else(|p| {
+        let what = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into());
+        let what = what.lines().next().unwrap_or_default().to_string();
+        Err(Error::Internal(format!(
+            "batch {index}: the loader failed ({what}): a bug in melread, please report it"
+        )))
+    })
 }
 
 /// How a batch of `shape` (`[items, .., n_mels, frames]`) lays out each item.
@@ -1420,7 +1450,26 @@ fn fill(
         Buffer::Half(v) => v.resize(total, 0),
     }
     let singles: Vec<usize> = (0..ids.len()).collect();
+    let mut maps: [Vec<RowMap>; 3] = Default::default();
     for group in groups_of(ids.len(), aug, &singles) {
+        if let (Some(a), Buffer::F32(v)) = (aug, &mut *buffer)
+            && reads_mixed(reader, aug, group)
+            && norm.is_none_or(|nm| nm.spans(n))
+        {
+            // Read, mapped and mixed in one pass.
+            fill_item_group(loader, reader, (epoch, ids, group), v, (norm, a), &mut maps)?;
+            for &j in group {
+                let item = loader.item_id(ids[j]);
+                f.set(
+                    j,
+                    labels_all[item.clip],
+                    item,
+                    loader.crop_offset(epoch, item),
+                );
+            }
+            a.group_done(group, v, &mut f.lengths);
+            continue;
+        }
         for &j in group {
             let item = loader.item_id(ids[j]);
             let segment = (loader.opts.unit == Unit::Segment).then_some(item.segment);
@@ -1445,6 +1494,52 @@ fn fill(
         }
     }
     Ok(f)
+}
+
+/// [`fill`] for a group of items that mixup mixes, from a split that
+/// [`Reader::read_group_into`] reads: each member's window (its crop, or the whole item)
+/// widened, normalised, given its gain and mixed in one pass into its place in `values`.
+#[allow(clippy::type_complexity)]
+fn fill_item_group(
+    loader: &Loader,
+    reader: &mut crate::Reader<'_>,
+    (epoch, ids, group): (u64, &[u64], &[usize]),
+    values: &mut [f32],
+    (norm, a): (Option<&Affine>, &Augmenter<'_>),
+    maps: &mut [Vec<RowMap>; 3],
+) -> Result<()> {
+    let n = loader.item_values;
+    let width = *loader.item_shape.last().expect("a frame axis");
+    let rows = n / width.max(1);
+    let segmented = loader.opts.unit == Unit::Segment;
+    for (m, &j) in maps.iter_mut().zip(group) {
+        m.clear();
+        m.extend((0..rows).map(|r| convert::row_map(norm, a.gain(j), r)));
+    }
+    let member = |k: usize| {
+        let item = loader.item_id(ids[group[k]]);
+        GroupMember {
+            clip: item.clip,
+            segment: segmented.then_some(item.segment),
+            at: loader.crop_offset(epoch, item),
+            maps: &maps[k],
+            weight: a.weight(group[k]),
+        }
+    };
+    let span = |k: usize| group[k] * n..(group[k] + 1) * n;
+    match group.len() {
+        2 => {
+            let out = values.get_disjoint_mut([span(0), span(1)]);
+            let out = out.expect("a batch's items are apart");
+            reader.read_group_into([member(0), member(1)], width, out)
+        }
+        3 => {
+            let out = values.get_disjoint_mut([span(0), span(1), span(2)]);
+            let out = out.expect("a batch's items are apart");
+            reader.read_group_into([member(0), member(1), member(2)], width, out)
+        }
+        _ => unreachable!("mixup's groups are pairs and one three-cycle"),
+    }
 }
 
 /// What filling a batch gave: each item's label, id, first frame and real frames.
@@ -1792,6 +1887,68 @@ fn write_padded(
                 }
                 v[at + real..at + width].fill(0);
             }
+        }
+    }
+}
+
+/// The integration tests' datasets, for the tests here.
+#[cfg(test)]
+#[path = "../tests/common/mod.rs"]
+mod test_data;
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::test_data::{Out, build};
+    use super::*;
+    use crate::Split;
+    use melkit::Preset;
+
+    /// The seed whose loaders panic in batch 2 (injected above, in tests only).
+    pub(super) const PANICS_AT_BATCH_2: u64 = 0x5EED_0B0E;
+
+    #[test]
+    fn a_panic_in_a_worker_is_the_batch_error_not_a_wait_forever() {
+        let t = tempfile::tempdir().unwrap();
+        let out = build(
+            t.path(),
+            Preset::Leak4k,
+            Dtype::F16,
+            Out::Hdf5 {
+                chunk_clips: 0,
+                gzip: 0,
+            },
+            &[("training", 4)],
+        );
+        let split = Arc::new(Split::open_in(out, "training").unwrap());
+        for workers in [1, 3] {
+            let opts = LoaderOptions {
+                batch_size: 16,
+                seed: PANICS_AT_BATCH_2,
+                workers,
+                ..LoaderOptions::default()
+            };
+            let mut epoch = Loader::new(split.clone(), opts).unwrap().epoch(0);
+            assert!(epoch.size_hint().0 > 3);
+            let mut seen = Vec::new();
+            loop {
+                match epoch.next_within(Duration::from_secs(60)) {
+                    Waited::Ready(Some(b)) => seen.push(b.map(|b| b.index())),
+                    Waited::Ready(None) => break,
+                    Waited::Pending => panic!("{workers} workers: the epoch hangs after {seen:?}"),
+                }
+            }
+            let e = seen.pop().unwrap().unwrap_err().to_string();
+            assert!(
+                e.contains("batch 2: the loader failed (injected at batch 2)") && !e.contains('\n'),
+                "{e}"
+            );
+            assert_eq!(
+                seen.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
+                [0, 1]
+            );
         }
     }
 }

@@ -36,10 +36,10 @@ pub struct MixRuns {
     pub len: usize,
     /// Values from one run's start to the next's in each output.
     pub dst_stride: usize,
-    /// Values after each run in the outputs that may be written with anything (the
-    /// caller writes them after): a run's last 1–7 values are then stored as a whole
-    /// eight-lane vector rather than through a mask, which is slow on some CPUs (the
-    /// masked stores were a fifth of the kernel on crops here).
+    /// Values after each run in the outputs that may be written with anything (the next
+    /// run, written after it, or what the caller writes after): a run's last 1–7 values
+    /// are then stored as a whole eight-lane vector rather than through a mask, which is
+    /// slow on some CPUs (the masked stores were a fifth of the kernel on crops here).
     pub slack: usize,
 }
 
@@ -91,9 +91,10 @@ pub fn group_mixed_into<const N: usize>(
         m.check(runs);
     }
     if runs.rows > 0 && runs.len > 0 {
+        // A slack may reach into the next run (written after it), not a run itself.
         assert!(
-            runs.len + runs.slack <= runs.dst_stride || runs.rows == 1,
-            "runs {runs:?} whose slack reaches the next run"
+            runs.len <= runs.dst_stride || runs.rows == 1,
+            "runs {runs:?} that overlap"
         );
         let need = (runs.rows - 1) * runs.dst_stride + runs.len + runs.slack;
         for d in &dst {

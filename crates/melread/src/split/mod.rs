@@ -40,6 +40,7 @@ mod reader;
 mod store;
 mod whole;
 
+pub(crate) use reader::GroupMember;
 pub use reader::Reader;
 use store::Store;
 pub(crate) use whole::GroupItem;

@@ -9,7 +9,8 @@ use mel_core::{Dtype, Error, Result};
 use super::{Split, Store};
 use crate::convert::{self, Affine, OutSlice};
 use crate::limits::bad;
-use crate::widen;
+use crate::widen::{self, Finite, RowMap};
+use crate::widen_mixed::{Member, MixRuns, group_mixed_into};
 
 /// Reads items of one [`Split`] on one thread, reusing its buffers (and, for chunked
 /// layouts, up to [`OpenOptions::chunk_cache`](crate::OpenOptions::chunk_cache) decoded
@@ -21,6 +22,22 @@ pub struct Reader<'a> {
     cache: Vec<CachedChunk>,
     inflater: Option<libdeflater::Decompressor>,
     tick: u64,
+}
+
+/// One member of a group of items that mixup mixes, read in one pass
+/// ([`Reader::read_group_into`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GroupMember<'m> {
+    /// The member's clip.
+    pub clip: usize,
+    /// Its segment, where items are segments.
+    pub segment: Option<usize>,
+    /// The first frame of its window.
+    pub at: usize,
+    /// Each row's map (normalisation and gain), one a row.
+    pub maps: &'m [RowMap],
+    /// Its own share of its mixture (mixup's λ).
+    pub weight: f32,
 }
 
 /// One decoded chunk in a reader's cache, and when it was last used.
@@ -188,6 +205,84 @@ impl<'a> Reader<'a> {
         self.judge(clip, segment, finite, norm.is_some())
     }
 
+    /// Reads frames `at..at + width` of every row of a group of items that mixup mixes (a
+    /// pair, or a three-cycle; `at` each member's) into `out` (each member's rows of
+    /// `width` values): the
+    /// members' stored f16 runs widened, mapped by their `maps` (one a row) and mixed in
+    /// one pass ([`group_mixed_into`]: each with the next), the same bits as reading each
+    /// ([`Reader::read_window_into`], [`Reader::read_into`]) and mixing after. The members
+    /// are judged in order, each as reading it alone is. An error if the split is not one
+    /// [`Reader::reads_groups`] reads.
+    pub(crate) fn read_group_into<const N: usize>(
+        &mut self,
+        group: [GroupMember<'_>; N],
+        width: usize,
+        mut out: [&mut [f32]; N],
+    ) -> Result<()> {
+        let frames = self.split.frames();
+        let mut srcs: [&[u8]; N] = [&[]; N];
+        let mut rows = 0;
+        for (k, m) in group.iter().enumerate() {
+            let Some(src) = self
+                .mapped_item(m.clip, m.segment)?
+                .filter(|_| self.reads_groups())
+            else {
+                return Err(Error::Shape(format!(
+                    "{} is not f16 values in a memory map, which mixed groups are read from",
+                    self.split.path.display()
+                )));
+            };
+            let at = m.at;
+            rows = src.len() / 2 / frames.max(1);
+            if width == 0 || at + width > frames || out[k].len() != rows * width {
+                return Err(Error::Shape(format!(
+                    "an output of {} values for a window of frames {at}..{} of an item of {rows} rows of {frames}",
+                    out[k].len(),
+                    at + width
+                )));
+            }
+            if m.maps.len() != rows {
+                return Err(Error::Shape(format!(
+                    "{} maps for {rows} rows",
+                    m.maps.len()
+                )));
+            }
+            srcs[k] = &src[2 * at..];
+        }
+        // Every row but the last may store its tail's lanes whole into the next row's start
+        // (written after it); the last row's stop at the item's end.
+        let last = rows.saturating_sub(1);
+        let mut found = [Finite::default(); N];
+        for (r0, r1, slack) in [(0, last, width.min(7)), (last, rows, 0)] {
+            if r0 == r1 {
+                continue;
+            }
+            let members = std::array::from_fn(|k| Member {
+                src: &srcs[k][2 * r0 * frames..],
+                stride: frames,
+                maps: &group[k].maps[r0..r1],
+                weight: group[k].weight,
+            });
+            let dst = out.each_mut().map(|o| &mut o[r0 * width..]);
+            let runs = MixRuns {
+                rows: r1 - r0,
+                len: width,
+                dst_stride: width,
+                slack,
+            };
+            for (all, part) in found.iter_mut().zip(group_mixed_into(members, dst, runs)) {
+                all.stored &= part.stored;
+                all.normalised &= part.normalised;
+            }
+        }
+        for (m, found) in group.iter().zip(found) {
+            let normalises = m.maps.iter().any(|m| matches!(m, RowMap::Normalise { .. }));
+            let finite = found.stored && found.normalised;
+            self.judge(m.clip, m.segment, finite, normalises)?;
+        }
+        Ok(())
+    }
+
     /// The stored bytes of row `row` (a clip of the fixed layout, a block of a whole clip).
     pub(crate) fn row_bytes(&mut self, row: usize) -> Result<&[u8]> {
         self.item_bytes(row, None)
@@ -198,8 +293,13 @@ impl<'a> Reader<'a> {
     /// stores, whose bytes pass through this reader's buffers. Reads that fault are
     /// caught by the map's guard and judged by [`Reader::judge_row`].
     pub(crate) fn mapped_row(&self, row: usize) -> Result<Option<&'a [u8]>> {
+        self.mapped_item(row, None)
+    }
+
+    /// [`Reader::mapped_row`] for an item (a clip, or one of its segments).
+    fn mapped_item(&self, clip: usize, segment: Option<usize>) -> Result<Option<&'a [u8]>> {
         let split: &'a Split = self.split;
-        let (offset, len) = split.item_range(row, None)?;
+        let (offset, len) = split.item_range(clip, segment)?;
         Ok(match &split.store {
             Store::Map { map, start, .. } => Some(&map[start + offset..start + offset + len]),
             _ => None,
