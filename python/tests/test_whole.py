@@ -282,18 +282,26 @@ def test_mixed_batches_are_the_plain_batches_mixed_bit_for_bit(spread, shape, ba
         assert sum(np.asarray(x).nbytes >= 4 << 20 for x, _, _ in plain) >= len(plain) / 2
     checked = 0
     for (x, y, n), (m, soft, mn) in zip(plain, mixed):
-        x, m = np.asarray(x), np.asarray(m)
-        assert x.shape == m.shape
-        for i in range(len(x)):
-            w = np.float32(soft[i, y[i]])
-            if w > 0.999:
-                continue
-            found = [j for j in range(len(x)) if y[j] != y[i]
-                     and np.array_equal(m[i], w * x[i] + (np.float32(1) - w) * x[j])]
-            assert found, f"item {i}: no partner gives its values bit for bit"
-            assert mn[i] == max(n[i], n[found[0]])
+        for i, j in mixed_partners(x, y, m, soft):
+            assert mn[i] == max(n[i], n[j])
             checked += 1
     assert checked > 100
+
+
+def mixed_partners(x, y, m, soft):
+    """``(i, j)`` for each item ``i`` of a mixed batch ``m`` (soft labels ``soft``) whose
+    weight the soft labels tell (its partner ``j`` of another class): asserts that ``m[i]``
+    is ``w·x_i + (1 − w)·x_j`` of the unmixed batch ``x`` (labels ``y``), bit for bit."""
+    x, m = np.asarray(x), np.asarray(m)
+    assert x.shape == m.shape
+    for i in range(len(x)):
+        w = np.float32(soft[i, y[i]])
+        if w > 0.999:
+            continue
+        found = [j for j in range(len(x)) if y[j] != y[i]
+                 and np.array_equal(m[i], w * x[i] + (np.float32(1) - w) * x[j])]
+        assert found, f"item {i}: no partner gives its values bit for bit"
+        yield i, found[0]
 
 
 @pytest.mark.parametrize("shape, batch, large", [
