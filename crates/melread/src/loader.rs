@@ -293,8 +293,9 @@ impl Loader {
                 return Err(Error::config(
                     "normalize",
                     format!(
-                        "statistics for {} mel bins; the split has {}",
+                        "statistics of {} means and {} standard deviations; the split has {} mel bins",
                         s.mean.len(),
+                        s.std.len(),
                         split.n_mels()
                     ),
                 ));

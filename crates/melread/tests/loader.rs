@@ -435,6 +435,8 @@ fn bad_options_are_refused() {
         },
         "prefetch",
     );
+    // Either figure's count, named as it is (a std too long once read "statistics for
+    // 32 mel bins; the split has 32").
     let mut wrong = s.stats(1).unwrap();
     wrong.mean.pop();
     bad(
@@ -442,7 +444,16 @@ fn bad_options_are_refused() {
             normalize: Some(wrong),
             ..LoaderOptions::default()
         },
-        "31 mel bins",
+        "statistics of 31 means and 32 standard deviations; the split has 32 mel bins",
+    );
+    let mut wrong = s.stats(1).unwrap();
+    wrong.std.push(1.0);
+    bad(
+        LoaderOptions {
+            normalize: Some(wrong),
+            ..LoaderOptions::default()
+        },
+        "statistics of 32 means and 33 standard deviations; the split has 32 mel bins",
     );
 }
 
