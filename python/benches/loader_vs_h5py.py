@@ -16,6 +16,12 @@ the residency).
 peer reading each segment's window with an h5py hyperslab at a random offset, as a
 `Dataset.__getitem__` with a random crop does.
 
+`--augment`: warm only, three readers side by side: melctl, melctl with masks and mixup
+in its threads (`melctl.Augment`, the settings of `whole_vs_h5py.py`, mask widths cut to
+the items), and a torch `DataLoader` (N workers) over an h5py `Dataset` (a handle per
+worker, one item a `__getitem__`) with the same batches (`batch_sampler`: melctl's plan),
+augmented in torch on each batch as a trainer writes it.
+
 Prints a JSON line per run and a Markdown table of segments/s and ratios.
 """
 
@@ -82,6 +88,73 @@ def run_h5py(path, ids_file, batch, workers, crop=None):
     return r
 
 
+def run_augmented(path, a, epoch, plan):
+    """melctl, melctl + Augment and the torch peer + torch augmentation, warm, one round."""
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    import whole_vs_h5py as w
+
+    split = melctl.open(path)
+    bins, frames = split.clip_shape[-2:]
+    w.AUGMENT.update(time_mask_frames=min(20, frames), freq_mask_bins=min(8, bins))
+    aug = melctl.Augment(**w.AUGMENT)
+    classes = len(split.label_names)
+    seg_dims = tuple(split.clip_shape[:-2])
+    del split
+
+    class Items(Dataset):
+        """One item (a segment, or a clip of the unsegmented layout) a call, h5py."""
+
+        def __init__(self):
+            self.f = None
+
+        def __len__(self):
+            return len(plan)
+
+        def __getitem__(self, g):
+            if self.f is None:  # opened in the worker
+                self.f = h5py.File(path, "r")
+                self.mel, self.label = self.f["mel"], self.f["label"][:]
+            clip, s = divmod(int(g), int(np.prod(seg_dims)) if seg_dims else 1)
+            index = [clip]
+            for d in reversed(seg_dims):
+                s, r = divmod(s, d)
+                index.insert(1, r)
+            return torch.from_numpy(self.mel[tuple(index)].astype(np.float32)), int(self.label[clip])
+
+    import h5py
+
+    per = int(np.prod(seg_dims)) if seg_dims else 1
+    ids = (plan[:, 0] * per + plan[:, 1]).tolist()
+    batches = [ids[i:i + a.batch] for i in range(0, len(ids), a.batch)] * a.epochs
+    rows = []
+    for reader in ("melctl", "melctl + Augment", "torch DataLoader + h5py + torch augmentation"):
+        warm(path)
+        gc.collect()
+        t = time.perf_counter()
+        n = 0
+        if reader.startswith("melctl"):
+            loader = melctl.Loader(path, a.batch, shuffle=True, seed=0, epoch=epoch, threads=a.threads,
+                                   prefetch=4, augment=aug if reader.endswith("Augment") else None)
+            for _ in range(a.epochs):
+                for x, y in loader:
+                    n += len(y)
+            del loader
+        else:
+            gen = torch.Generator().manual_seed(epoch)
+            data = DataLoader(Items(), batch_sampler=batches, num_workers=a.workers)
+            for x, y in data:
+                x, y, _ = w.torch_augment(x, y, torch.full((len(y),), frames), classes, gen)
+                n += len(y)
+        seconds = time.perf_counter() - t
+        res = {"reader": reader, "segments": n, "seconds": seconds, "segments_per_s": n / seconds,
+               "round": epoch}
+        print(json.dumps(res), flush=True)
+        rows.append(res)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("split")
@@ -92,7 +165,22 @@ def main():
     ap.add_argument("--crop", type=int, default=None, help="random crops of this many frames")
     ap.add_argument("--epochs", type=int, default=1,
                     help="epochs per run, one Loader (one worker pool for the peer): the steady rate")
+    ap.add_argument("--augment", action="store_true",
+                    help="masks and mixup: melctl's against the same in torch (warm only)")
     a = ap.parse_args()
+    if a.augment:
+        rows = []
+        for r in range(a.rounds):
+            plan = melctl.Loader(a.split, a.batch, shuffle=True, seed=0, epoch=r).plan(r)
+            rows += run_augmented(a.split, a, r, plan)
+        print()
+        print(f"| round | melctl.Loader items/s | with Augment | torch DataLoader + h5py, {a.workers} "
+              "workers, + torch augmentation | ratio (augmented) | augmentation's cost to the Loader |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: |")
+        for r in range(a.rounds):
+            m, g, h = (x["segments_per_s"] for x in rows if x["round"] == r)
+            print(f"| {r} | {m:,.0f} | {g:,.0f} | {h:,.0f} | {g / h:.1f}× | {(m / g - 1) * 100:.1f}% |")
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         ids_file = os.path.join(tmp, "ids.npy")
