@@ -207,12 +207,11 @@ impl<'a> Reader<'a> {
 
     /// Reads frames `at..at + width` of every row of a group of items that mixup mixes (a
     /// pair, or a three-cycle; `at` each member's) into `out` (each member's rows of
-    /// `width` values): the
-    /// members' stored f16 runs widened, mapped by their `maps` (one a row) and mixed in
-    /// one pass ([`group_mixed_into`]: each with the next), the same bits as reading each
-    /// ([`Reader::read_window_into`], [`Reader::read_into`]) and mixing after. The members
-    /// are judged in order, each as reading it alone is. An error if the split is not one
-    /// [`Reader::reads_groups`] reads.
+    /// `width` values): the members' stored f16 runs widened, mapped by their `maps` (one
+    /// a row) and mixed in one pass ([`group_mixed_into`]: each with the next), the same
+    /// bits as reading each ([`Reader::read_window_into`], [`Reader::read_into`]) and
+    /// mixing after. The members are judged in order, each as reading it alone is. An
+    /// error if the split is not one [`Reader::reads_groups`] reads.
     pub(crate) fn read_group_into<const N: usize>(
         &mut self,
         group: [GroupMember<'_>; N],
@@ -250,7 +249,7 @@ impl<'a> Reader<'a> {
             srcs[k] = &src[2 * at..];
         }
         // Every row but the last may store its tail's lanes whole into the next row's start
-        // (written after it); the last row's stop at the item's end.
+        // (written after it); the last row's stores stop at the item's end.
         let last = rows.saturating_sub(1);
         let mut found = [Finite::default(); N];
         for (r0, r1, slack) in [(0, last, width.min(7)), (last, rows, 0)] {
