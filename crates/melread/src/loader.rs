@@ -1902,10 +1902,9 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use super::test_data::{Out, build};
+    use super::test_data::build_leak;
     use super::*;
     use crate::Split;
-    use melkit::Preset;
 
     /// The seed whose loaders panic in batch 2 (injected above, in tests only).
     pub(super) const PANICS_AT_BATCH_2: u64 = 0x5EED_0B0E;
@@ -1913,16 +1912,7 @@ mod tests {
     #[test]
     fn a_panic_in_a_worker_is_the_batch_error_not_a_wait_forever() {
         let t = tempfile::tempdir().unwrap();
-        let out = build(
-            t.path(),
-            Preset::Leak4k,
-            Dtype::F16,
-            Out::Hdf5 {
-                chunk_clips: 0,
-                gzip: 0,
-            },
-            &[("training", 4)],
-        );
+        let out = build_leak(t.path(), Dtype::F16, &[("training", 4)]);
         let split = Arc::new(Split::open_in(out, "training").unwrap());
         for workers in [1, 3] {
             let opts = LoaderOptions {

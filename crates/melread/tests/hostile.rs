@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{Out, build, python};
+use common::{Out, build, build_leak, python};
 use melkit::{Dtype, Preset};
 use melread::Split;
 
@@ -425,16 +425,7 @@ fn a_split_truncated_while_mapped_is_one_line_and_an_exit_code_not_a_bus_error()
         panic!("every clip read after the truncation");
     }
     let t = tempfile::tempdir().unwrap();
-    let out = build(
-        &t.path().join("o"),
-        Preset::Leak4k,
-        Dtype::F32,
-        Out::Hdf5 {
-            chunk_clips: 0,
-            gzip: 0,
-        },
-        &[("training", 20)],
-    );
+    let out = build_leak(&t.path().join("o"), Dtype::F32, &[("training", 20)]);
     let o = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",

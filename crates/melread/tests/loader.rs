@@ -7,21 +7,12 @@ mod common;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use common::{Out, build};
-use melkit::{Dtype, Preset};
+use common::build_leak;
+use melkit::Dtype;
 use melread::{ItemId, Loader, LoaderOptions, Output, Shuffle, Split, Unit, Values};
 
 fn split(dir: &std::path::Path, dtype: Dtype, clips: usize) -> Arc<Split> {
-    let out = build(
-        dir,
-        Preset::Leak4k,
-        dtype,
-        Out::Hdf5 {
-            chunk_clips: 0,
-            gzip: 0,
-        },
-        &[("training", clips)],
-    );
+    let out = build_leak(dir, dtype, &[("training", clips)]);
     Arc::new(Split::open_in(out, "training").unwrap())
 }
 

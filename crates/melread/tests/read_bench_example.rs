@@ -8,22 +8,13 @@ mod common;
 mod read_bench;
 
 use clap::Parser;
-use common::{Out, build};
-use melkit::{Dtype, Preset};
+use common::build_leak;
+use melkit::Dtype;
 
 #[test]
 fn a_split_smaller_than_one_batch_is_refused_not_measured() {
     let t = tempfile::tempdir().unwrap();
-    let out = build(
-        t.path(),
-        Preset::Leak4k,
-        Dtype::F16,
-        Out::Hdf5 {
-            chunk_clips: 0,
-            gzip: 0,
-        },
-        &[("training", 3)],
-    );
+    let out = build_leak(t.path(), Dtype::F16, &[("training", 3)]);
     let data = out.to_str().unwrap();
     for extra in [
         &["--batch", "5632"][..],

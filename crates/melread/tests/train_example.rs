@@ -8,7 +8,7 @@ mod common;
 #[allow(dead_code)]
 mod train;
 
-use common::{CLASSES, Out, build, build_with_ids};
+use common::{CLASSES, Out, build, build_leak, build_with_ids};
 use melkit::{Dtype, Preset};
 
 fn run(args: &train::Args) -> (train::Report, String) {
@@ -38,14 +38,9 @@ fn last_line_says_testing_accuracy(text: &str, files: usize) {
 #[test]
 fn leak_4k_segments_train_and_the_loss_falls() {
     let t = tempfile::tempdir().unwrap();
-    let data = build(
+    let data = build_leak(
         t.path(),
-        Preset::Leak4k,
         Dtype::F16,
-        Out::Hdf5 {
-            chunk_clips: 0,
-            gzip: 0,
-        },
         &[("training", 30), ("validation", 10), ("testing", 10)],
     );
     let args = train::Args {
@@ -256,16 +251,7 @@ fn splits_with_another_label_map_or_mel_configuration_are_refused() {
         &[("validation", 5)],
     );
     std::fs::remove_dir_all(data.join("testing.npy.d")).unwrap();
-    build(
-        t.path(),
-        Preset::Leak4k,
-        Dtype::F32,
-        Out::Hdf5 {
-            chunk_clips: 0,
-            gzip: 0,
-        },
-        &[("testing", 5)],
-    );
+    build_leak(t.path(), Dtype::F32, &[("testing", 5)]);
     let e = refused(&quick_args(data));
     assert!(
         e.contains("split \"testing\" cannot be used with split \"training\"")

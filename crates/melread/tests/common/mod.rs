@@ -41,6 +41,16 @@ pub fn build(
     build_with_ids(out_dir, preset, dtype, out, splits, &|class| class)
 }
 
+/// [`build`] of leak-4k clips into contiguous, uncompressed HDF5 splits: the layout most
+/// tests read.
+pub fn build_leak(out_dir: &Path, dtype: Dtype, splits: &[(&str, usize)]) -> PathBuf {
+    let out = Out::Hdf5 {
+        chunk_clips: 0,
+        gzip: 0,
+    };
+    build(out_dir, Preset::Leak4k, dtype, out, splits)
+}
+
 /// [`build`], with class `c` (the sound of `CLASSES[c]`) stored as label id `id(c)`, and
 /// label names ordered to match (`label_names[id(c)] = CLASSES[c]`): a label map other
 /// than the sorted one.
