@@ -1458,16 +1458,8 @@ fn fill(
             && norm.is_none_or(|nm| nm.spans(n))
         {
             // Read, mapped and mixed in one pass.
-            fill_item_group(loader, reader, (epoch, ids, group), v, (norm, a), &mut maps)?;
-            for &j in group {
-                let item = loader.item_id(ids[j]);
-                f.set(
-                    j,
-                    labels_all[item.clip],
-                    item,
-                    loader.crop_offset(epoch, item),
-                );
-            }
+            let how = (norm, a, &mut maps);
+            fill_item_group(loader, reader, (epoch, ids, group), (v, &mut f), how)?;
             a.group_done(group, v, &mut f.lengths);
             continue;
         }
@@ -1499,32 +1491,35 @@ fn fill(
 
 /// [`fill`] for a group of items that mixup mixes, from a split that
 /// [`Reader::read_group_into`] reads: each member's window (its crop, or the whole item)
-/// widened, normalised, given its gain and mixed in one pass into its place in `values`.
+/// widened, normalised, given its gain and mixed in one pass into its place in `values`;
+/// each member noted in `f`.
 #[allow(clippy::type_complexity)]
 fn fill_item_group(
     loader: &Loader,
     reader: &mut crate::Reader<'_>,
     (epoch, ids, group): (u64, &[u64], &[usize]),
-    values: &mut [f32],
-    (norm, a): (Option<&Affine>, &Augmenter<'_>),
-    maps: &mut [Vec<RowMap>; 3],
+    (values, f): (&mut [f32], &mut Filled),
+    (norm, a, maps): (Option<&Affine>, &Augmenter<'_>, &mut [Vec<RowMap>; 3]),
 ) -> Result<()> {
     let n = loader.item_values;
     let width = *loader.item_shape.last().expect("a frame axis");
     let rows = n / width.max(1);
     let segmented = loader.opts.unit == Unit::Segment;
+    let labels = reader.split().labels();
     for (m, &j) in maps.iter_mut().zip(group) {
         m.clear();
         m.extend((0..rows).map(|r| convert::row_map(norm, a.gain(j), r)));
+        let item = loader.item_id(ids[j]);
+        f.set(j, labels[item.clip], item, loader.crop_offset(epoch, item));
     }
     let member = |k: usize| {
-        let item = loader.item_id(ids[group[k]]);
+        let j = group[k];
         GroupMember {
-            clip: item.clip,
-            segment: segmented.then_some(item.segment),
-            at: loader.crop_offset(epoch, item),
+            clip: f.ids[j].clip,
+            segment: segmented.then_some(f.ids[j].segment),
+            at: f.offsets[j],
             maps: &maps[k],
-            weight: a.weight(group[k]),
+            weight: a.weight(j),
         }
     };
     let span = |k: usize| group[k] * n..(group[k] + 1) * n;

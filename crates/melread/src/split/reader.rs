@@ -218,19 +218,14 @@ impl<'a> Reader<'a> {
         width: usize,
         mut out: [&mut [f32]; N],
     ) -> Result<()> {
+        self.check_reads_groups()?;
         let frames = self.split.frames();
         let mut srcs: [&[u8]; N] = [&[]; N];
         let mut rows = 0;
         for (k, m) in group.iter().enumerate() {
-            let Some(src) = self
+            let src = self
                 .mapped_item(m.clip, m.segment)?
-                .filter(|_| self.reads_groups())
-            else {
-                return Err(Error::Shape(format!(
-                    "{} is not f16 values in a memory map, which mixed groups are read from",
-                    self.split.path.display()
-                )));
-            };
+                .expect("reads_groups: a mapped split");
             let at = m.at;
             rows = src.len() / 2 / frames.max(1);
             if width == 0 || at + width > frames || out[k].len() != rows * width {

@@ -333,9 +333,21 @@ impl Reader<'_> {
         Ok(finite.normalised)
     }
 
-    /// Whether [`Reader::read_whole_group`] reads this split: f16 values in a memory map.
+    /// Whether [`Reader::read_whole_group`] and [`Reader::read_group_into`] read this
+    /// split: f16 values in a memory map.
     pub(crate) fn reads_groups(&self) -> bool {
         self.is_mapped() && self.split().dtype() == Dtype::F16
+    }
+
+    /// [`Reader::reads_groups`] as a check: an error naming the split where it is not.
+    pub(crate) fn check_reads_groups(&self) -> Result<()> {
+        match self.reads_groups() {
+            true => Ok(()),
+            false => Err(Error::Shape(format!(
+                "{} is not f16 values in a memory map, which mixed groups are read from",
+                self.split().path.display()
+            ))),
+        }
     }
 
     /// Reads frames `c0..c1` of a group of items that mixup mixes (a pair, or a
@@ -356,12 +368,7 @@ impl Reader<'_> {
         let split = self.split();
         let index = split.whole_index()?;
         let (m, f) = (split.n_mels(), index.block_frames());
-        if !self.reads_groups() {
-            return Err(Error::Shape(format!(
-                "{} is not f16 values in a memory map, which mixed groups are read from",
-                split.path.display()
-            )));
-        }
+        self.check_reads_groups()?;
         for p in &group {
             index.check_clip(p.clip)?;
             if p.real > width || p.at + p.real > index.frames(p.clip) {
