@@ -90,6 +90,7 @@ def run_h5py(path, ids_file, batch, workers, crop=None):
 
 def run_augmented(path, a, epoch, plan):
     """melctl, melctl + Augment and the torch peer + torch augmentation, warm, one round."""
+    import h5py
     import torch
     from torch.utils.data import DataLoader, Dataset
 
@@ -122,8 +123,6 @@ def run_augmented(path, a, epoch, plan):
                 s, r = divmod(s, d)
                 index.insert(1, r)
             return torch.from_numpy(self.mel[tuple(index)].astype(np.float32)), int(self.label[clip])
-
-    import h5py
 
     per = int(np.prod(seg_dims)) if seg_dims else 1
     ids = (plan[:, 0] * per + plan[:, 1]).tolist()
