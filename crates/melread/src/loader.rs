@@ -719,6 +719,20 @@ enum Buffer {
     Half(Vec<u16>),
 }
 
+impl Buffer {
+    /// Room for a batch of `total` values: the buffer grows (zeroed) only past the most it
+    /// has held, and is never cut, so a short batch (an epoch's last, a narrow bucket)
+    /// costs the next full one no zeroing. A batch's values are its shape's first
+    /// `total`; those after are a former batch's, never read.
+    fn hold(&mut self, total: usize) {
+        match self {
+            Buffer::F32(v) if v.len() < total => v.resize(total, 0.0),
+            Buffer::Half(v) if v.len() < total => v.resize(total, 0),
+            _ => {}
+        }
+    }
+}
+
 /// Counters of one epoch's batch buffers, for checking the memory bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct BufferStats {
@@ -994,11 +1008,17 @@ impl Batch {
     /// The values in their element type (f32, or f16/bf16 as stored).
     pub fn values(&self) -> Values<'_> {
         use half::slice::HalfBitsSliceExt;
+        let n = self.value_count();
         match self.values.as_ref().expect("a live batch has values") {
-            Buffer::F32(v) => Values::F32(v),
-            Buffer::Half(v) if self.dtype == Dtype::Bf16 => Values::Bf16(v.reinterpret_cast()),
-            Buffer::Half(v) => Values::F16(v.reinterpret_cast()),
+            Buffer::F32(v) => Values::F32(&v[..n]),
+            Buffer::Half(v) if self.dtype == Dtype::Bf16 => Values::Bf16(v[..n].reinterpret_cast()),
+            Buffer::Half(v) => Values::F16(v[..n].reinterpret_cast()),
         }
+    }
+
+    /// How many values the batch holds (its buffer may hold more: [`Buffer::hold`]).
+    fn value_count(&self) -> usize {
+        self.shape.iter().product()
     }
 
     /// The f32 values as an array of [`shape`](Self::shape), if the batch holds f32.
@@ -1031,8 +1051,12 @@ impl Batch {
 
     /// Takes the f32 values out (the buffer then leaves the loader for good).
     pub(crate) fn take_f32(&mut self) -> Option<Vec<f32>> {
+        let n = self.value_count();
         match self.values.take() {
-            Some(Buffer::F32(v)) => Some(v),
+            Some(Buffer::F32(mut v)) => {
+                v.truncate(n);
+                Some(v)
+            }
             other => {
                 self.values = other;
                 None
@@ -1281,6 +1305,10 @@ fn worker(shared: &Shared) {
             Buffer::F32(vec![0.0; values])
         }
     };
+    // The scratch items of batches streamed past the caches, kept from batch to batch:
+    // allocated for each, three crops of 300 frames (288 KiB) were mapped, faulted in
+    // and unmapped every batch, the unmapping stopping the other workers' core too.
+    let mut scratch = Vec::new();
     // Counted out however the loop ends, a panic included: the consumer is told, not
     // left waiting.
     let _gone = Leaving(shared);
@@ -1331,7 +1359,7 @@ fn worker(shared: &Shared) {
                 w,
                 &mut reader,
                 (shared.epoch, &ids),
-                &mut buffer,
+                (&mut buffer, &mut scratch),
                 aug.as_ref(),
             ),
             None => fill(
@@ -1446,10 +1474,7 @@ fn fill(
     let frames = *loader.item_shape.last().expect("a frame axis");
     let mut f = Filled::new(ids.len(), frames);
     let total = ids.len() * n;
-    match buffer {
-        Buffer::F32(v) => v.resize(total, 0.0),
-        Buffer::Half(v) => v.resize(total, 0),
-    }
+    buffer.hold(total);
     let singles: Vec<usize> = (0..ids.len()).collect();
     let mut maps: [Vec<RowMap>; 3] = Default::default();
     for group in groups_of(ids.len(), aug, &singles) {
@@ -1572,13 +1597,14 @@ impl Filled {
 }
 
 /// [`fill`] for whole clips: each item a crop (padded when the clip is shorter), or for
-/// buckets the whole clip padded to the batch's longest.
+/// buckets the whole clip padded to the batch's longest; `scratch`, the worker's, for
+/// [`fill_streamed`].
 fn fill_whole(
     loader: &Loader,
     whole: &WholeItems,
     reader: &mut crate::Reader<'_>,
     (epoch, ids): (u64, &[u64]),
-    buffer: &mut Buffer,
+    (buffer, scratch): (&mut Buffer, &mut Vec<f32>),
     aug: Option<&Augmenter<'_>>,
 ) -> Result<Filled> {
     let split = reader.split();
@@ -1596,10 +1622,7 @@ fn fill_whole(
     let mut f = Filled::new(ids.len(), 0);
     let total = ids.len() * per;
     let mut part = Vec::new();
-    match buffer {
-        Buffer::F32(v) => v.resize(total, 0.0),
-        Buffer::Half(v) => v.resize(total, 0),
-    }
+    buffer.hold(total);
     for (j, &id) in ids.iter().enumerate() {
         let item = loader.item_id(id);
         let at = loader.crop_offset(epoch, item);
@@ -1607,7 +1630,7 @@ fn fill_whole(
         f.lengths[j] = whole.frames[item.clip].min(width);
     }
     let v = match buffer {
-        Buffer::F32(v) => v,
+        Buffer::F32(v) => &mut v[..total],
         Buffer::Half(_) => {
             // As stored (no normalisation or augmentation with f16/bf16 output).
             for j in 0..ids.len() {
@@ -1630,7 +1653,8 @@ fn fill_whole(
     let groups = groups_of(ids.len(), aug, &singles);
     let how = (norm.as_ref(), aug);
     if streams(v.len(), per) {
-        return fill_streamed(reader, (&mut f, v.as_mut_slice()), &groups, per, how).map(|()| f);
+        let (values, scratch) = (v, scratch);
+        return fill_streamed(reader, (&mut f, values, scratch), &groups, per, how).map(|()| f);
     }
     let mut maps: [Vec<RowMap>; 3] = Default::default();
     for group in groups {
@@ -1763,14 +1787,18 @@ fn streams(values: usize, per: usize) -> bool {
 /// never read for ownership (journal, 2026-11-29).
 fn fill_streamed(
     reader: &mut crate::Reader<'_>,
-    (f, batch): (&mut Filled, &mut [f32]),
+    (f, batch, scratch): (&mut Filled, &mut [f32], &mut Vec<f32>),
     groups: &[&[usize]],
     per: usize,
     (norm, aug): (Option<&Affine>, Option<&Augmenter<'_>>),
 ) -> Result<()> {
     let width = per / reader.split().n_mels().max(1);
     let most = groups.iter().map(|g| g.len()).max().unwrap_or(0);
-    let mut items = vec![0f32; most * per];
+    // Every value of a scratch item is written (its padding zeroed) before it is read.
+    if scratch.len() < most * per {
+        scratch.resize(most * per, 0.0);
+    }
+    let items = &mut scratch[..most * per];
     let starts: Vec<usize> = (0..most).map(|k| k * per).collect();
     let mut maps: [Vec<RowMap>; 3] = Default::default();
     // Whatever way this returns (an error, a panic), the streaming stores are ordered
@@ -1782,7 +1810,7 @@ fn fill_streamed(
             reader,
             f,
             at,
-            &mut items,
+            items,
             (0, width, width),
             (norm, aug),
             &mut maps,

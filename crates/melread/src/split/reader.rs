@@ -331,27 +331,29 @@ impl<'a> Reader<'a> {
         normalised: bool,
     ) -> Result<()> {
         self.check_unchanged()?;
+        if finite {
+            return Ok(());
+        }
         let item = format!(
             "clip {clip}{}",
             segment.map(|s| format!(" segment {s}")).unwrap_or_default()
         );
-        match finite {
-            true => Ok(()),
-            // Finite as stored, not once normalised: the statistics given, not the file.
-            false if normalised && self.stored_finite(clip, segment)? => Err(Error::config(
+        // Finite as stored, not once normalised: the statistics given, not the file.
+        if normalised && self.stored_finite(clip, segment)? {
+            return Err(Error::config(
                 "normalize",
                 format!(
                     "{item} of {}: normalising it by the statistics given gives a value that is not finite in float32 (a standard deviation too small for its values?)",
                     self.split.path.display()
                 ),
-            )),
-            false => Err(bad(
-                &self.split.path,
-                format!(
-                    "{item} holds a value that is not finite (NaN or infinity), which melctl never stores"
-                ),
-            )),
+            ));
         }
+        Err(bad(
+            &self.split.path,
+            format!(
+                "{item} holds a value that is not finite (NaN or infinity), which melctl never stores"
+            ),
+        ))
     }
 
     /// Whether the item's stored values are all finite.
