@@ -296,3 +296,35 @@ def test_a_value_not_finite_in_a_mixed_fixed_item_is_refused_naming_it(
         for _ in melctl.Loader(h5, 16, augment=melctl.Augment(mixup_alpha=0.5),
                                normalize=(np.zeros(n), np.full(n, 1e-38))):
             pass
+
+
+@pytest.mark.parametrize("which, shape", [("h5", {}), ("speech", dict(crop_frames=100)),
+                                          ("spread", dict(crop_frames=100)),
+                                          ("spread", dict(max_frames=1200))])
+def test_an_item_left_unmixed_is_its_plain_bits(h5, speech_fixed, spread, tmp_path, which, shape):
+    """With ``mixup_prob`` below 1, an item left unmixed is the item without mixup bit for
+    bit, a stored −0 included, whatever its partner holds (``1·x + 0·y`` would turn the −0
+    into +0 where y is positive): fixed-length items and crops, whole-clip crops and
+    buckets, read in one pass with their partner."""
+    src = {"h5": h5, "speech": speech_fixed, "spread": spread}[which]
+    path = tmp_path / "signed.h5"
+    shutil.copy(src, path)
+    with h5py.File(path, "r+") as f:
+        mel = f["mel"][...]
+        even = np.arange(mel.shape[0]) % 2 == 0
+        mel[even, ..., 0], mel[~even, ..., 0] = -0.0, 2.0
+        mel[~even, ..., 1], mel[even, ..., 1] = -0.0, 2.0
+        f["mel"][...] = mel
+    make = lambda aug: melctl.Loader(path, 64, seed=3, augment=aug, **shape)
+    plain = [np.array(b[0]) for b in make(None)]
+    labels = [np.array(b[1]) for b in make(None)]
+    checked = 0
+    for x, y, b in zip(plain, labels, make(melctl.Augment(mixup_alpha=0.5, mixup_prob=0.5))):
+        m, soft = np.asarray(b[0]), b[1]
+        for i in range(len(x)):
+            # Unmixed: its soft label one-hot and its values equal (a mixed item equals
+            # its plain values only with a weight of 1).
+            if soft[i, y[i]] == 1.0 and np.array_equal(m[i], x[i]):
+                assert np.array_equal(m[i].view(np.uint32), x[i].view(np.uint32)), f"item {i}"
+                checked += 1
+    assert checked >= 5

@@ -188,6 +188,7 @@ fn batch_fused(s: &Store, (ids, width): (&[usize], usize), out: &mut [f32], m: &
                 stride: B,
                 maps: m,
                 weight: 0.0,
+                keep: &[],
             };
             // The frames after this run are written after it.
             let runs = MixRuns {

@@ -393,9 +393,54 @@ impl<'a> Augmenter<'a> {
     /// Draws item `i`'s masks on its first `length` frames in `values` (the item alone);
     /// nothing without masks.
     pub(crate) fn mask_item(&self, i: usize, length: usize, values: &mut [f32]) {
-        if self.aug.time_masks > 0 || self.aug.freq_masks > 0 {
+        if self.masks() {
             let mut r = rng(self.key.0, self.key.1, self.ids[i], MASK_STREAM);
             mask(self.aug, &mut r, self.layout, length, values);
+        }
+    }
+
+    /// Whether mixup is on.
+    pub(crate) fn mixup(&self) -> bool {
+        self.aug.mixup.is_some()
+    }
+
+    /// Whether items are masked.
+    pub(crate) fn masks(&self) -> bool {
+        self.aug.time_masks > 0 || self.aug.freq_masks > 0
+    }
+
+    /// Draws item `i`'s masks on its first `length` frames as [`mask_item`](Self::mask_item)
+    /// does, to be applied as the item is written: its time masks as each frame's keep bits
+    /// (`u32::MAX` kept, `0` masked) in `keep`, `width` of them rounded up to eight; its
+    /// frequency masks' rows in `rows`, for [`zero_freq`](Self::zero_freq) after.
+    pub(crate) fn time_keep(
+        &self,
+        i: usize,
+        (length, width): (usize, usize),
+        keep: &mut Vec<u32>,
+        rows: &mut Vec<(usize, usize)>,
+    ) {
+        keep.clear();
+        keep.resize(width.next_multiple_of(8), u32::MAX);
+        rows.clear();
+        let mut r = rng(self.key.0, self.key.1, self.ids[i], MASK_STREAM);
+        let mut state = (keep, rows);
+        each_mask(
+            self.aug,
+            &mut r,
+            self.layout,
+            length,
+            &mut state,
+            |(keep, _), start, w| keep[start..start + w].fill(0),
+            |(_, rows), start, w| rows.push((start, w)),
+        );
+    }
+
+    /// Zeroes the frequency masks `rows` ([`time_keep`](Self::time_keep)) of an item
+    /// (`values`, the item alone) over its first `length` frames.
+    pub(crate) fn zero_freq(&self, rows: &[(usize, usize)], length: usize, values: &mut [f32]) {
+        for &span in rows {
+            zero_rows(self.layout, length, span, values);
         }
     }
 
@@ -452,14 +497,22 @@ fn mix_rows(values: &mut [f32], starts: &[usize], w: &[f32], run: MixRuns) {
     }
 }
 
+/// `w·u + (1 − w)·v`, or `u` itself for a weight of 1 (an item left unmixed keeps its
+/// bits: `1·u + 0·v` would turn a −0 into +0), as the one-pass kernel does
+/// ([`crate::widen_mixed::group_mixed_into`]).
+#[inline(always)]
+fn mixed(w: f32, u: f32, v: f32) -> f32 {
+    if w == 1.0 { u } else { w * u + (1.0 - w) * v }
+}
+
 /// Mixes two items' values with each other: `x ← wx·x + (1 − wx)·y`,
-/// `y ← wy·y + (1 − wy)·x`, both from the originals.
+/// `y ← wy·y + (1 − wy)·x`, both from the originals ([`mixed`]).
 #[inline(always)]
 fn mix_pair(x: &mut [f32], y: &mut [f32], (wx, wy): (f32, f32)) {
     for (a, b) in x.iter_mut().zip(y.iter_mut()) {
         let (u, v) = (*a, *b);
-        *a = wx * u + (1.0 - wx) * v;
-        *b = wy * v + (1.0 - wy) * u;
+        *a = mixed(wx, u, v);
+        *b = mixed(wy, v, u);
     }
 }
 
@@ -468,9 +521,9 @@ fn mix_pair(x: &mut [f32], y: &mut [f32], (wx, wy): (f32, f32)) {
 fn mix_cycle3(x: &mut [f32], y: &mut [f32], z: &mut [f32], (wx, wy, wz): (f32, f32, f32)) {
     for ((a, b), c) in x.iter_mut().zip(y.iter_mut()).zip(z.iter_mut()) {
         let (u, v, t) = (*a, *b, *c);
-        *a = wx * u + (1.0 - wx) * v;
-        *b = wy * v + (1.0 - wy) * t;
-        *c = wz * t + (1.0 - wz) * u;
+        *a = mixed(wx, u, v);
+        *b = mixed(wy, v, t);
+        *c = mixed(wz, t, u);
     }
 }
 
@@ -578,30 +631,58 @@ fn pairing(
 /// (clamped to what there is), each start uniform where the mask fits; masked values
 /// become 0 (the mean, after normalisation).
 fn mask(aug: &Augment, r: &mut Xoshiro256PlusPlus, layout: Layout, len: usize, item: &mut [f32]) {
-    let span = |r: &mut Xoshiro256PlusPlus, widest: usize, size: usize| {
-        let w = r.random_range(0..=widest).min(size);
-        let start = r.random_range(0..=size - w);
-        (start, w)
-    };
     // Each mask applied as it is drawn (time masks first, as drawn: a frequency mask
     // zeroes its rows' real frames whole, time masks within them included), so nothing
     // is held: two arrays of MAX_MASKS spans zeroed an item cost more than the masks.
-    let widest = (aug.time_mask_share as f64 * len as f64).floor() as usize;
     let width = layout.width;
-    for _ in 0..aug.time_masks {
-        let (start, w) = span(r, aug.time_mask_frames.min(widest), len);
+    let time = |item: &mut [f32], start: usize, w: usize| {
         if w > 0 {
             for row in item.chunks_exact_mut(width) {
                 zero_span(&mut row[start..start + w]);
             }
         }
+    };
+    each_mask(aug, r, layout, len, item, time, |item, start, w| {
+        zero_rows(layout, len, (start, w), item)
+    });
+}
+
+/// Draws an item's masks on its first `len` frames, in order (time masks, then frequency
+/// masks): `time(state, start, frames)` for each time mask, `freq(state, start, bins)` for
+/// each frequency mask. The one place masks are drawn, whether they are applied after the
+/// item is written ([`mask`]) or as it is ([`Augmenter::time_keep`]).
+fn each_mask<S: ?Sized>(
+    aug: &Augment,
+    r: &mut Xoshiro256PlusPlus,
+    layout: Layout,
+    len: usize,
+    state: &mut S,
+    mut time: impl FnMut(&mut S, usize, usize),
+    mut freq: impl FnMut(&mut S, usize, usize),
+) {
+    let span = |r: &mut Xoshiro256PlusPlus, widest: usize, size: usize| {
+        let w = r.random_range(0..=widest).min(size);
+        let start = r.random_range(0..=size - w);
+        (start, w)
+    };
+    let widest = (aug.time_mask_share as f64 * len as f64).floor() as usize;
+    for _ in 0..aug.time_masks {
+        let (start, w) = span(r, aug.time_mask_frames.min(widest), len);
+        time(state, start, w);
     }
     for _ in 0..aug.freq_masks {
         let (start, w) = span(r, aug.freq_mask_bins, layout.n_mels);
-        for plane in item.chunks_exact_mut(layout.n_mels * width) {
-            for row in plane[start * width..(start + w) * width].chunks_exact_mut(width) {
-                row[..len].fill(0.0);
-            }
+        freq(state, start, w);
+    }
+}
+
+/// Zeroes a frequency mask's rows `start..start + bins` of every plane of `item` over
+/// their first `len` frames.
+fn zero_rows(layout: Layout, len: usize, (start, bins): (usize, usize), item: &mut [f32]) {
+    let width = layout.width;
+    for plane in item.chunks_exact_mut(layout.n_mels * width) {
+        for row in plane[start * width..(start + bins) * width].chunks_exact_mut(width) {
+            row[..len].fill(0.0);
         }
     }
 }

@@ -1477,15 +1477,27 @@ fn fill(
     buffer.hold(total);
     let singles: Vec<usize> = (0..ids.len()).collect();
     let mut maps: [Vec<RowMap>; 3] = Default::default();
-    for group in groups_of(ids.len(), aug, &singles) {
+    let mut masks = GroupMasks::default();
+    // Masked items (f32 out of a map of f16) are read with the masks as zeros by the
+    // mixing kernel; without mixup, two at a time (weight 1 each: each its own values).
+    let masks_read = match (aug, &*buffer) {
+        (Some(a), Buffer::F32(_)) => {
+            a.masks() && reader.reads_groups() && norm.is_none_or(|nm| nm.spans(n))
+        }
+        _ => false,
+    };
+    let groups = match aug {
+        Some(a) if masks_read && !a.mixup() => singles.chunks(2).collect(),
+        _ => groups_of(ids.len(), aug, &singles),
+    };
+    for group in groups {
         if let (Some(a), Buffer::F32(v)) = (aug, &mut *buffer)
-            && reads_mixed(reader, aug, group)
-            && norm.is_none_or(|nm| nm.spans(n))
+            && (masks_read || reads_mixed(reader, aug, group) && norm.is_none_or(|nm| nm.spans(n)))
         {
-            // Read, mapped and mixed in one pass.
-            let how = (norm, a, &mut maps);
+            // Read, mapped, mixed (a member of weight 1: its own values) and time-masked
+            // in one pass; frequency masks after.
+            let how = (norm, a, &mut maps, &mut masks);
             fill_item_group(loader, reader, (epoch, ids, group), (v, &mut f), how)?;
-            a.group_done(group, v, &mut f.lengths);
             continue;
         }
         for &j in group {
@@ -1514,28 +1526,56 @@ fn fill(
     Ok(f)
 }
 
-/// [`fill`] for a group of items that mixup mixes, from a split that
-/// [`Reader::read_group_into`] reads: each member's window (its crop, or the whole item)
-/// widened, normalised, given its gain and mixed in one pass into its place in `values`;
-/// each member noted in `f`.
+/// Each member's masks in a mixed group of fixed-length items, drawn before it is read
+/// ([`Augmenter::time_keep`]): its time masks' keep bits, its frequency masks' rows. Kept
+/// from group to group.
+#[derive(Default)]
+struct GroupMasks {
+    keep: [Vec<u32>; 3],
+    rows: [Vec<(usize, usize)>; 3],
+}
+
+/// [`fill`] for a group of items that mixup mixes (or a masked item alone), from a split
+/// that [`Reader::read_group_into`] reads: each member's window (its crop, or the whole item)
+/// widened, normalised, given its gain, mixed and time-masked in one pass into its place
+/// in `values` (a masked value stored as zero instead of zeroed in a pass after: ~150
+/// spans an item, 6% of a masked epoch), then its frequency masks' rows zeroed; each
+/// member noted in `f`. The masks are the ones [`Augmenter::group_done`] applies after.
 #[allow(clippy::type_complexity)]
 fn fill_item_group(
     loader: &Loader,
     reader: &mut crate::Reader<'_>,
     (epoch, ids, group): (u64, &[u64], &[usize]),
     (values, f): (&mut [f32], &mut Filled),
-    (norm, a, maps): (Option<&Affine>, &Augmenter<'_>, &mut [Vec<RowMap>; 3]),
+    (norm, a, maps, masks): (
+        Option<&Affine>,
+        &Augmenter<'_>,
+        &mut [Vec<RowMap>; 3],
+        &mut GroupMasks,
+    ),
 ) -> Result<()> {
     let n = loader.item_values;
     let width = *loader.item_shape.last().expect("a frame axis");
     let rows = n / width.max(1);
     let segmented = loader.opts.unit == Unit::Segment;
     let labels = reader.split().labels();
-    for (m, &j) in maps.iter_mut().zip(group) {
-        m.clear();
-        m.extend((0..rows).map(|r| convert::row_map(norm, a.gain(j), r)));
+    // Every fixed-length item is `width` frames long, mixed or not: the masks can be
+    // drawn before the group is read, on the lengths `group_done` would draw them on.
+    a.mixed_lengths(group, &mut f.lengths);
+    for (k, &j) in group.iter().enumerate() {
+        let gain = a.gain(j);
+        maps[k].clear();
+        match norm {
+            // One map for every row (built row by row, the maps were 6% of a masked epoch).
+            None => maps[k].resize(rows, convert::row_map(None, gain, 0)),
+            Some(_) => maps[k].extend((0..rows).map(|r| convert::row_map(norm, gain, r))),
+        }
         let item = loader.item_id(ids[j]);
         f.set(j, labels[item.clip], item, loader.crop_offset(epoch, item));
+        if a.masks() {
+            let (keep, rows) = (&mut masks.keep[k], &mut masks.rows[k]);
+            a.time_keep(j, (f.lengths[j], width), keep, rows);
+        }
     }
     let member = |k: usize| {
         let j = group[k];
@@ -1545,22 +1585,33 @@ fn fill_item_group(
             at: f.offsets[j],
             maps: &maps[k],
             weight: a.weight(j),
+            keep: match a.masks() {
+                true => &masks.keep[k],
+                false => &[],
+            },
         }
     };
     let span = |k: usize| group[k] * n..(group[k] + 1) * n;
     match group.len() {
+        1 => reader.read_group_into([member(0)], width, [&mut values[span(0)]])?,
         2 => {
             let out = values.get_disjoint_mut([span(0), span(1)]);
             let out = out.expect("a batch's items are apart");
-            reader.read_group_into([member(0), member(1)], width, out)
+            reader.read_group_into([member(0), member(1)], width, out)?;
         }
         3 => {
             let out = values.get_disjoint_mut([span(0), span(1), span(2)]);
             let out = out.expect("a batch's items are apart");
-            reader.read_group_into([member(0), member(1), member(2)], width, out)
+            reader.read_group_into([member(0), member(1), member(2)], width, out)?;
         }
-        _ => unreachable!("mixup's groups are pairs and one three-cycle"),
+        _ => unreachable!("an item alone, or mixup's pairs and one three-cycle"),
     }
+    if a.masks() {
+        for (k, &j) in group.iter().enumerate() {
+            a.zero_freq(&masks.rows[k], f.lengths[j], &mut values[span(k)]);
+        }
+    }
+    Ok(())
 }
 
 /// What filling a batch gave: each item's label, id, first frame and real frames.
@@ -1928,6 +1979,118 @@ mod tests {
     use super::test_data::build_leak;
     use super::*;
     use crate::Split;
+    use crate::augment::Mixup;
+
+    /// Fixed-length items masked as they are mixed or read (a group's time masks stored as
+    /// zeros by the mixing kernel, an item alone as a group of one; its frequency masks'
+    /// rows zeroed after) are the items without masks, then masked by
+    /// `Augmenter::mask_item`: the same draws and zeros, bit for bit. Mixup on every item,
+    /// on some (pairs left unmixed read alone) or off. leak-4k segments of 5 frames (all in a run's tail), their crops and whole
+    /// clips of segments; speech items of 101 frames (twelve vectors and a tail a row) and
+    /// their crops; normalised or not; a gain or not; batches of 9 (pairs and a
+    /// three-cycle).
+    #[test]
+    fn fixed_items_masked_as_they_are_mixed_are_the_mixed_items_masked_after() {
+        let t = tempfile::tempdir().unwrap();
+        let contiguous = test_data::Out::Hdf5 {
+            chunk_clips: 0,
+            gzip: 0,
+        };
+        let (leak, speech) = (t.path().join("leak"), t.path().join("speech"));
+        let leak = build_leak(&leak, Dtype::F16, &[("training", 4)]);
+        let speech = test_data::build(
+            &speech,
+            melkit::Preset::Speech16k,
+            Dtype::F16,
+            contiguous,
+            &[("training", 30)],
+        );
+        let cases = [
+            (&leak, 3, Unit::Segment, None),
+            (&leak, 3, Unit::Segment, Some(3)),
+            (&leak, 3, Unit::Clip, None),
+            (&speech, 20, Unit::Segment, None),
+            (&speech, 20, Unit::Segment, Some(50)),
+        ];
+        let (mut time_zeros, mut items) = (0, 0);
+        for (out, time_mask_frames, unit, crop) in cases {
+            let split = Arc::new(Split::open_in(out, "training").unwrap());
+            let stats = split.stats(1).unwrap();
+            let masks = Augment {
+                time_masks: 2,
+                time_mask_frames,
+                freq_masks: 2,
+                freq_mask_bins: 6,
+                ..Augment::default()
+            };
+            let mixups = [1.0, 0.3].map(|prob| Some(Mixup { alpha: 0.5, prob }));
+            for (normalize, mix) in [None, Some(stats)].iter().flat_map(|n| {
+                [None]
+                    .into_iter()
+                    .chain(mixups)
+                    .map(move |m| (n.clone(), m))
+            }) {
+                for gain_db in [0.0, 5.0] {
+                    let mixup = Augment {
+                        mixup: mix,
+                        gain_db,
+                        ..Augment::default()
+                    };
+                    let both = Augment {
+                        mixup: mixup.mixup,
+                        gain_db,
+                        ..masks.clone()
+                    };
+                    let opts = |augment: Augment| LoaderOptions {
+                        batch_size: 9,
+                        seed: 7,
+                        unit,
+                        crop_frames: crop,
+                        normalize: normalize.clone(),
+                        augment,
+                        ..LoaderOptions::default()
+                    };
+                    let plain = Loader::new(split.clone(), opts(mixup)).unwrap();
+                    let masked = Loader::new(split.clone(), opts(both)).unwrap();
+                    let per_clip = plain.items.per_clip;
+                    for (x, y) in plain.epoch(0).zip(masked.epoch(0)) {
+                        let (x, y) = (x.unwrap(), y.unwrap());
+                        let ids: Vec<u64> = (x.ids().iter())
+                            .map(|i| i.clip as u64 * per_clip + i.segment as u64)
+                            .collect();
+                        let key = BatchKey {
+                            seed: 7,
+                            epoch: 0,
+                            rank: 0,
+                            index: x.index() as u64,
+                        };
+                        let after = Augmenter::new(&masks, &key, &ids, layout_of(x.shape()));
+                        let mut want = x.to_f32().into_raw_vec_and_offset().0;
+                        let per = want.len() / ids.len();
+                        for (i, item) in want.chunks_exact_mut(per).enumerate() {
+                            after.mask_item(i, x.lengths()[i], item);
+                        }
+                        let got = y.to_f32().into_raw_vec_and_offset().0;
+                        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                        let what = format!("{out:?} {unit:?} crop {crop:?} gain {gain_db}");
+                        assert_eq!(bits(&got), bits(&want), "{what} batch {}", x.index());
+                        if mix.is_some_and(|m| m.prob == 1.0) {
+                            assert!(y.mixed().is_some_and(|m| m.weight.iter().any(|&w| w < 1.0)));
+                        }
+                        let width = *x.shape().last().unwrap();
+                        // Frames zeroed in every row of an item: its time masks' work.
+                        for item in got.chunks_exact(per) {
+                            time_zeros += (0..width)
+                                .filter(|&c| item.iter().skip(c).step_by(width).all(|&v| v == 0.0))
+                                .count();
+                        }
+                        items += ids.len();
+                    }
+                }
+            }
+        }
+        assert!(items > 100 && time_zeros > items, "{time_zeros} in {items}");
+    }
 
     /// The seed whose loaders panic in batch 2 (injected above, in tests only).
     pub(super) const PANICS_AT_BATCH_2: u64 = 0x5EED_0B0E;

@@ -25,6 +25,11 @@ pub struct Member<'a> {
     pub maps: &'a [RowMap],
     /// The member's own share of its output (mixup's λ).
     pub weight: f32,
+    /// Each column's keep bits (`u32::MAX` kept, `0` zeroed in every run: SpecAugment's
+    /// time masks, applied as the output is stored instead of in a pass after), at least
+    /// `len` rounded up to eight of them; empty: every value kept. The members of a group
+    /// have keep bits all or none.
+    pub keep: &'a [u32],
 }
 
 /// The runs to write: `rows` runs of `len` values each, `dst_stride` apart in each output.
@@ -61,6 +66,21 @@ impl<'a> Member<'a> {
             self.maps.len(),
             runs.rows
         );
+        assert!(
+            self.keep.is_empty() || self.keep.len() >= runs.len.next_multiple_of(8),
+            "{} keep bits for runs of {}",
+            self.keep.len(),
+            runs.len
+        );
+    }
+
+    /// Value `v` of column `i` as stored: `+0` where the column is masked.
+    #[inline(always)]
+    fn kept(&self, i: usize, v: f32) -> f32 {
+        match self.keep.get(i) {
+            Some(0) => 0.0,
+            _ => v,
+        }
     }
 
     /// The stored bytes of run `r`.
@@ -77,7 +97,9 @@ impl<'a> Member<'a> {
 
 /// Widens, maps and mixes a group's runs: member `k`'s output is
 /// `w_k·m_k + (1 − w_k)·m_(k+1 mod N)` (a pair: each with the other; three: each with the
-/// next), each `m` the member's widened value mapped by its run's map. Returns each
+/// next), each `m` the member's widened value mapped by its run's map; a member of weight
+/// 1 (or alone) is its `m` exactly (`1·m + 0·m'` would turn a −0 into +0). Unmixed items
+/// read together so go faster than one by one: two streams of loads and stores in flight. Returns each
 /// member's verdict: `stored` whether every value read was finite, `normalised` whether
 /// every value was finite after its map's normalising step (its value as stored where the
 /// map does not normalise). Panics if a run (with its slack) lies outside a source or an
@@ -90,6 +112,11 @@ pub fn group_mixed_into<const N: usize>(
     for m in &members {
         m.check(runs);
     }
+    let keeps = members.iter().filter(|m| !m.keep.is_empty()).count();
+    assert!(
+        keeps == 0 || keeps == N,
+        "keep bits for {keeps} of {N} members"
+    );
     if runs.rows > 0 && runs.len > 0 {
         // A slack may reach into the next run (written after it), not a run itself.
         assert!(
@@ -108,9 +135,21 @@ pub fn group_mixed_into<const N: usize>(
     #[cfg(target_arch = "x86_64")]
     if crate::widen::has_f16c() {
         let out = dst.each_mut().map(|d| &mut **d);
+        // One kernel for each case, so that no test of it is in the loop (a test of each
+        // member's weight there cost mixing crops 4%).
+        let alone = N == 1 || members.iter().any(|m| m.weight == 1.0);
         // SAFETY: the CPU has AVX and F16C (checked just above); every run lies within
-        // its source and output (checked above).
-        if unsafe { x86::group_mixed_into(members, out, runs) } {
+        // its source and output, and every member's keep bits (if any) cover its runs
+        // rounded up to eight (checked above).
+        let fine = unsafe {
+            match (keeps, alone) {
+                (0, false) => x86::group_mixed_into::<N, false, false>(members, out, runs),
+                (0, true) => x86::group_mixed_into::<N, false, true>(members, out, runs),
+                (_, false) => x86::group_mixed_into::<N, true, false>(members, out, runs),
+                (_, true) => x86::group_mixed_into::<N, true, true>(members, out, runs),
+            }
+        };
+        if fine {
             return [Finite::default(); N];
         }
         // Something is not finite (or a tail's unused lane overflowed): the loop value
@@ -120,7 +159,7 @@ pub fn group_mixed_into<const N: usize>(
 }
 
 /// [`group_mixed_into`] one value at a time (for CPUs without F16C, and the reference the
-/// tests compare the kernel with); writes no slack.
+/// tests compare the kernel with); writes no slack. A masked column's value is `+0`.
 pub fn group_mixed_portable<const N: usize>(
     members: [Member<'_>; N],
     dst: [&mut [f32]; N],
@@ -138,7 +177,11 @@ pub fn group_mixed_portable<const N: usize>(
             }
             for k in 0..N {
                 let w = members[k].weight;
-                dst[k][at + i] = w * m[k] + (1.0 - w) * m[(k + 1) % N];
+                let mixed = match N == 1 || w == 1.0 {
+                    true => m[k],
+                    false => w * m[k] + (1.0 - w) * m[(k + 1) % N],
+                };
+                dst[k][at + i] = members[k].kept(i, mixed);
             }
         }
     }
@@ -158,9 +201,9 @@ fn widened(run: &[u8], i: usize, (shift, scale, add): (f32, f32, f32), found: &m
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::{
-        __m256, __m256i, _mm256_add_ps, _mm256_castps_si256, _mm256_cvtph_ps, _mm256_maskstore_ps,
-        _mm256_mul_ps, _mm256_or_ps, _mm256_set1_ps, _mm256_setzero_ps, _mm256_storeu_ps,
-        _mm256_sub_ps, _mm256_testz_si256,
+        __m256, __m256i, _mm256_add_ps, _mm256_and_ps, _mm256_castps_si256, _mm256_cvtph_ps,
+        _mm256_maskstore_ps, _mm256_mul_ps, _mm256_or_ps, _mm256_set1_ps, _mm256_setzero_ps,
+        _mm256_storeu_ps, _mm256_sub_ps, _mm256_testz_si256,
     };
 
     use super::{Member, MixRuns};
@@ -209,17 +252,20 @@ mod x86 {
 
     /// [`super::group_mixed_into`] with F16C, eight values of each member a step, each
     /// run's last 0–7 loaded whole where the source goes on (else through a zeroed buffer)
-    /// and stored whole into the run's slack (else through a mask). Returns whether every
-    /// value (and every lane past a tail) was finite as stored and normalised; the
-    /// verdicts per member are left to the caller, which needs them only where this says
-    /// no.
+    /// and stored whole into the run's slack (else through a mask); with `KEEP`, each
+    /// member's mixture ANDed with its keep bits before it is stored (a masked value is
+    /// `+0`, after it was judged); with `ALONE` (only then), a member of weight 1 (or
+    /// alone) stored as mapped. Returns whether every value (and every lane past a
+    /// tail) was finite as stored and normalised; the verdicts per member are left to the
+    /// caller, which needs them only where this says no.
     ///
     /// # Safety
     /// Every run of the sources and outputs (and its slack) lies within them
-    /// ([`Member::check`] and the output check of the caller), and the CPU has AVX and
-    /// F16C.
+    /// ([`Member::check`] and the output check of the caller), with `KEEP` every member's
+    /// keep bits cover its runs rounded up to eight ([`Member::check`]), and the CPU has
+    /// AVX and F16C.
     #[target_feature(enable = "avx,f16c")]
-    pub(super) unsafe fn group_mixed_into<const N: usize>(
+    pub(super) unsafe fn group_mixed_into<const N: usize, const KEEP: bool, const ALONE: bool>(
         members: [Member<'_>; N],
         mut dst: [&mut [f32]; N],
         runs: MixRuns,
@@ -231,12 +277,28 @@ mod x86 {
         let set = |v: f32| _mm256_set1_ps(v);
         let w = members.map(|m| set(m.weight));
         let c = members.map(|m| set(1.0 - m.weight));
-        // Member `q`'s output from every member's mapped values: `w·m_q + (1 − w)·m_(q+1)`.
+        let alone = members.map(|m| N == 1 || m.weight == 1.0);
+        // Member `q`'s output from every member's mapped values: `w·m_q + (1 − w)·m_(q+1)`
+        // (a member of weight 1, or alone: its mapped values; `ALONE`: some member is).
         let mixture = |mapped: &[__m256; N], q: usize| {
+            if ALONE && alone[q] {
+                return mapped[q];
+            }
             _mm256_add_ps(
                 _mm256_mul_ps(w[q], mapped[q]),
                 _mm256_mul_ps(c[q], mapped[(q + 1) % N]),
             )
+        };
+        let keeps = members.map(|m| m.keep.as_ptr());
+        // Member `q`'s eight values from column `i` as stored: masked columns zeroed.
+        let kept = |a: __m256, q: usize, i: usize| match KEEP {
+            true => {
+                // SAFETY: the callers' `i + 8` is at most the run's length rounded up to
+                // eight, which the member's keep bits cover (`Member::check`).
+                let bits = unsafe { keeps[q].add(i).cast::<[u32; 8]>().read_unaligned() };
+                _mm256_and_ps(a, bytemuck::cast(bits))
+            }
+            false => a,
         };
         let mut mapped = [_mm256_setzero_ps(); N];
         for r in 0..runs.rows {
@@ -263,7 +325,7 @@ mod x86 {
                         mapped[q] = widen_map(h, maps[q], &mut seen);
                     }
                     for (q, out) in outs.iter().enumerate() {
-                        _mm256_storeu_ps(out.add(i), mixture(&mapped, q));
+                        _mm256_storeu_ps(out.add(i), kept(mixture(&mapped, q), q, i));
                     }
                     i += 8;
                 }
@@ -288,7 +350,7 @@ mod x86 {
                         mapped[q] = widen_map(h, maps[q], &mut seen);
                     }
                     for (q, out) in outs.iter().enumerate() {
-                        let a = mixture(&mapped, q);
+                        let a = kept(mixture(&mapped, q), q, i);
                         match 8 - k <= runs.slack {
                             true => _mm256_storeu_ps(out.add(i), a),
                             false => _mm256_maskstore_ps(out.add(i), first_k, a),
@@ -309,6 +371,11 @@ mod tests {
 
     use super::*;
 
+    /// The loader's mixing step: `w·u + (1 − w)·v`, an item of weight 1 left as it is.
+    fn unmixed_or(w: f32, u: f32, v: f32) -> f32 {
+        if w == 1.0 { u } else { w * u + (1.0 - w) * v }
+    }
+
     /// Stored f16 bytes of `values`.
     fn stored(values: &[f32]) -> Vec<u8> {
         let bits: Vec<u16> = values.iter().map(|&v| f16::from_f32(v).to_bits()).collect();
@@ -321,7 +388,8 @@ mod tests {
     }
 
     /// The loader's steps one after another: each member widened and mapped (padding: a
-    /// zero, not mapped), then `a ← wx·u + (1 − wx)·v`, `b ← wy·v + (1 − wy)·u`.
+    /// zero, not mapped), then `a ← wx·u + (1 − wx)·v`, `b ← wy·v + (1 − wy)·u` (a member
+    /// of weight 1 left as it is).
     fn apart(members: [Member<'_>; 2], zero: [bool; 2], runs: MixRuns) -> [Vec<f32>; 2] {
         let n = (runs.rows - 1) * runs.dst_stride + runs.len;
         let mut out = [vec![f32::MIN; n], vec![f32::MIN; n]];
@@ -338,8 +406,8 @@ mod tests {
                 };
                 let (u, v) = (val(0), val(1));
                 let (wx, wy) = (members[0].weight, members[1].weight);
-                out[0][r * runs.dst_stride + i] = wx * u + (1.0 - wx) * v;
-                out[1][r * runs.dst_stride + i] = wy * v + (1.0 - wy) * u;
+                out[0][r * runs.dst_stride + i] = unmixed_or(wx, u, v);
+                out[1][r * runs.dst_stride + i] = unmixed_or(wy, v, u);
             }
         }
         out
@@ -399,12 +467,14 @@ mod tests {
                     stride: 0,
                     maps: &[],
                     weight: w[k],
+                    keep: &[],
                 },
                 false => Member {
                     src: &srcs[k][..2 * ((rows - 1) * block + len)],
                     stride: block,
                     maps: map_sets[k],
                     weight: w[k],
+                    keep: &[],
                 },
             });
             let case = format!(
@@ -488,12 +558,14 @@ mod tests {
                     stride: 0,
                     maps: &[],
                     weight: weights[k],
+                    keep: &[],
                 },
                 false => Member {
                     src: &stores[k][..2 * ((rows - 1) * block + len)],
                     stride: block,
                     maps: &maps,
                     weight: weights[k],
+                    keep: &[],
                 },
             });
             let n = (rows - 1) * stride + len + slack;
@@ -510,9 +582,9 @@ mod tests {
                         }
                     });
                     let (wx, wy, wz) = (weights[0], weights[1], weights[2]);
-                    want[0][r * stride + i] = wx * v[0] + (1.0 - wx) * v[1];
-                    want[1][r * stride + i] = wy * v[1] + (1.0 - wy) * v[2];
-                    want[2][r * stride + i] = wz * v[2] + (1.0 - wz) * v[0];
+                    want[0][r * stride + i] = unmixed_or(wx, v[0], v[1]);
+                    want[1][r * stride + i] = unmixed_or(wy, v[1], v[2]);
+                    want[2][r * stride + i] = unmixed_or(wz, v[2], v[0]);
                 }
             }
             let kept = |v: &[f32]| {
@@ -567,6 +639,7 @@ mod tests {
                     stride: 21,
                     maps: &[],
                     weight: 0.5,
+                    keep: &[],
                 }
             }
             // An infinity, and NaNs of either sign, in the body and in the tail.
@@ -614,6 +687,82 @@ mod tests {
         }
     }
 
+    /// Keep bits zero their columns in every run of each member (`+0`, whatever the
+    /// mixture: a NaN too), in the kernel (its body and tail, stored whole into the slack
+    /// or through the mask) and the portable loop alike; every other value is the
+    /// unmasked pass's bits, and a masked value not finite is still reported.
+    #[test]
+    fn masked_columns_are_plus_zero_and_the_rest_the_unmasked_bits() {
+        fn check<const N: usize>(len: usize, slack: usize, nan_at: Option<usize>) {
+            let (rows, stride) = (3, len + 2);
+            let srcs: [Vec<u8>; N] = std::array::from_fn(|k| {
+                let mut bits: Vec<u16> = (0..rows * stride)
+                    .map(|i| f16::from_f32(((i * 37 + k * 11) % 91) as f32 * 0.3 - 13.0).to_bits())
+                    .collect();
+                bits[stride + 1] = f16::from_f32(-0.0).to_bits();
+                if let (0, Some(at)) = (k, nan_at) {
+                    bits[stride + at] = 0x7e00;
+                }
+                bytes(&bits)
+            });
+            let keeps: [Vec<u32>; N] = std::array::from_fn(|k| {
+                (0..len.next_multiple_of(8))
+                    .map(|c| if (c * 7 + k * 3) % 5 < 2 { 0 } else { u32::MAX })
+                    .collect()
+            });
+            let runs = MixRuns {
+                rows,
+                len,
+                dst_stride: len,
+                slack,
+            };
+            let n = rows * len + slack;
+            let member = |k: usize, keep: bool| Member {
+                src: &srcs[k],
+                stride,
+                maps: &[],
+                weight: [0.3, 0.75, 0.5][k],
+                keep: if keep { &keeps[k] } else { &[] },
+            };
+            let mut plain: [Vec<f32>; N] = std::array::from_fn(|_| vec![f32::MIN; n]);
+            group_mixed_portable(
+                std::array::from_fn(|k| member(k, false)),
+                plain.each_mut().map(|v| v.as_mut_slice()),
+                runs,
+            );
+            for which in ["kernel", "portable"] {
+                let mut got: [Vec<f32>; N] = std::array::from_fn(|_| vec![f32::MIN; n]);
+                let out = got.each_mut().map(|v| v.as_mut_slice());
+                let members = std::array::from_fn(|k| member(k, true));
+                let found = match which {
+                    "kernel" => group_mixed_into(members, out, runs),
+                    _ => group_mixed_portable(members, out, runs),
+                };
+                assert_eq!(found[0].stored, nan_at.is_none(), "{which} {len}");
+                for k in 0..N {
+                    for i in 0..rows * len {
+                        let c = i % len;
+                        let want = match keeps[k][c] {
+                            0 => 0.0f32.to_bits(),
+                            _ => plain[k][i].to_bits(),
+                        };
+                        let what =
+                            format!("{which}, {N} members, len {len}, member {k}, value {i}");
+                        assert_eq!(got[k][i].to_bits(), want, "{what}");
+                    }
+                }
+            }
+        }
+        for len in [5, 8, 13, 101] {
+            for slack in [0, 7] {
+                check::<2>(len, slack, None);
+                check::<3>(len, slack, None);
+            }
+            // A NaN in a column member 0 masks (column 0: every keep pattern masks it).
+            check::<2>(len, 0, Some(0));
+        }
+    }
+
     #[test]
     #[should_panic(expected = "beyond a source")]
     fn a_run_beyond_a_source_panics_before_reading() {
@@ -628,6 +777,7 @@ mod tests {
             stride: 8,
             maps: &[],
             weight: 0.5,
+            keep: &[],
         };
         group_mixed_into([m, m], [&mut [0f32; 16], &mut [0f32; 16]], runs);
     }

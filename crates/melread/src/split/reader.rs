@@ -38,6 +38,9 @@ pub(crate) struct GroupMember<'m> {
     pub maps: &'m [RowMap],
     /// Its own share of its mixture (mixup's λ).
     pub weight: f32,
+    /// Each frame's keep bits (its time masks: [`crate::widen_mixed::Member::keep`]), at
+    /// least the window's frames rounded up to eight; empty: every frame kept.
+    pub keep: &'m [u32],
 }
 
 /// One decoded chunk in a reader's cache, and when it was last used.
@@ -206,12 +209,14 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads frames `at..at + width` of every row of a group of items that mixup mixes (a
-    /// pair, or a three-cycle; `at` each member's) into `out` (each member's rows of
-    /// `width` values): the members' stored f16 runs widened, mapped by their `maps` (one
-    /// a row) and mixed in one pass ([`group_mixed_into`]: each with the next), the same
-    /// bits as reading each ([`Reader::read_window_into`], [`Reader::read_into`]) and
-    /// mixing after. The members are judged in order, each as reading it alone is. An
-    /// error if the split is not one [`Reader::reads_groups`] reads.
+    /// pair, or a three-cycle; `at` each member's; or items read together unmixed, of
+    /// weight 1, or one alone) into `out` (each member's rows of `width` values): the
+    /// members' stored f16 runs widened, mapped by their `maps` (one a row), mixed and
+    /// their `keep` bits applied in one pass ([`group_mixed_into`]: each with the next),
+    /// the same bits as reading each ([`Reader::read_window_into`], [`Reader::read_into`]),
+    /// mixing and zeroing the masked frames after. The members are judged in order, each
+    /// as reading it alone is. An error if the split is not one [`Reader::reads_groups`]
+    /// reads.
     pub(crate) fn read_group_into<const N: usize>(
         &mut self,
         group: [GroupMember<'_>; N],
@@ -241,6 +246,12 @@ impl<'a> Reader<'a> {
                     m.maps.len()
                 )));
             }
+            if !m.keep.is_empty() && m.keep.len() < width.next_multiple_of(8) {
+                return Err(Error::Shape(format!(
+                    "{} keep bits for windows of {width} frames",
+                    m.keep.len()
+                )));
+            }
             srcs[k] = &src[2 * at..];
         }
         // Every row but the last may store its tail's lanes whole into the next row's start
@@ -256,6 +267,7 @@ impl<'a> Reader<'a> {
                 stride: frames,
                 maps: &group[k].maps[r0..r1],
                 weight: group[k].weight,
+                keep: group[k].keep,
             });
             let dst = out.each_mut().map(|o| &mut o[r0 * width..]);
             let runs = MixRuns {

@@ -406,6 +406,7 @@ impl Reader<'_> {
                 stride: 0,
                 maps: &[],
                 weight: p.weight,
+                keep: &[],
             });
             for (p, member) in group.iter().zip(&mut members) {
                 if c < p.real {
@@ -419,6 +420,7 @@ impl Reader<'_> {
                         stride: f,
                         maps: p.maps,
                         weight: p.weight,
+                        keep: &[],
                     };
                 }
             }
