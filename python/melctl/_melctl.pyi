@@ -249,7 +249,8 @@ class Augment:
     - **Mixup**: with ``mixup_alpha`` set, each item (a share ``mixup_prob`` of them) is
       mixed with another of its batch, ``w·x_i + (1 − w)·x_j``, ``w ~ Beta(α, α)``; the
       batch's ``y`` is then float32 soft labels ``[batch, classes]`` (a target
-      ``torch.nn.functional.cross_entropy`` takes).
+      ``torch.nn.functional.cross_entropy`` takes). An item left unmixed (the others, or
+      the one item of a batch of one) is its own values, bit for bit.
 
     Every draw is a function of the Loader's seed, the epoch and the item, so batches are
     the same for any number of threads and bit-identical after ``load_state_dict``.

@@ -88,8 +88,8 @@ impl PyLoader {
         batch_size: i64,
         unit: &str,
         shuffle: Option<&Bound<'_, PyAny>>,
-        seed: u64,
-        epoch: u64,
+        seed: i128,
+        epoch: i128,
         drop_last: bool,
         shard: Option<(i64, i64)>,
         normalize: Option<&Bound<'_, PyAny>>,
@@ -133,19 +133,19 @@ impl PyLoader {
             .unwrap_or_default();
         kwargs.set_item("augment", augment)?;
         let args = PyTuple::new(py, [path.clone(), batch_size.into_pyobject(py)?.into_any()])?;
-        let batch_size = options::count("batch_size", batch_size)?;
+        let batch_size = options::positive("batch_size", batch_size)?;
+        let (seed, epoch) = (
+            options::unsigned("seed", seed)?,
+            options::unsigned("epoch", epoch)?,
+        );
         let shard = match shard {
             Some((r, w)) => Some((options::count("shard", r)?, options::count("shard", w)?)),
             None => None,
         };
-        let threads = threads.map(|t| options::count("threads", t)).transpose()?;
-        if threads == Some(0) {
-            // melread calls them workers; the caller said threads.
-            return Err(crate::errors::to_py(melkit::core::Error::config(
-                "threads",
-                "0: must be at least 1",
-            )));
-        }
+        // melread calls them workers; the caller said threads.
+        let threads = threads
+            .map(|t| options::positive("threads", t))
+            .transpose()?;
         let prefetch = options::count("prefetch", prefetch)?;
         let crop_frames = crop_frames
             .map(|c| options::count("crop_frames", c))
@@ -240,9 +240,9 @@ impl PyLoader {
     /// zeros after whole clips shorter than their batch (`max_frames`) or crop
     /// (`crop_frames`); 0.0 for fixed-length clips.
     #[pyo3(signature = (epoch=None))]
-    fn padding_share(&self, epoch: Option<u64>) -> PyResult<f64> {
+    fn padding_share(&self, epoch: Option<i128>) -> PyResult<f64> {
         let epoch = match epoch {
-            Some(e) => e,
+            Some(e) => options::unsigned("epoch", e)?,
             None => locked(&self.position)?.epoch,
         };
         Ok(self.loader.padding_share(epoch))
@@ -274,7 +274,8 @@ impl PyLoader {
     }
 
     /// Starts epoch `epoch` from its first batch at the next iteration.
-    fn set_epoch(&self, epoch: u64) -> PyResult<()> {
+    fn set_epoch(&self, epoch: i128) -> PyResult<()> {
+        let epoch = options::unsigned("epoch", epoch)?;
         let mut pos = locked(&self.position)?;
         *pos = Position {
             epoch,
@@ -325,7 +326,8 @@ impl PyLoader {
     /// Epoch `epoch`'s items in batch order, without reading anything: an int64 array
     /// of `(clip, segment)` rows (segment 0 for `unit="clip"`), what iterating that
     /// epoch delivers (e.g. for another reader to read the same items).
-    fn plan<'py>(&self, py: Python<'py>, epoch: u64) -> PyResult<Bound<'py, PyArray2<i64>>> {
+    fn plan<'py>(&self, py: Python<'py>, epoch: i128) -> PyResult<Bound<'py, PyArray2<i64>>> {
+        let epoch = options::unsigned("epoch", epoch)?;
         let flat: Vec<i64> = self
             .loader
             .plan(epoch, 0)

@@ -19,6 +19,30 @@ pub fn count(field: &str, value: i64) -> PyResult<usize> {
     })
 }
 
+/// A count that must be 1 or more (`batch_size`, `threads`): 0 or a negative int is a
+/// one-line ConfigError naming the field, the same words either way.
+pub fn positive(field: &str, value: i64) -> PyResult<usize> {
+    match usize::try_from(value) {
+        Ok(v) if v >= 1 => Ok(v),
+        _ => Err(crate::errors::to_py(melkit::core::Error::config(
+            field,
+            format!("{value}: must be at least 1"),
+        ))),
+    }
+}
+
+/// A seed or an epoch given from Python (`field` names it), taken as any int: outside
+/// `0..=2^64 − 1` it is a one-line ConfigError naming the field, never an OverflowError
+/// that names nothing.
+pub fn unsigned(field: &str, value: i128) -> PyResult<u64> {
+    u64::try_from(value).map_err(|_| {
+        crate::errors::to_py(melkit::core::Error::config(
+            field,
+            format!("{value}: must be an int from 0 to 2^64 − 1"),
+        ))
+    })
+}
+
 /// `unit="segment" | "clip"`.
 pub fn unit(name: &str) -> PyResult<Unit> {
     match name {

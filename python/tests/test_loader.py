@@ -275,6 +275,22 @@ def test_loader_arguments_are_checked(h5):
         melctl.Loader(h5, 8, unit="frame")
     with pytest.raises(ValueError, match="shuffle"):
         melctl.Loader(h5, 8, shuffle="sometimes")
+    # Counts below 1 say so in the same words, negative or 0; a seed or an epoch outside
+    # 0..2^64 - 1 is an error naming it, not an OverflowError naming nothing.
+    for field in ("batch_size", "threads"):
+        for bad in (0, -1):
+            args = dict(batch_size=bad) if field == "batch_size" else dict(batch_size=8, threads=bad)
+            with pytest.raises(melctl.ConfigError, match=f"{field}.*{bad}: must be at least 1"):
+                melctl.Loader(h5, **args)
+    for field in ("seed", "epoch"):
+        for bad in (-1, 2**64):
+            with pytest.raises(melctl.ConfigError, match=field) as e:
+                melctl.Loader(h5, 8, **{field: bad})
+            assert len(str(e.value).splitlines()) == 1
+    loader = melctl.Loader(h5, 8, seed=2**64 - 1, epoch=2**64 - 1)
+    for call in (loader.set_epoch, loader.plan, loader.padding_share):
+        with pytest.raises(melctl.ConfigError, match="epoch"):
+            call(-1)
     # A batch_size above the epoch's items is one batch of them (memory for those only).
     huge = melctl.Loader(h5, 10**9, unit="clip")
     assert len(huge) == 1 and len(next(iter(huge))[1]) == len(melctl.open(h5))
