@@ -22,6 +22,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 #[cfg(test)]
 use crate::convert::{Affine, gain_in_bin};
 use crate::order::mix64;
+use crate::widen_mixed::mixed;
 
 /// Augmentation of training batches; every part is off by default.
 #[derive(Debug, Clone, PartialEq)]
@@ -495,14 +496,6 @@ fn mix_rows(values: &mut [f32], starts: &[usize], w: &[f32], run: MixRuns) {
             _ => unreachable!("mixup's groups are pairs and one three-cycle"),
         }
     }
-}
-
-/// `w·u + (1 − w)·v`, or `u` itself for a weight of 1 (an item left unmixed keeps its
-/// bits: `1·u + 0·v` would turn a −0 into +0), as the one-pass kernel does
-/// ([`crate::widen_mixed::group_mixed_into`]).
-#[inline(always)]
-fn mixed(w: f32, u: f32, v: f32) -> f32 {
-    if w == 1.0 { u } else { w * u + (1.0 - w) * v }
 }
 
 /// Mixes two items' values with each other: `x ← wx·x + (1 − wx)·y`,

@@ -1480,10 +1480,9 @@ fn fill(
     let mut masks = GroupMasks::default();
     // Masked items (f32 out of a map of f16) are read with the masks as zeros by the
     // mixing kernel; without mixup, two at a time (weight 1 each: each its own values).
+    let spans = norm.is_none_or(|nm| nm.spans(n));
     let masks_read = match (aug, &*buffer) {
-        (Some(a), Buffer::F32(_)) => {
-            a.masks() && reader.reads_groups() && norm.is_none_or(|nm| nm.spans(n))
-        }
+        (Some(a), Buffer::F32(_)) => a.masks() && reader.reads_groups() && spans,
         _ => false,
     };
     let groups = match aug {
@@ -1492,7 +1491,7 @@ fn fill(
     };
     for group in groups {
         if let (Some(a), Buffer::F32(v)) = (aug, &mut *buffer)
-            && (masks_read || reads_mixed(reader, aug, group) && norm.is_none_or(|nm| nm.spans(n)))
+            && (masks_read || spans && reads_mixed(reader, aug, group))
         {
             // Read, mapped, mixed (a member of weight 1: its own values) and time-masked
             // in one pass; frequency masks after.
@@ -1526,17 +1525,17 @@ fn fill(
     Ok(f)
 }
 
-/// Each member's masks in a mixed group of fixed-length items, drawn before it is read
-/// ([`Augmenter::time_keep`]): its time masks' keep bits, its frequency masks' rows. Kept
-/// from group to group.
+/// Each member's masks in a group of fixed-length items read together (mixed, or masked
+/// and read two at a time), drawn before it is read ([`Augmenter::time_keep`]): its time
+/// masks' keep bits, its frequency masks' rows. Kept from group to group.
 #[derive(Default)]
 struct GroupMasks {
     keep: [Vec<u32>; 3],
     rows: [Vec<(usize, usize)>; 3],
 }
 
-/// [`fill`] for a group of items that mixup mixes (or a masked item alone), from a split
-/// that [`Reader::read_group_into`] reads: each member's window (its crop, or the whole item)
+/// [`fill`] for a group of items that mixup mixes (or masked items read together unmixed,
+/// members of weight 1, or one alone), from a split that [`Reader::read_group_into`] reads: each member's window (its crop, or the whole item)
 /// widened, normalised, given its gain, mixed and time-masked in one pass into its place
 /// in `values` (a masked value stored as zero instead of zeroed in a pass after: ~150
 /// spans an item, 6% of a masked epoch), then its frequency masks' rows zeroed; each
@@ -1704,8 +1703,7 @@ fn fill_whole(
     let groups = groups_of(ids.len(), aug, &singles);
     let how = (norm.as_ref(), aug);
     if streams(v.len(), per) {
-        let (values, scratch) = (v, scratch);
-        return fill_streamed(reader, (&mut f, values, scratch), &groups, per, how).map(|()| f);
+        return fill_streamed(reader, (&mut f, v, scratch), &groups, per, how).map(|()| f);
     }
     let mut maps: [Vec<RowMap>; 3] = Default::default();
     for group in groups {

@@ -177,15 +177,23 @@ pub fn group_mixed_portable<const N: usize>(
             }
             for k in 0..N {
                 let w = members[k].weight;
-                let mixed = match N == 1 || w == 1.0 {
-                    true => m[k],
-                    false => w * m[k] + (1.0 - w) * m[(k + 1) % N],
+                let out = match N {
+                    1 => m[k],
+                    _ => mixed(w, m[k], m[(k + 1) % N]),
                 };
-                dst[k][at + i] = members[k].kept(i, mixed);
+                dst[k][at + i] = members[k].kept(i, out);
             }
         }
     }
     found
+}
+
+/// `w·u + (1 − w)·v`, or `u` itself for a weight of 1 (an item left unmixed keeps its
+/// bits: `1·u + 0·v` would turn a −0 into +0): the value by value rule of the kernel, and
+/// of mixing after reading (`augment`).
+#[inline(always)]
+pub(crate) fn mixed(w: f32, u: f32, v: f32) -> f32 {
+    if w == 1.0 { u } else { w * u + (1.0 - w) * v }
 }
 
 /// Value `i` of a run widened and mapped by `(shift, scale, add)`, its verdicts noted.
