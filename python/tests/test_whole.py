@@ -349,6 +349,45 @@ def test_masked_batches_are_the_plain_batches_with_whole_bins_and_frames_zeroed(
     assert bins_seen > 100 and frames_seen > 100
 
 
+@pytest.fixture(scope="module")
+def spread_chunked(spread):
+    """The clips of ``spread`` built again into chunked, deflated files: the same f16
+    values, decoded rather than mapped, so each item is widened, then mixed, then masked
+    (where a mapped pair is widened, mixed and time-masked in one pass)."""
+    out = spread.parent / "out-chunked"
+    config = {**WHOLE, "hdf5": {"chunk_clips": 3, "gzip": 1}}
+    melctl.build(spread.parent / "data", out, preset="speech-16k", config=config)
+    return out
+
+
+@pytest.mark.parametrize("shape, batch", [
+    (dict(crop_frames=300), 256), (dict(max_frames=16000), 256), (dict(crop_frames=300), 255),
+    (dict(crop_frames=100), 9), (dict(max_frames=3000), 9)])
+@pytest.mark.parametrize("gain", [0.0, 5.0])
+def test_pairs_masked_as_they_are_mixed_are_the_bits_of_masking_after(
+        spread, spread_chunked, shape, batch, gain):
+    """A mapped pair's time masks are applied as it is widened and mixed (its frequency
+    masks after), in place or in scratch items streamed into a batch beyond the caches;
+    the same clips decoded from chunks are mixed, then masked: every batch is the same
+    bits either way (the same pairs, weights, masks and lengths), and the masks zero
+    whole frames."""
+    aug = melctl.Augment(mixup_alpha=0.5, gain_db=gain, time_masks=2, time_mask_frames=20,
+                         freq_masks=2, freq_mask_bins=8)
+    make = lambda out: list(melctl.Loader(out, split="all", batch_size=batch, seed=4,
+                                          normalize=True, augment=aug, with_index=True,
+                                          **shape))
+    mapped, decoded = make(spread), make(spread_chunked)
+    assert len(mapped) == len(decoded)
+    zero_frames = 0
+    for (x, y, n, i), (x2, y2, n2, i2) in zip(mapped, decoded):
+        x, x2 = np.asarray(x), np.asarray(x2)
+        assert np.array_equal(i, i2) and np.array_equal(y, y2) and np.array_equal(n, n2)
+        assert x.view(np.uint32).tobytes() == x2.view(np.uint32).tobytes()
+        for item, real in zip(x, n):
+            zero_frames += int((item[:, :real] == 0).all(axis=0).sum())
+    assert zero_frames > 100
+
+
 @pytest.mark.parametrize("pattern", [0x7C00, 0x7E00, 0xFE01])
 @pytest.mark.parametrize("where", ["body", "last"])
 def test_a_value_not_finite_in_a_mixed_pair_is_refused_naming_its_clip(

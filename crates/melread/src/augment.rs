@@ -375,19 +375,22 @@ impl<'a> Augmenter<'a> {
     /// its own and its partner's.
     pub(crate) fn mixed_lengths(&self, group: &[usize], lengths: &mut [usize]) {
         // A group is a pair or a three-cycle (one item without mixup).
-        let mut own = [0usize; 3];
-        for (o, &i) in own.iter_mut().zip(group) {
-            *o = lengths[i];
+        let mut mixed = [0usize; 3];
+        for (m, &i) in mixed.iter_mut().zip(group) {
+            *m = self.mixed_length(i, lengths);
         }
-        for &i in group {
-            let p = self.partner[i];
-            if p != i && self.weight[i] < 1.0 {
-                let k = group
-                    .iter()
-                    .position(|&q| q == p)
-                    .expect("partners share a group");
-                lengths[i] = lengths[i].max(own[k]);
-            }
+        for (&m, &i) in mixed.iter().zip(group) {
+            lengths[i] = m;
+        }
+    }
+
+    /// Item `i`'s real frames once mixed, from every item's own (`lengths`): the longer of
+    /// its own and its partner's if mixup mixes it, else its own.
+    pub(crate) fn mixed_length(&self, i: usize, lengths: &[usize]) -> usize {
+        let p = self.partner[i];
+        match p != i && self.weight[i] < 1.0 {
+            true => lengths[i].max(lengths[p]),
+            false => lengths[i],
         }
     }
 
@@ -412,8 +415,10 @@ impl<'a> Augmenter<'a> {
 
     /// Draws item `i`'s masks on its first `length` frames as [`mask_item`](Self::mask_item)
     /// does, to be applied as the item is written: its time masks as each frame's keep bits
-    /// (`u32::MAX` kept, `0` masked) in `keep`, `width` of them rounded up to eight; its
-    /// frequency masks' rows in `rows`, for [`zero_freq`](Self::zero_freq) after.
+    /// (`u32::MAX` kept, `0` masked) in `keep`, `width + 7` of them rounded up to eight (a
+    /// run from any frame `c` reads its bits from `keep[c..]`, its length rounded up to
+    /// eight); its frequency masks' rows in `rows`, for [`zero_freq`](Self::zero_freq)
+    /// after.
     pub(crate) fn time_keep(
         &self,
         i: usize,
@@ -422,7 +427,7 @@ impl<'a> Augmenter<'a> {
         rows: &mut Vec<(usize, usize)>,
     ) {
         keep.clear();
-        keep.resize(width.next_multiple_of(8), u32::MAX);
+        keep.resize((width + 7).next_multiple_of(8), u32::MAX);
         rows.clear();
         let mut r = rng(self.key.0, self.key.1, self.ids[i], MASK_STREAM);
         let mut state = (keep, rows);

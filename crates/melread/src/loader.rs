@@ -1705,7 +1705,7 @@ fn fill_whole(
     if streams(v.len(), per) {
         return fill_streamed(reader, (&mut f, v, scratch), &groups, per, how).map(|()| f);
     }
-    let mut maps: [Vec<RowMap>; 3] = Default::default();
+    let (mut maps, mut masks) = Default::default();
     for group in groups {
         let mixed_apart = aug.is_some_and(|a| a.mixes(group)) && !reads_mixed(reader, aug, group);
         let step = match mixed_apart {
@@ -1714,15 +1714,45 @@ fn fill_whole(
         }
         .max(1);
         let starts: Vec<usize> = group.iter().map(|&j| j * per).collect();
+        let mut masked = false;
         for c0 in (0..width).step_by(step) {
             let cols = (c0, (c0 + step).min(width), width);
-            fill_group_step(reader, &f, (group, &starts), v, cols, how, &mut maps)?;
+            let scratch = (&mut maps, &mut masks);
+            masked = fill_group_step(reader, &f, (group, &starts), v, cols, how, scratch)?;
         }
         if let Some(a) = aug {
-            a.group_done(group, v, &mut f.lengths);
+            group_masks(
+                a,
+                (group, &starts, per),
+                (masked, &masks),
+                v,
+                &mut f.lengths,
+            );
         }
     }
     Ok(f)
+}
+
+/// The masks of `group`'s items (member `k` at `starts[k]` in `values`, `per` values
+/// each), once they are filled and mixed: their real frames become their mixtures'
+/// ([`Augmenter::mixed_lengths`]), then their frequency masks' rows zeroed if their time
+/// masks were applied as they were read (`masked`: both drawn into `masks`), else every
+/// mask drawn and applied.
+fn group_masks(
+    a: &Augmenter<'_>,
+    (group, starts, per): (&[usize], &[usize], usize),
+    (masked, masks): (bool, &GroupMasks),
+    values: &mut [f32],
+    lengths: &mut [usize],
+) {
+    a.mixed_lengths(group, lengths);
+    for (k, (&j, &s)) in group.iter().zip(starts).enumerate() {
+        let item = &mut values[s..s + per];
+        match masked {
+            true => a.zero_freq(&masks.rows[k], lengths[j], item),
+            false => a.mask_item(j, lengths[j], item),
+        }
+    }
 }
 
 /// Whether `group` is a pair or a three-cycle that mixup mixes and `reader` reads in one
@@ -1734,7 +1764,9 @@ fn reads_mixed(reader: &crate::Reader<'_>, aug: Option<&Augmenter<'_>>, group: &
 /// Fills frames `c0..c1` of each member of `group` (member `k`'s rows of `width` from
 /// `starts[k]` in `values`): read, normalised and given its gain as it is widened (by
 /// `maps`, set per member), the padding zeroed, then mixed; a group [`reads_mixed`] takes
-/// all in one pass.
+/// all in one pass, its time masks too (drawn into `masks`). Whether the time masks were
+/// applied so ([`group_masks`] after).
+#[allow(clippy::type_complexity)]
 fn fill_group_step(
     reader: &mut crate::Reader<'_>,
     f: &Filled,
@@ -1742,20 +1774,21 @@ fn fill_group_step(
     values: &mut [f32],
     (c0, c1, width): (usize, usize, usize),
     (norm, aug): (Option<&Affine>, Option<&Augmenter<'_>>),
-    maps: &mut [Vec<RowMap>; 3],
-) -> Result<()> {
+    (maps, masks): (&mut [Vec<RowMap>; 3], &mut GroupMasks),
+) -> Result<bool> {
     let split = reader.split();
     let n_mels = split.n_mels();
     let per = n_mels * width;
     if let (Some(a), true) = (aug, reads_mixed(reader, aug, group)) {
-        let how = (values, (c0, c1, width), (norm, a), maps);
-        return match (group, starts) {
-            (&[j0, j1], &[s0, s1, ..]) => fill_mixed(reader, f, ([j0, j1], [s0, s1]), how),
+        let how = (values, (c0, c1, width), (norm, a), (maps, masks));
+        match (group, starts) {
+            (&[j0, j1], &[s0, s1, ..]) => fill_mixed(reader, f, ([j0, j1], [s0, s1]), how)?,
             (&[j0, j1, j2], &[s0, s1, s2, ..]) => {
-                fill_mixed(reader, f, ([j0, j1, j2], [s0, s1, s2]), how)
+                fill_mixed(reader, f, ([j0, j1, j2], [s0, s1, s2]), how)?
             }
             _ => unreachable!("mixup's groups are pairs and one three-cycle"),
         };
+        return Ok(a.masks());
     }
     let maps = &mut maps[0];
     for (&j, &start) in group.iter().zip(starts) {
@@ -1774,28 +1807,33 @@ fn fill_group_step(
     if let Some(a) = aug {
         a.mix_group_at(group, values, starts, c0..c1);
     }
-    Ok(())
+    Ok(false)
 }
 
 /// [`fill_group_step`] for a group [`reads_mixed`]: items `group` (at `starts` in
-/// `values`) read, mapped and mixed in one pass.
+/// `values`) read, mapped, mixed and time-masked in one pass, each member's masks drawn
+/// first (on its length once mixed, as [`Augmenter::group_done`] draws them) into `masks`.
 #[allow(clippy::type_complexity)]
 fn fill_mixed<const N: usize>(
     reader: &mut crate::Reader<'_>,
     f: &Filled,
     (group, starts): ([usize; N], [usize; N]),
-    (values, (c0, c1, width), (norm, a), maps): (
+    (values, (c0, c1, width), (norm, a), (maps, masks)): (
         &mut [f32],
         (usize, usize, usize),
         (Option<&Affine>, &Augmenter<'_>),
-        &mut [Vec<RowMap>; 3],
+        (&mut [Vec<RowMap>; 3], &mut GroupMasks),
     ),
 ) -> Result<()> {
     let split = reader.split();
     let n_mels = split.n_mels();
     let per = n_mels * width;
-    for (m, &j) in maps.iter_mut().zip(&group) {
-        row_maps(m, n_mels, norm, a.gain(j));
+    for (k, &j) in group.iter().enumerate() {
+        row_maps(&mut maps[k], n_mels, norm, a.gain(j));
+        if a.masks() {
+            let (keep, rows) = (&mut masks.keep[k], &mut masks.rows[k]);
+            a.time_keep(j, (a.mixed_length(j, &f.lengths), width), keep, rows);
+        }
     }
     let items: [GroupItem<'_>; N] = std::array::from_fn(|k| GroupItem {
         clip: f.ids[group[k]].clip,
@@ -1803,6 +1841,10 @@ fn fill_mixed<const N: usize>(
         real: f.lengths[group[k]],
         maps: &maps[k],
         weight: a.weight(group[k]),
+        keep: match a.masks() {
+            true => &masks.keep[k],
+            false => &[],
+        },
     });
     let out = values
         .get_disjoint_mut(starts.map(|s| s + c0..s + per))
@@ -1849,28 +1891,20 @@ fn fill_streamed(
     }
     let items = &mut scratch[..most * per];
     let starts: Vec<usize> = (0..most).map(|k| k * per).collect();
-    let mut maps: [Vec<RowMap>; 3] = Default::default();
+    let (mut maps, mut masks) = Default::default();
     // Whatever way this returns (an error, a panic), the streaming stores are ordered
     // before the batch's memory is used again.
     let _fence = Fence;
     for group in groups {
         let at = (*group, &starts[..group.len()]);
-        fill_group_step(
-            reader,
-            f,
-            at,
-            items,
-            (0, width, width),
-            (norm, aug),
-            &mut maps,
-        )?;
+        let cols = (0, width, width);
+        let scratch = (&mut maps, &mut masks);
+        let masked = fill_group_step(reader, f, at, items, cols, (norm, aug), scratch)?;
         if let Some(a) = aug {
-            a.mixed_lengths(group, &mut f.lengths);
+            let masks = (masked, &masks);
+            group_masks(a, (group, at.1, per), masks, items, &mut f.lengths);
         }
         for (&j, item) in group.iter().zip(items.chunks_exact_mut(per)) {
-            if let Some(a) = aug {
-                a.mask_item(j, f.lengths[j], item);
-            }
             widen::stream_copy(item, &mut batch[j * per..(j + 1) * per]);
         }
     }

@@ -7,7 +7,9 @@
 //! The separate pass cost mixup 40–46% of a bucket epoch; one kernel costs what widening
 //! the members apart does (`examples/mix_bench.rs`: 0.29 against 0.30 ns a value, apart and
 //! mixed after 0.42; docs/bench-log/journal.md, 2026-11-29). Each step is rounded as the
-//! steps done one after another are (no FMA), so the values are the same bits.
+//! steps done one after another are (no FMA), so the values are the same bits. Without
+//! maps (no normalisation, no gain) the kernel skips the map's three steps a value, as the
+//! loop for one item does: with them it cost mixing crops 8% of an epoch's CPU time.
 
 use crate::widen::{Finite, RowMap};
 
@@ -138,15 +140,24 @@ pub fn group_mixed_into<const N: usize>(
         // One kernel for each case, so that no test of it is in the loop (a test of each
         // member's weight there cost mixing crops 4%).
         let alone = N == 1 || members.iter().any(|m| m.weight == 1.0);
+        // Without maps (no normalisation, no gain) a value is stored as widened: three
+        // steps of eleven a value not taken (`RowMap::Keep` maps `x` to `x` exactly).
+        let mapped = members.iter().any(|m| !m.maps.is_empty());
+        let keep = keeps > 0;
         // SAFETY: the CPU has AVX and F16C (checked just above); every run lies within
         // its source and output, and every member's keep bits (if any) cover its runs
         // rounded up to eight (checked above).
         let fine = unsafe {
-            match (keeps, alone) {
-                (0, false) => x86::group_mixed_into::<N, false, false>(members, out, runs),
-                (0, true) => x86::group_mixed_into::<N, false, true>(members, out, runs),
-                (_, false) => x86::group_mixed_into::<N, true, false>(members, out, runs),
-                (_, true) => x86::group_mixed_into::<N, true, true>(members, out, runs),
+            use x86::group_mixed_into as mix;
+            match (mapped, keep, alone) {
+                (true, false, false) => mix::<N, true, false, false>(members, out, runs),
+                (true, false, true) => mix::<N, true, false, true>(members, out, runs),
+                (true, true, false) => mix::<N, true, true, false>(members, out, runs),
+                (true, true, true) => mix::<N, true, true, true>(members, out, runs),
+                (false, false, false) => mix::<N, false, false, false>(members, out, runs),
+                (false, false, true) => mix::<N, false, false, true>(members, out, runs),
+                (false, true, false) => mix::<N, false, true, false>(members, out, runs),
+                (false, true, true) => mix::<N, false, true, true>(members, out, runs),
             }
         };
         if fine {
@@ -244,16 +255,19 @@ mod x86 {
         add: __m256,
     }
 
-    /// Eight stored values widened and mapped; `y − y` of the normalised values ORed into
-    /// `seen` (zero for a finite value, a NaN for an infinity or a NaN, stored or
-    /// normalised: one subtraction, no constant held in a register).
+    /// Eight stored values widened and mapped (with `MAPPED`; else as widened, which is
+    /// what [`RowMap::Keep`](crate::widen::RowMap::Keep) maps them to); `y − y` of the
+    /// normalised values ORed into `seen` (zero for a finite value, a NaN for an infinity
+    /// or a NaN, stored or normalised: one subtraction, no constant held in a register).
     #[target_feature(enable = "avx,f16c")]
     #[inline]
-    fn widen_map(h: [u8; 16], m: Affine, seen: &mut __m256) -> __m256 {
-        let y = _mm256_mul_ps(
-            _mm256_sub_ps(_mm256_cvtph_ps(bytemuck::cast(h)), m.shift),
-            m.scale,
-        );
+    fn widen_map<const MAPPED: bool>(h: [u8; 16], m: Affine, seen: &mut __m256) -> __m256 {
+        let x = _mm256_cvtph_ps(bytemuck::cast(h));
+        if !MAPPED {
+            *seen = _mm256_or_ps(*seen, _mm256_sub_ps(x, x));
+            return x;
+        }
+        let y = _mm256_mul_ps(_mm256_sub_ps(x, m.shift), m.scale);
         *seen = _mm256_or_ps(*seen, _mm256_sub_ps(y, y));
         _mm256_add_ps(y, m.add)
     }
@@ -263,7 +277,8 @@ mod x86 {
     /// and stored whole into the run's slack (else through a mask); with `KEEP`, each
     /// member's mixture ANDed with its keep bits before it is stored (a masked value is
     /// `+0`, after it was judged); with `ALONE` (only then), a member of weight 1 (or
-    /// alone) stored as mapped. Returns whether every value (and every lane past a
+    /// alone) stored as mapped; without `MAPPED` (no member has maps), each value kept as
+    /// widened. Returns whether every value (and every lane past a
     /// tail) was finite as stored and normalised; the verdicts per member are left to the
     /// caller, which needs them only where this says no.
     ///
@@ -273,7 +288,12 @@ mod x86 {
     /// keep bits cover its runs rounded up to eight ([`Member::check`]), and the CPU has
     /// AVX and F16C.
     #[target_feature(enable = "avx,f16c")]
-    pub(super) unsafe fn group_mixed_into<const N: usize, const KEEP: bool, const ALONE: bool>(
+    pub(super) unsafe fn group_mixed_into<
+        const N: usize,
+        const MAPPED: bool,
+        const KEEP: bool,
+        const ALONE: bool,
+    >(
         members: [Member<'_>; N],
         mut dst: [&mut [f32]; N],
         runs: MixRuns,
@@ -311,7 +331,10 @@ mod x86 {
         let mut mapped = [_mm256_setzero_ps(); N];
         for r in 0..runs.rows {
             let maps = members.map(|m| {
-                let (shift, scale, add) = m.affine(r);
+                let (shift, scale, add) = match MAPPED {
+                    true => m.affine(r),
+                    false => (0.0, 1.0, -0.0),
+                };
                 Affine {
                     shift: set(shift),
                     scale: set(scale),
@@ -330,7 +353,7 @@ mod x86 {
                 while i + 8 <= len {
                     for q in 0..N {
                         let h = srcs[q].add(2 * i).cast::<[u8; 16]>().read_unaligned();
-                        mapped[q] = widen_map(h, maps[q], &mut seen);
+                        mapped[q] = widen_map::<MAPPED>(h, maps[q], &mut seen);
                     }
                     for (q, out) in outs.iter().enumerate() {
                         _mm256_storeu_ps(out.add(i), kept(mixture(&mapped, q), q, i));
@@ -355,7 +378,7 @@ mod x86 {
                                 h
                             }
                         };
-                        mapped[q] = widen_map(h, maps[q], &mut seen);
+                        mapped[q] = widen_map::<MAPPED>(h, maps[q], &mut seen);
                     }
                     for (q, out) in outs.iter().enumerate() {
                         let a = kept(mixture(&mapped, q), q, i);
@@ -454,14 +477,20 @@ mod tests {
             },
         ];
         let turned: Vec<RowMap> = maps.iter().rev().copied().collect();
-        let (srcs, map_sets): ([&[u8]; 2], [&[RowMap]; 2]) = ([&a, &b], [&maps, &turned]);
-        for (len, offset, w, padded, slack) in [1usize, 7, 8, 9, 16, 23, 32, 40]
+        let srcs: [&[u8]; 2] = [&a, &b];
+        let unmapped: [&[RowMap]; 2] = [&[], &[]];
+        let cases: Vec<_> = [1usize, 7, 8, 9, 16, 23, 32, 40]
             .into_iter()
             .flat_map(|len| [(0, 0), (1, 0), (2, 5), (0, 3)].map(|(o, sl)| (len, o, sl)))
             .flat_map(|(l, o, sl)| [[1.0f32, 0.25], [0.7, 0.3], [0.0, 1.0]].map(|w| (l, o, w, sl)))
             .flat_map(|(l, o, w, sl)| {
                 [[false, false], [true, false], [false, true]].map(|p| (l, o, w, p, sl))
             })
+            .collect();
+        // Both members mapped (every kind of map), or neither (stored as widened).
+        for (map_sets, (len, offset, w, padded, slack)) in [[&maps[..], &turned[..]], unmapped]
+            .into_iter()
+            .flat_map(|m| cases.iter().map(move |&c| (m, c)))
         {
             let runs = MixRuns {
                 rows,
@@ -485,8 +514,9 @@ mod tests {
                     keep: &[],
                 },
             });
+            let mapped = !map_sets[0].is_empty();
             let case = format!(
-                "len {len}, offset {offset}, weights {w:?}, padded {padded:?}, slack {slack}"
+                "len {len}, offset {offset}, weights {w:?}, padded {padded:?}, slack {slack}, mapped {mapped}"
             );
             let mut want = apart(members, padded, runs);
             let n = want[0].len() + slack;

@@ -294,15 +294,11 @@ impl<'a> Reader<'a> {
         self.item_bytes(row, None)
     }
 
-    /// The stored bytes of row `row` where the split is memory-mapped (borrowed from the
-    /// map, not from this reader, so two rows can be held at once); `None` for the other
-    /// stores, whose bytes pass through this reader's buffers. Reads that fault are
-    /// caught by the map's guard and judged by [`Reader::judge_row`].
-    pub(crate) fn mapped_row(&self, row: usize) -> Result<Option<&'a [u8]>> {
-        self.mapped_item(row, None)
-    }
-
-    /// [`Reader::mapped_row`] for an item (a clip, or one of its segments).
+    /// The stored bytes of an item (a clip, or one of its segments) where the split is
+    /// memory-mapped (borrowed from the map, not from this reader, so two items can be held
+    /// at once); `None` for the other stores, whose bytes pass through this reader's
+    /// buffers. Reads that fault are caught by the map's guard and judged by
+    /// [`Reader::judge_row`].
     fn mapped_item(&self, clip: usize, segment: Option<usize>) -> Result<Option<&'a [u8]>> {
         let split: &'a Split = self.split;
         let (offset, len) = split.item_range(clip, segment)?;
@@ -312,7 +308,26 @@ impl<'a> Reader<'a> {
         })
     }
 
-    /// Whether rows are [mapped](Reader::mapped_row).
+    /// The stored bytes of rows `rows` (consecutive in the map: `mel`'s rows lie one after
+    /// another) where the split is memory-mapped; `None` for the other stores. A group
+    /// reads a whole clip's rows as one slice: no lookup a run, and a run's last values
+    /// loaded as they lie, the next row's bytes after them.
+    pub(crate) fn mapped_rows(&self, rows: std::ops::Range<usize>) -> Result<Option<&'a [u8]>> {
+        let split: &'a Split = self.split;
+        let (first, row_len) = split.item_range(rows.start, None)?;
+        if rows.end > split.clips() {
+            // The error for a row beyond the split.
+            split.item_range(rows.end - 1, None)?;
+        }
+        Ok(match &split.store {
+            Store::Map { map, start, .. } => {
+                Some(&map[start + first..start + first + rows.len() * row_len])
+            }
+            _ => None,
+        })
+    }
+
+    /// Whether rows are [mapped](Reader::mapped_rows).
     pub(crate) fn is_mapped(&self) -> bool {
         matches!(self.split.store, Store::Map { .. })
     }
