@@ -7,11 +7,12 @@ the arms in turn (reversed every other round), so the machine's drift falls on e
 The cost of an arm is ``rate(none) / rate(arm) − 1`` within a round; the table gives each
 arm's median and best rate and the median, least and most of its costs over the rounds.
 
-    python3 python/benches/augment_rate.py SPLIT.h5 [--rounds 6] [--epochs 40] [--crop N | --max-frames M] [--arms none,mm,masks,mixup]
+    python3 python/benches/augment_rate.py SPLIT.h5 [--rounds 6] [--epochs 40] [--crop N | --max-frames M] [--arms none,mm,masks,mixup] [--normalize]
 
 Arms: ``none``; ``masks`` (2 × ≤ 20 frames, 2 × ≤ 8 bins, cut to the items); ``mixup``
 (α = 0.4); ``mm`` (both: the settings of ``loader_vs_h5py.py --augment``); ``gain`` (6 dB);
-``all`` (the three). Batches of 256, ``prefetch=4``, the Loader's default threads.
+``all`` (the three). Batches of 256, ``prefetch=4``, the Loader's default threads; with
+``--normalize``, every arm normalised by the split's statistics (the baseline too).
 """
 
 import argparse
@@ -42,6 +43,7 @@ def main():
     ap.add_argument("--crop", type=int, default=None)
     ap.add_argument("--max-frames", type=int, default=None)
     ap.add_argument("--arms", default="none,mm,masks,mixup")
+    ap.add_argument("--normalize", action="store_true")
     a = ap.parse_args()
     names = a.arms.split(",")
     if names[0] != "none":
@@ -54,6 +56,7 @@ def main():
         frames = 20  # whole clips: the masks as set
     table = arms(frames, bins)
     shape = {k: v for k, v in (("crop_frames", a.crop), ("max_frames", a.max_frames)) if v}
+    shape["normalize"] = a.normalize
     rates = {n: [] for n in names}
     for r in range(a.rounds):
         for n in names if r % 2 == 0 else names[::-1]:

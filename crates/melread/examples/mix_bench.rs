@@ -189,6 +189,7 @@ fn batch_fused(s: &Store, (ids, width): (&[usize], usize), out: &mut [f32], m: &
                 maps: m,
                 weight: 0.0,
                 keep: &[],
+                jump: None,
             };
             // The frames after this run are written after it.
             let runs = MixRuns {

@@ -32,6 +32,23 @@ pub struct Member<'a> {
     /// `len` rounded up to eight of them; empty: every value kept. The members of a group
     /// have keep bits all or none.
     pub keep: &'a [u32],
+    /// Where each run goes on further in `src` (a member whose block of frames ends within
+    /// the run: its next block's rows are further on), or none.
+    pub jump: Option<Jump>,
+}
+
+/// A jump within each run of a [`Member`]: its values from the run's `at`-th on lie
+/// `skip` values further in the source (value `i ≥ at` of run `r` at `r·stride + i +
+/// skip`). A group's runs then end only where one member's block does, not where any
+/// member's does: crops start at any frame, so their members' blocks are out of step,
+/// and runs cut at every member's block boundary were half as long (10% of a mixed crop
+/// epoch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Jump {
+    /// The first value of each run that lies further on.
+    pub at: usize,
+    /// How much further, in values.
+    pub skip: usize,
 }
 
 /// The runs to write: `rows` runs of `len` values each, `dst_stride` apart in each output.
@@ -57,9 +74,10 @@ impl<'a> Member<'a> {
             return;
         }
         assert!(
-            2 * ((runs.rows - 1) * self.stride + runs.len) <= self.src.len(),
-            "runs {runs:?} of stride {} beyond a source of {} bytes",
+            2 * ((runs.rows - 1) * self.stride + runs.len + self.skip(runs.len)) <= self.src.len(),
+            "runs {runs:?} of stride {} (jump {:?}) beyond a source of {} bytes",
             self.stride,
+            self.jump,
             self.src.len()
         );
         assert!(
@@ -85,9 +103,24 @@ impl<'a> Member<'a> {
         }
     }
 
-    /// The stored bytes of run `r`.
+    /// How far a run of `len` values reaches past its `len` values in the source: its
+    /// jump's skip if the jump lies within it.
+    fn skip(&self, len: usize) -> usize {
+        self.jump.filter(|j| j.at < len).map_or(0, |j| j.skip)
+    }
+
+    /// The stored bytes of run `r` of `len` values (with what it jumps over).
     fn run(&self, r: usize, len: usize) -> &'a [u8] {
-        &self.src[2 * r * self.stride..2 * (r * self.stride + len)]
+        &self.src[2 * r * self.stride..2 * (r * self.stride + len + self.skip(len))]
+    }
+
+    /// Where value `i` of a run lies from the run's start.
+    #[inline(always)]
+    fn place(&self, i: usize) -> usize {
+        match self.jump {
+            Some(j) if i >= j.at => i + j.skip,
+            _ => i,
+        }
     }
 
     /// Run `r`'s map as `(shift, scale, add)` ([`RowMap::affine`]: the same bits as
@@ -184,7 +217,7 @@ pub fn group_mixed_portable<const N: usize>(
         let at = r * runs.dst_stride;
         for i in 0..runs.len {
             for k in 0..N {
-                m[k] = widened(srcs[k], i, maps[k], &mut found[k]);
+                m[k] = widened(srcs[k], members[k].place(i), maps[k], &mut found[k]);
             }
             for k in 0..N {
                 let w = members[k].weight;
@@ -220,9 +253,9 @@ fn widened(run: &[u8], i: usize, (shift, scale, add): (f32, f32, f32), found: &m
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::{
-        __m256, __m256i, _mm256_add_ps, _mm256_and_ps, _mm256_castps_si256, _mm256_cvtph_ps,
-        _mm256_maskstore_ps, _mm256_mul_ps, _mm256_or_ps, _mm256_set1_ps, _mm256_setzero_ps,
-        _mm256_storeu_ps, _mm256_sub_ps, _mm256_testz_si256,
+        __m256, __m256i, _mm_blendv_epi8, _mm256_add_ps, _mm256_and_ps, _mm256_castps_si256,
+        _mm256_cvtph_ps, _mm256_maskstore_ps, _mm256_mul_ps, _mm256_or_ps, _mm256_set1_ps,
+        _mm256_setzero_ps, _mm256_storeu_ps, _mm256_sub_ps, _mm256_testz_si256,
     };
 
     use super::{Member, MixRuns};
@@ -272,7 +305,33 @@ mod x86 {
         _mm256_add_ps(y, m.add)
     }
 
-    /// [`super::group_mixed_into`] with F16C, eight values of each member a step, each
+    /// Eight stored values, the first `n` (`1..=7`) of `a` and the rest of `b`'s.
+    #[target_feature(enable = "avx")]
+    #[inline]
+    fn joined(a: [u8; 16], b: [u8; 16], n: usize) -> [u8; 16] {
+        let mask: [u8; 16] = FIRST_BYTES[16 - 2 * n..32 - 2 * n]
+            .try_into()
+            .expect("sixteen bytes");
+        bytemuck::cast(_mm_blendv_epi8(
+            bytemuck::cast(b),
+            bytemuck::cast(a),
+            bytemuck::cast(mask),
+        ))
+    }
+
+    /// Bytes `0..k` all ones, the rest zero, for `k` in `0..=16`: `FIRST_BYTES[16 - k..32 - k]`.
+    const FIRST_BYTES: [u8; 32] = {
+        let mut b = [0u8; 32];
+        let mut i = 0;
+        while i < 16 {
+            b[i] = 0xff;
+            i += 1;
+        }
+        b
+    };
+
+    /// [`super::group_mixed_into`] with F16C, eight values of each member a step (a step
+    /// across a member's jump joined from the two loads either side of it), each
     /// run's last 0–7 loaded whole where the source goes on (else through a zeroed buffer)
     /// and stored whole into the run's slack (else through a mask); with `KEEP`, each
     /// member's mixture ANDed with its keep bits before it is stored (a masked value is
@@ -328,6 +387,8 @@ mod x86 {
             }
             false => a,
         };
+        // Each member's jump as `(at, skip)`: none lies at no value of a run.
+        let jumps = members.map(|m| m.jump.map_or((usize::MAX, 0), |j| (j.at, j.skip)));
         let mut mapped = [_mm256_setzero_ps(); N];
         for r in 0..runs.rows {
             let maps = members.map(|m| {
@@ -345,14 +406,24 @@ mod x86 {
             let at = r * runs.dst_stride;
             let outs = dst.each_mut().map(|d| d.as_mut_ptr().wrapping_add(at));
             // SAFETY: the caller checked that run `r` of each source lies within it
-            // (`2·(r·stride + len)` bytes) and of each output within it with its slack
+            // (`2·(r·stride + len)` bytes, and its jump's `skip` more where the jump lies
+            // within the run: a step of eight before the jump is loaded from before it,
+            // one after from after it, one across it from both, each eight values within
+            // the run but for a run's last step, loaded only where sixteen bytes lie within
+            // the source) and of each output within it with its slack
             // (`r·dst_stride + len + slack` values); the loads are unaligned, the outputs
             // distinct slices.
             unsafe {
                 let mut i = 0;
                 while i + 8 <= len {
                     for q in 0..N {
-                        let h = srcs[q].add(2 * i).cast::<[u8; 16]>().read_unaligned();
+                        let load =
+                            |v: usize| srcs[q].add(2 * v).cast::<[u8; 16]>().read_unaligned();
+                        let h = match jumps[q] {
+                            (at, _) if i + 8 <= at => load(i),
+                            (at, skip) if i >= at => load(i + skip),
+                            (at, skip) => joined(load(i), load(i + skip), at - i),
+                        };
                         mapped[q] = widen_map::<MAPPED>(h, maps[q], &mut seen);
                     }
                     for (q, out) in outs.iter().enumerate() {
@@ -369,14 +440,23 @@ mod x86 {
                     // run, else through the mask of the first k lanes.
                     for q in 0..N {
                         let m = &members[q];
-                        let from = 2 * (r * m.stride + i);
-                        let h = match from + 16 <= m.src.len() {
-                            true => srcs[q].add(2 * i).cast::<[u8; 16]>().read_unaligned(),
-                            false => {
-                                let mut h = [0u8; 16];
-                                h[..2 * k].copy_from_slice(&m.src[from..from + 2 * k]);
-                                h
+                        // Values `v..v + n` of the run, loaded whole where sixteen bytes
+                        // from them lie within the source.
+                        let load = |v: usize, n: usize| {
+                            let from = 2 * (r * m.stride + v);
+                            match from + 16 <= m.src.len() {
+                                true => srcs[q].add(2 * v).cast::<[u8; 16]>().read_unaligned(),
+                                false => {
+                                    let mut h = [0u8; 16];
+                                    h[..2 * n].copy_from_slice(&m.src[from..from + 2 * n]);
+                                    h
+                                }
                             }
+                        };
+                        let h = match jumps[q] {
+                            (at, _) if i + k <= at => load(i, k),
+                            (at, skip) if i >= at => load(i + skip, k),
+                            (at, skip) => joined(load(i, at - i), load(i + skip, k), at - i),
                         };
                         mapped[q] = widen_map::<MAPPED>(h, maps[q], &mut seen);
                     }
@@ -431,7 +511,9 @@ mod tests {
                     if zero[k] {
                         return 0.0;
                     }
-                    let at = 2 * (r * m.stride + i);
+                    // Past its jump, value `i` lies `skip` values further on.
+                    let past = m.jump.filter(|j| i >= j.at).map_or(0, |j| j.skip);
+                    let at = 2 * (r * m.stride + i + past);
                     let x = f16::from_bits(u16::from_le_bytes([m.src[at], m.src[at + 1]])).to_f32();
                     m.maps.get(r).copied().unwrap_or(RowMap::Keep).apply(x).0
                 };
@@ -452,7 +534,7 @@ mod tests {
     #[test]
     fn one_pass_equals_widening_mapping_then_mixing() {
         let (rows, block, stride) = (4usize, 40usize, 45usize);
-        let values: Vec<f32> = (0..rows * block)
+        let values: Vec<f32> = (0..rows * block + 16)
             .map(|k| ((k * 53) % 97) as f32 * 0.41 - 20.0 + if k % 13 == 0 { -0.0 } else { 0.0 })
             .collect();
         let mut signed = values.clone();
@@ -487,10 +569,22 @@ mod tests {
                 [[false, false], [true, false], [false, true]].map(|p| (l, o, w, p, sl))
             })
             .collect();
-        // Both members mapped (every kind of map), or neither (stored as widened).
-        for (map_sets, (len, offset, w, padded, slack)) in [[&maps[..], &turned[..]], unmapped]
+        let jump = |at, skip| Some(Jump { at, skip });
+        // What a run of `len` reaches past its values: its jump's skip, if within it.
+        let jumped = |j: Option<Jump>, len: usize| j.filter(|j| j.at < len).map_or(0, |j| j.skip);
+        let jump_sets = [
+            [None, None],
+            [jump(3, 7), None],
+            [None, jump(9, 5)],
+            [jump(1, 11), jump(17, 3)],
+        ];
+        // Both members mapped (every kind of map), or neither (stored as widened); each
+        // member's runs jumping on at a value within a step of eight, within a run's last
+        // values, beyond the run, or not at all.
+        for (jumps, map_sets, (len, offset, w, padded, slack)) in jump_sets
             .into_iter()
-            .flat_map(|m| cases.iter().map(move |&c| (m, c)))
+            .flat_map(|j| [[&maps[..], &turned[..]], unmapped].map(move |m| (j, m)))
+            .flat_map(|(j, m)| cases.iter().map(move |&c| (j, m, c)))
         {
             let runs = MixRuns {
                 rows,
@@ -505,18 +599,20 @@ mod tests {
                     maps: &[],
                     weight: w[k],
                     keep: &[],
+                    jump: None,
                 },
                 false => Member {
-                    src: &srcs[k][..2 * ((rows - 1) * block + len)],
+                    src: &srcs[k][..2 * ((rows - 1) * block + len + jumped(jumps[k], len))],
                     stride: block,
                     maps: map_sets[k],
                     weight: w[k],
                     keep: &[],
+                    jump: jumps[k],
                 },
             });
             let mapped = !map_sets[0].is_empty();
             let case = format!(
-                "len {len}, offset {offset}, weights {w:?}, padded {padded:?}, slack {slack}, mapped {mapped}"
+                "len {len}, offset {offset}, weights {w:?}, padded {padded:?}, slack {slack}, mapped {mapped}, jumps {jumps:?}"
             );
             let mut want = apart(members, padded, runs);
             let n = want[0].len() + slack;
@@ -597,6 +693,7 @@ mod tests {
                     maps: &[],
                     weight: weights[k],
                     keep: &[],
+                    jump: None,
                 },
                 false => Member {
                     src: &stores[k][..2 * ((rows - 1) * block + len)],
@@ -604,6 +701,7 @@ mod tests {
                     maps: &maps,
                     weight: weights[k],
                     keep: &[],
+                    jump: None,
                 },
             });
             let n = (rows - 1) * stride + len + slack;
@@ -678,6 +776,7 @@ mod tests {
                     maps: &[],
                     weight: 0.5,
                     keep: &[],
+                    jump: None,
                 }
             }
             // An infinity, and NaNs of either sign, in the body and in the tail.
@@ -761,6 +860,7 @@ mod tests {
                 maps: &[],
                 weight: [0.3, 0.75, 0.5][k],
                 keep: if keep { &keeps[k] } else { &[] },
+                jump: None,
             };
             let mut plain: [Vec<f32>; N] = std::array::from_fn(|_| vec![f32::MIN; n]);
             group_mixed_portable(
@@ -816,6 +916,7 @@ mod tests {
             maps: &[],
             weight: 0.5,
             keep: &[],
+            jump: None,
         };
         group_mixed_into([m, m], [&mut [0f32; 16], &mut [0f32; 16]], runs);
     }

@@ -268,6 +268,7 @@ impl<'a> Reader<'a> {
                 maps: &group[k].maps[r0..r1],
                 weight: group[k].weight,
                 keep: group[k].keep,
+                jump: None,
             });
             let dst = out.each_mut().map(|o| &mut o[r0 * width..]);
             let runs = MixRuns {

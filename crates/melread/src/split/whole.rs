@@ -15,7 +15,7 @@ use super::reader::Reader;
 use crate::convert::{self, Affine, OutSlice};
 use crate::limits::bad;
 use crate::widen::{self, Finite, RowMap, Runs};
-use crate::widen_mixed::{Member, MixRuns, group_mixed_into};
+use crate::widen_mixed::{Jump, Member, MixRuns, group_mixed_into};
 
 /// Where each whole clip of a split lies: its rows and its frames.
 #[derive(Debug, Clone, PartialEq)]
@@ -426,17 +426,36 @@ impl Reader<'_> {
                 maps: &[],
                 weight: p.weight,
                 keep: keep(&p),
+                jump: None,
             });
+            // The run ends where the first member still in its clip ends its block (or
+            // any member its clip); another member's block may end within it, where its
+            // values jump to its next block's rows (`Jump`): crops start at any frame, and
+            // runs cut at every member's block ends were half as long.
+            let mut led = false;
+            for p in group.iter().filter(|p| c < p.real) {
+                end = end.min(p.real);
+                if !led {
+                    end = end.min(c + f - (p.at + c) % f);
+                    led = true;
+                }
+            }
             for ((p, member), bytes) in group.iter().zip(&mut members).zip(clips) {
                 if c < p.real {
                     let (k, lo) = ((p.at + c) / f, (p.at + c) % f);
-                    end = end.min(c + f - lo).min(p.real);
+                    let at = f - lo;
                     *member = Member {
                         src: &bytes[k * row_len + 2 * lo..],
                         stride: f,
                         maps: p.maps,
                         weight: p.weight,
                         keep: keep(p),
+                        // Row `r` of the next block is `(m − 1)·f` values after row `r` of
+                        // this one ends.
+                        jump: (at < end - c).then_some(Jump {
+                            at,
+                            skip: (m - 1) * f,
+                        }),
                     };
                 }
             }
