@@ -365,9 +365,33 @@ impl<'a> Augmenter<'a> {
     /// longer of its own and its partner's, then its masks are drawn on them.
     pub(crate) fn group_done(&self, group: &[usize], values: &mut [f32], lengths: &mut [usize]) {
         let per = self.layout.per_item();
+        let mut starts = [0usize; 3];
+        for (s, &i) in starts.iter_mut().zip(group) {
+            *s = i * per;
+        }
+        self.group_done_at(group, &starts, None, values, lengths);
+    }
+
+    /// [`group_done`](Self::group_done) for a group whose `k`-th member starts at
+    /// `starts[k]` in `values`; with `freq_rows` (each member's frequency masks' rows from
+    /// [`time_keep`](Self::time_keep): its time masks were applied as it was read), only
+    /// those rows are zeroed.
+    pub(crate) fn group_done_at(
+        &self,
+        group: &[usize],
+        starts: &[usize],
+        freq_rows: Option<&[Vec<(usize, usize)>; 3]>,
+        values: &mut [f32],
+        lengths: &mut [usize],
+    ) {
+        let per = self.layout.per_item();
         self.mixed_lengths(group, lengths);
-        for &i in group {
-            self.mask_item(i, lengths[i], &mut values[i * per..(i + 1) * per]);
+        for (k, (&i, &s)) in group.iter().zip(starts).enumerate() {
+            let item = &mut values[s..s + per];
+            match freq_rows {
+                Some(rows) => self.zero_freq(&rows[k], lengths[i], item),
+                None => self.mask_item(i, lengths[i], item),
+            }
         }
     }
 

@@ -1525,8 +1525,8 @@ fn fill(
     Ok(f)
 }
 
-/// Each member's masks in a group of fixed-length items read together (mixed, or masked
-/// and read two at a time), drawn before it is read ([`Augmenter::time_keep`]): its time
+/// Each member's masks in a group read together (fixed-length items mixed, or masked and
+/// read two at a time; whole clips mixed), drawn before it is read ([`Augmenter::time_keep`]): its time
 /// masks' keep bits, its frequency masks' rows. Kept from group to group.
 #[derive(Default)]
 struct GroupMasks {
@@ -1714,45 +1714,23 @@ fn fill_whole(
         }
         .max(1);
         let starts: Vec<usize> = group.iter().map(|&j| j * per).collect();
-        let mut masked = false;
         for c0 in (0..width).step_by(step) {
             let cols = (c0, (c0 + step).min(width), width);
             let scratch = (&mut maps, &mut masks);
-            masked = fill_group_step(reader, &f, (group, &starts), v, cols, how, scratch)?;
+            fill_group_step(reader, &f, (group, &starts), v, cols, how, scratch)?;
         }
         if let Some(a) = aug {
-            group_masks(
-                a,
-                (group, &starts, per),
-                (masked, &masks),
-                v,
-                &mut f.lengths,
-            );
+            let rows = time_masks_as_read(reader, a, group).then_some(&masks.rows);
+            a.group_done_at(group, &starts, rows, v, &mut f.lengths);
         }
     }
     Ok(f)
 }
 
-/// The masks of `group`'s items (member `k` at `starts[k]` in `values`, `per` values
-/// each), once they are filled and mixed: their real frames become their mixtures'
-/// ([`Augmenter::mixed_lengths`]), then their frequency masks' rows zeroed if their time
-/// masks were applied as they were read (`masked`: both drawn into `masks`), else every
-/// mask drawn and applied.
-fn group_masks(
-    a: &Augmenter<'_>,
-    (group, starts, per): (&[usize], &[usize], usize),
-    (masked, masks): (bool, &GroupMasks),
-    values: &mut [f32],
-    lengths: &mut [usize],
-) {
-    a.mixed_lengths(group, lengths);
-    for (k, (&j, &s)) in group.iter().zip(starts).enumerate() {
-        let item = &mut values[s..s + per];
-        match masked {
-            true => a.zero_freq(&masks.rows[k], lengths[j], item),
-            false => a.mask_item(j, lengths[j], item),
-        }
-    }
+/// Whether `group`'s time masks are applied as it is read ([`fill_mixed`], with its
+/// frequency masks' rows drawn for after): a group [`reads_mixed`], masked.
+fn time_masks_as_read(reader: &crate::Reader<'_>, a: &Augmenter<'_>, group: &[usize]) -> bool {
+    a.masks() && reads_mixed(reader, Some(a), group)
 }
 
 /// Whether `group` is a pair or a three-cycle that mixup mixes and `reader` reads in one
@@ -1764,8 +1742,7 @@ fn reads_mixed(reader: &crate::Reader<'_>, aug: Option<&Augmenter<'_>>, group: &
 /// Fills frames `c0..c1` of each member of `group` (member `k`'s rows of `width` from
 /// `starts[k]` in `values`): read, normalised and given its gain as it is widened (by
 /// `maps`, set per member), the padding zeroed, then mixed; a group [`reads_mixed`] takes
-/// all in one pass, its time masks too (drawn into `masks`). Whether the time masks were
-/// applied so ([`group_masks`] after).
+/// all in one pass, its time masks too (drawn into `masks`: [`time_masks_as_read`]).
 #[allow(clippy::type_complexity)]
 fn fill_group_step(
     reader: &mut crate::Reader<'_>,
@@ -1775,7 +1752,7 @@ fn fill_group_step(
     (c0, c1, width): (usize, usize, usize),
     (norm, aug): (Option<&Affine>, Option<&Augmenter<'_>>),
     (maps, masks): (&mut [Vec<RowMap>; 3], &mut GroupMasks),
-) -> Result<bool> {
+) -> Result<()> {
     let split = reader.split();
     let n_mels = split.n_mels();
     let per = n_mels * width;
@@ -1788,7 +1765,7 @@ fn fill_group_step(
             }
             _ => unreachable!("mixup's groups are pairs and one three-cycle"),
         };
-        return Ok(a.masks());
+        return Ok(());
     }
     let maps = &mut maps[0];
     for (&j, &start) in group.iter().zip(starts) {
@@ -1807,7 +1784,7 @@ fn fill_group_step(
     if let Some(a) = aug {
         a.mix_group_at(group, values, starts, c0..c1);
     }
-    Ok(false)
+    Ok(())
 }
 
 /// [`fill_group_step`] for a group [`reads_mixed`]: items `group` (at `starts` in
@@ -1899,10 +1876,10 @@ fn fill_streamed(
         let at = (*group, &starts[..group.len()]);
         let cols = (0, width, width);
         let scratch = (&mut maps, &mut masks);
-        let masked = fill_group_step(reader, f, at, items, cols, (norm, aug), scratch)?;
+        fill_group_step(reader, f, at, items, cols, (norm, aug), scratch)?;
         if let Some(a) = aug {
-            let masks = (masked, &masks);
-            group_masks(a, (group, at.1, per), masks, items, &mut f.lengths);
+            let rows = time_masks_as_read(reader, a, group).then_some(&masks.rows);
+            a.group_done_at(group, at.1, rows, items, &mut f.lengths);
         }
         for (&j, item) in group.iter().zip(items.chunks_exact_mut(per)) {
             widen::stream_copy(item, &mut batch[j * per..(j + 1) * per]);

@@ -355,8 +355,9 @@ impl Reader<'_> {
     /// frame `at` (zeros after), into `out` (each item's rows of `width` values, from its
     /// frame `c0`): the members' runs widened, mapped by their `maps`, mixed and
     /// time-masked by their `keep` bits in one pass ([`group_mixed_into`]: each with the
-    /// next), the same bits as reading each, then mixing, then zeroing the masked frames. The members are judged in order, each as reading it alone would be: an
-    /// error if one of its stored values is not finite, else the member's place if one of
+    /// next), the same bits as reading each, then mixing, then zeroing the masked frames.
+    /// The members are judged in order, each as reading it alone would be: an error if one
+    /// of its stored values is not finite, else the member's place if one of
     /// its normalised values is not (`Some(k)`: the caller's error), else the next member.
     /// An error too if the split is not one [`Reader::reads_groups`].
     pub(crate) fn read_whole_group<'m, const N: usize>(
@@ -432,13 +433,13 @@ impl Reader<'_> {
             // any member its clip); another member's block may end within it, where its
             // values jump to its next block's rows (`Jump`): crops start at any frame, and
             // runs cut at every member's block ends were half as long.
-            let mut led = false;
+            let lead = group
+                .iter()
+                .find(|p| c < p.real)
+                .expect("a member not in padding");
+            end = end.min(c + f - (lead.at + c) % f);
             for p in group.iter().filter(|p| c < p.real) {
                 end = end.min(p.real);
-                if !led {
-                    end = end.min(c + f - (p.at + c) % f);
-                    led = true;
-                }
             }
             for ((p, member), bytes) in group.iter().zip(&mut members).zip(clips) {
                 if c < p.real {
