@@ -83,6 +83,13 @@ fn maps(gain: f32) -> Vec<RowMap> {
         .collect()
 }
 
+/// Clip `c`'s stored rows from its block `k` to its end, as the loader reads a clip (the
+/// kernels' prefetches reach on into the next block).
+fn rest(s: &Store, c: usize, k: usize) -> &'static [u8] {
+    let end = s.at[c] + s.frames[c].div_ceil(B) * M * B * 2;
+    &s.bytes[s.at[c] + k * M * B * 2..end]
+}
+
 /// Frames `c0..c1` of clip `c` into its item `dst` (rows of `width`), padding zero.
 fn widen(
     s: &Store,
@@ -97,7 +104,7 @@ fn widen(
     while f < c1.min(real) {
         let (k, lo) = (f / B, f % B);
         let len = (B - lo).min(c1.min(real) - f);
-        let blk = &s.bytes[s.at[c] + k * M * B * 2..][..M * B * 2];
+        let blk = rest(s, c, k);
         let runs = Runs {
             rows: M,
             len,
@@ -180,8 +187,8 @@ fn batch_fused(s: &Store, (ids, width): (&[usize], usize), out: &mut [f32], m: &
         while f < common {
             let k = f / B;
             let len = B.min(common - f);
-            let xs = &s.bytes[s.at[a] + k * M * B * 2..][..M * B * 2];
-            let ys = &s.bytes[s.at[b] + k * M * B * 2..][..M * B * 2];
+            let xs = rest(s, a, k);
+            let ys = rest(s, b, k);
             use melread::widen_mixed::{Member, MixRuns, group_mixed_into};
             let mem = |src| Member {
                 src,

@@ -301,6 +301,29 @@ pub(crate) fn has_avx() -> bool {
     std::arch::is_x86_feature_detected!("avx")
 }
 
+/// How far ahead of the run being read (in stored bytes, in each source) the kernels ask
+/// for their sources' lines. The hardware prefetcher follows
+/// one item's stored values well but two or three read at once badly: a pair widened and
+/// mixed in one pass cost 21–24% more a value than its members widened one after the
+/// other, 1–7% with this; widening one item gains 3–5% (`examples/mix_bench.rs`; journal,
+/// 2026-11-30).
+pub(crate) const PREFETCH_BYTES: usize = 2048;
+
+/// Asks for the cache line holding byte `at + ahead` of `src` where it lies within
+/// `src`: a hint that never faults (a page not mapped yet, or beyond a file truncated
+/// since, is skipped by the CPU) and reads nothing.
+#[inline(always)]
+pub(crate) fn prefetch(src: &[u8], at: usize, ahead: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(byte) = src.get(at + ahead) {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: SSE is part of x86_64; a prefetch reads no memory (it only hints the
+        // line into the caches, and is dropped where the address would fault), and the
+        // address is of a byte within `src` anyway.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(byte).cast()) }
+    }
+}
+
 /// Whether this CPU runs the F16C kernel (AVX and F16C).
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn has_f16c() -> bool {
@@ -337,6 +360,7 @@ mod x86 {
         let mut scalar_fine = true;
         for r in 0..runs.rows {
             let (s, d) = (r * runs.src_stride, r * runs.dst_stride);
+            super::prefetch(src, 2 * s, super::PREFETCH_BYTES);
             let src = &src[2 * s..2 * (s + runs.len)];
             let dst = &mut dst[d..d + runs.len];
             let m = map(r);

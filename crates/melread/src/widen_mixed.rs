@@ -259,6 +259,7 @@ mod x86 {
     };
 
     use super::{Member, MixRuns};
+    use crate::widen::PREFETCH_BYTES as AHEAD;
 
     /// Lanes `0..k` all ones, the rest zero, for `k` in `0..=8`: `LANES[8 - k..16 - k]`.
     const LANES: [u32; 16] = [
@@ -292,17 +293,34 @@ mod x86 {
     /// what [`RowMap::Keep`](crate::widen::RowMap::Keep) maps them to); `y − y` of the
     /// normalised values ORed into `seen` (zero for a finite value, a NaN for an infinity
     /// or a NaN, stored or normalised: one subtraction, no constant held in a register).
+    /// With `JUDGE` only: judging the mixtures instead ([`judged`]) takes half the work.
     #[target_feature(enable = "avx,f16c")]
     #[inline]
-    fn widen_map<const MAPPED: bool>(h: [u8; 16], m: Affine, seen: &mut __m256) -> __m256 {
+    fn widen_map<const MAPPED: bool, const JUDGE: bool>(
+        h: [u8; 16],
+        m: Affine,
+        seen: &mut __m256,
+    ) -> __m256 {
         let x = _mm256_cvtph_ps(bytemuck::cast(h));
         if !MAPPED {
-            *seen = _mm256_or_ps(*seen, _mm256_sub_ps(x, x));
+            if JUDGE {
+                *seen = judged(*seen, x);
+            }
             return x;
         }
         let y = _mm256_mul_ps(_mm256_sub_ps(x, m.shift), m.scale);
-        *seen = _mm256_or_ps(*seen, _mm256_sub_ps(y, y));
+        if JUDGE {
+            *seen = judged(*seen, y);
+        }
         _mm256_add_ps(y, m.add)
+    }
+
+    /// `seen` with `y − y` ORed in: unchanged where every lane of `y` is finite, a NaN
+    /// lane where one is not.
+    #[target_feature(enable = "avx")]
+    #[inline]
+    fn judged(seen: __m256, y: __m256) -> __m256 {
+        _mm256_or_ps(seen, _mm256_sub_ps(y, y))
     }
 
     /// Eight stored values, the first `n` (`1..=7`) of `a` and the rest of `b`'s.
@@ -337,9 +355,11 @@ mod x86 {
     /// member's mixture ANDed with its keep bits before it is stored (a masked value is
     /// `+0`, after it was judged); with `ALONE` (only then), a member of weight 1 (or
     /// alone) stored as mapped; without `MAPPED` (no member has maps), each value kept as
-    /// widened. Returns whether every value (and every lane past a
-    /// tail) was finite as stored and normalised; the verdicts per member are left to the
-    /// caller, which needs them only where this says no.
+    /// widened; each member's source asked for [`PREFETCH_BYTES`](AHEAD) ahead of the run.
+    /// Returns whether every value (and every lane past a tail) was finite as stored and
+    /// normalised (judged on the mixtures without `ALONE`, so it may say no where a
+    /// mixture overflows); the verdicts per member are left to the caller, which needs
+    /// them only where this says no.
     ///
     /// # Safety
     /// Every run of the sources and outputs (and its slack) lies within them
@@ -376,6 +396,19 @@ mod x86 {
                 _mm256_mul_ps(c[q], mapped[(q + 1) % N]),
             )
         };
+        // Member `q`'s mixture, judged here where the members' values were not (without
+        // `ALONE`): every mixture weighs two members' values by finite weights, so it is
+        // not finite where either is (`0·∞` is a NaN), and the even members' mixtures
+        // (`q` with `q + 1`, a three-cycle's last with the first) take in every member:
+        // half the judging. A mixture that overflows from finite values is a false
+        // alarm, which the caller's pass value by value settles.
+        let mixed = |mapped: &[__m256; N], q: usize, seen: &mut __m256| {
+            let a = mixture(mapped, q);
+            if !ALONE && q.is_multiple_of(2) {
+                *seen = judged(*seen, a);
+            }
+            a
+        };
         let keeps = members.map(|m| m.keep.as_ptr());
         // Member `q`'s eight values from column `i` as stored: masked columns zeroed.
         let kept = |a: __m256, q: usize, i: usize| match KEEP {
@@ -402,6 +435,9 @@ mod x86 {
                     add: set(add),
                 }
             });
+            for m in &members {
+                crate::widen::prefetch(m.src, 2 * r * m.stride, AHEAD);
+            }
             let srcs = members.map(|m| m.src.as_ptr().wrapping_add(2 * r * m.stride));
             let at = r * runs.dst_stride;
             let outs = dst.each_mut().map(|d| d.as_mut_ptr().wrapping_add(at));
@@ -424,10 +460,10 @@ mod x86 {
                             (at, skip) if i >= at => load(i + skip),
                             (at, skip) => joined(load(i), load(i + skip), at - i),
                         };
-                        mapped[q] = widen_map::<MAPPED>(h, maps[q], &mut seen);
+                        mapped[q] = widen_map::<MAPPED, ALONE>(h, maps[q], &mut seen);
                     }
                     for (q, out) in outs.iter().enumerate() {
-                        _mm256_storeu_ps(out.add(i), kept(mixture(&mapped, q), q, i));
+                        _mm256_storeu_ps(out.add(i), kept(mixed(&mapped, q, &mut seen), q, i));
                     }
                     i += 8;
                 }
@@ -458,10 +494,10 @@ mod x86 {
                             (at, skip) if i >= at => load(i + skip, k),
                             (at, skip) => joined(load(i, at - i), load(i + skip, k), at - i),
                         };
-                        mapped[q] = widen_map::<MAPPED>(h, maps[q], &mut seen);
+                        mapped[q] = widen_map::<MAPPED, ALONE>(h, maps[q], &mut seen);
                     }
                     for (q, out) in outs.iter().enumerate() {
-                        let a = kept(mixture(&mapped, q), q, i);
+                        let a = kept(mixed(&mapped, q, &mut seen), q, i);
                         match 8 - k <= runs.slack {
                             true => _mm256_storeu_ps(out.add(i), a),
                             false => _mm256_maskstore_ps(out.add(i), first_k, a),

@@ -289,13 +289,20 @@ impl Reader<'_> {
         }
         let (dtype, size) = (split.dtype(), split.dtype().size());
         let first = index.rows(clip).start;
+        // A mapped clip's rows as one slice: a block found by arithmetic, and the kernel's
+        // prefetches reaching on into the next block (`widen::PREFETCH_BYTES`).
+        let rows = self.mapped_rows(index.rows(clip))?;
+        let row_len = m * f * size;
         let mut halves = Vec::new();
         let mut finite = Finite::default();
         let mut frame = at;
         while frame < at + n {
             let (k, lo) = (frame / f, frame % f);
             let len = (f - lo).min(at + n - frame);
-            let bytes = self.row_bytes(first + k)?;
+            let bytes = match rows {
+                Some(rows) => &rows[k * row_len..],
+                None => self.row_bytes(first + k)?,
+            };
             let dst = &mut out[frame - at..];
             let runs = Runs {
                 rows: m,
