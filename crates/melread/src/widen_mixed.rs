@@ -860,6 +860,88 @@ mod tests {
         }
     }
 
+    /// The kernel judges mixtures, not members, where no member is left unmixed: whatever
+    /// the weights (`0`, where `0·∞` must still be seen; just under `1`, where the partner
+    /// weighs `2⁻²⁴`), an infinity or a NaN in any member of a pair or a three-cycle, and
+    /// a normalised value that overflows, are still that member's verdict and no other's.
+    #[test]
+    fn a_value_not_finite_is_seen_through_any_mixture() {
+        let len = 19; // two eight-value steps and a tail of three
+        let fine = stored(&vec![2.0; len]);
+        let huge = [RowMap::Normalise {
+            shift: 1.0,
+            scale: 1e35,
+            add: 0.0,
+        }];
+        /// A member of one run of `src`.
+        fn member<'a>(src: &'a [u8], weight: f32, maps: &'a [RowMap]) -> Member<'a> {
+            Member {
+                src,
+                stride: src.len() / 2,
+                maps,
+                weight,
+                keep: &[],
+                jump: None,
+            }
+        }
+        /// One run of `len` of each member mixed by the kernel: each member's verdict.
+        fn run<const N: usize>(m: [Member<'_>; N], len: usize) -> [Finite; N] {
+            let mut out = [(); N].map(|_| vec![0f32; len]);
+            let runs = MixRuns {
+                rows: 1,
+                len,
+                dst_stride: len,
+                slack: 0,
+            };
+            group_mixed_into(m, out.each_mut().map(|o| &mut o[..]), runs)
+        }
+        let weights = [0.0f32, 0.5, 1.0 - f32::EPSILON / 2.0, 0.25];
+        for (at, pattern) in [4usize, 17]
+            .into_iter()
+            .flat_map(|a| [0x7c00u16, 0xfc00, 0x7e01].map(|p| (a, p)))
+        {
+            let mut bad = vec![f16::from_f32(2.0).to_bits(); len];
+            bad[at] = pattern;
+            let bad = bytes(&bad);
+            let mut big = vec![f16::from_f32(1.0).to_bits(); len];
+            big[at] = f16::from_f32(-60000.0).to_bits();
+            let big = bytes(&big);
+            for (w, v) in weights.iter().flat_map(|&w| weights.map(|v| (w, v))) {
+                let case = format!("at {at}, {pattern:#06x}, weights {w} {v}");
+                for k in 0..2 {
+                    let mut m = [member(&fine, w, &[]), member(&fine, v, &[])];
+                    m[k].src = &bad;
+                    let got = run(m, len);
+                    assert!(
+                        got.iter().enumerate().all(|(q, g)| g.stored == (q != k)),
+                        "pair, member {k} stored bad, {case}: {got:?}"
+                    );
+                    m[k] = member(&big, m[k].weight, &huge);
+                    let got = run(m, len);
+                    assert!(
+                        got.iter()
+                            .enumerate()
+                            .all(|(q, g)| g.stored && g.normalised == (q != k)),
+                        "pair, member {k} normalised bad, {case}: {got:?}"
+                    );
+                }
+                for k in 0..3 {
+                    let mut m = [
+                        member(&fine, w, &[]),
+                        member(&fine, v, &[]),
+                        member(&fine, 0.75, &[]),
+                    ];
+                    m[k].src = &bad;
+                    let got = run(m, len);
+                    assert!(
+                        got.iter().enumerate().all(|(q, g)| g.stored == (q != k)),
+                        "three-cycle, member {k} stored bad, {case}: {got:?}"
+                    );
+                }
+            }
+        }
+    }
+
     /// Keep bits zero their columns in every run of each member (`+0`, whatever the
     /// mixture: a NaN too), in the kernel (its body and tail, stored whole into the slack
     /// or through the mask) and the portable loop alike; every other value is the

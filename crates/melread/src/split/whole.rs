@@ -289,10 +289,13 @@ impl Reader<'_> {
         }
         let (dtype, size) = (split.dtype(), split.dtype().size());
         let first = index.rows(clip).start;
-        // A mapped clip's rows as one slice: a block found by arithmetic, and the kernel's
-        // prefetches reaching on into the next block (`widen::PREFETCH_BYTES`).
-        let rows = self.mapped_rows(index.rows(clip))?;
+        // A mapped clip's rows as one slice up to the last block read: a block found by
+        // arithmetic, and the kernel's prefetches reaching on into the next block read
+        // (`widen::PREFETCH_BYTES`), never past the frames asked for.
         let row_len = m * f * size;
+        let rows = self
+            .mapped_rows(index.rows(clip))?
+            .map(|rows| &rows[..(at + n).div_ceil(f) * row_len]);
         let mut halves = Vec::new();
         let mut finite = Finite::default();
         let mut frame = at;
@@ -406,13 +409,15 @@ impl Reader<'_> {
         // Each member's rows, one slice: a run's source is found by arithmetic, and its
         // last 1–7 values are loaded as they lie (the next row's values after them) rather
         // than copied through a buffer at the end of each row (2% of a mixed crop epoch).
+        // Each up to its last block read: the kernel's prefetches go no further.
+        let row_len = 2 * m * f;
         let mut clips = [&[][..]; N];
         for (bytes, p) in clips.iter_mut().zip(&group) {
-            *bytes = self
+            let rows = self
                 .mapped_rows(index.rows(p.clip))?
                 .expect("reads_groups: a mapped split");
+            *bytes = &rows[..(p.at + p.real).div_ceil(f) * row_len];
         }
-        let row_len = 2 * m * f;
         let mut found = [Finite::default(); N];
         let mut c = c0;
         while c < c1 {
