@@ -4,10 +4,12 @@ interpreter (each is read in a child interpreter, so a crash fails the test inst
 ending the run)."""
 
 import json
+import os
 import random
 import shutil
 import subprocess
 import sys
+import time
 
 import h5py
 import numpy as np
@@ -141,6 +143,35 @@ def test_a_split_truncated_while_mapped_raises_instead_of_a_bus_error(outputs, t
     assert len(lines) == 3, r.stdout
     for line in lines:
         assert "refused:" in line and "changed while it was read" in line, r.stdout
+
+
+@pytest.mark.parametrize("name", ["training.h5", "training.npy.d"])
+@pytest.mark.parametrize("change", ["cut by 100 bytes", "written over in place"])
+def test_a_mapped_split_changed_without_a_fault_is_refused(outputs, tmp_path, name, change):
+    """Cut within its last page (no fault: the cut bytes read as zeros) or written over in
+    place (new bytes under the map), a mapped split read on with no word."""
+    source = outputs["f32"] / "training.h5" if name.endswith(".h5") else outputs["npy"] / name
+    path = tmp_path / name
+    (shutil.copytree if source.is_dir() else shutil.copy)(source, path)
+    target = path / "mel.npy" if source.is_dir() else path
+    split = melctl.open(path)
+    assert len(split) >= 6
+    batches = iter(melctl.Loader(split, 1, shuffle=False, prefetch=1))
+    next(batches)
+    split[0]
+    time.sleep(0.03)  # past the file system clock's tick
+    if change == "cut by 100 bytes":
+        os.truncate(target, os.path.getsize(target) - 100)
+    else:
+        with open(target, "r+b") as f:
+            same = f.read()
+            f.seek(0)
+            f.write(same)  # the same bytes: only the time of modification tells
+    with pytest.raises(melctl.DatasetError, match="changed while it was read"):
+        split[len(split) - 1]
+    with pytest.raises(melctl.DatasetError, match="changed while it was read"):
+        for _ in batches:
+            pass
 
 
 def test_a_truncated_npy_split_is_refused(outputs, tmp_path):

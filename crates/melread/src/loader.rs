@@ -1295,6 +1295,8 @@ fn worker(shared: &Shared) {
     let loader = &shared.loader;
     let split = &*loader.split;
     let mut reader = split.reader();
+    // The mapped file is looked at once a batch, after its reads (`check_file` below).
+    reader.check_file_per_batch();
     let mut ids = Vec::with_capacity(loader.batch_items());
     let values = loader.buffer_values();
     let half = loader.opts.output == Output::Stored && split.dtype() != Dtype::F32;
@@ -1370,6 +1372,10 @@ fn worker(shared: &Shared) {
                 aug.as_ref(),
             ),
         });
+        // A batch is handed out only if the file was as it was mapped after every read of
+        // it: a truncation within the map's last page, or an overwrite in place, faults
+        // nothing (the values read would be zeros, or another file's).
+        let filled = filled.and_then(|f| reader.check_file().map(|()| f));
         let mixed = aug.and_then(Augmenter::mixed);
         let result = filled.map(|f| {
             let Filled {

@@ -407,22 +407,29 @@ fn a_split_truncated_while_mapped_is_one_line_and_an_exit_code_not_a_bus_error()
     const CHILD: &str = "MELREAD_TEST_SIGBUS_SPLIT";
     if let Some(path) = std::env::var_os(CHILD) {
         melread::sigbus::exit_on_sigbus(melread::sigbus::DEFAULT_MESSAGE, 74);
-        let split = Split::open(&path).unwrap();
+        let split = std::sync::Arc::new(Split::open(&path).unwrap());
         assert!(
             matches!(split.access(), melread::Access::Map),
             "{:?}",
             split.access()
         );
+        let opts = melread::LoaderOptions {
+            batch_size: 4,
+            ..Default::default()
+        };
+        let loader = melread::Loader::new(split, opts).unwrap();
         std::fs::OpenOptions::new()
             .write(true)
             .open(&path)
             .unwrap()
             .set_len(4096)
             .unwrap();
-        for c in 0..split.clips() {
-            let _ = split.clip(c);
+        // The loader looks at the file once a batch, after reading it: its first read past
+        // the new end faults.
+        for b in loader.epoch(0) {
+            let _ = b;
         }
-        panic!("every clip read after the truncation");
+        panic!("every batch read after the truncation");
     }
     let t = tempfile::tempdir().unwrap();
     let out = build_leak(&t.path().join("o"), Dtype::F32, &[("training", 20)]);
@@ -651,4 +658,68 @@ fn metadata_a_file_claims_is_checked_before_it_is_believed() {
         &d.join("meta_no_columns.h5"),
         &["without the `meta_columns` attribute"],
     );
+}
+
+/// A mapped split changed without a fault: truncated within the map's last page (the cut
+/// bytes read as zeros) or cut anywhere after `mel`, or overwritten in place (new bytes
+/// under the map). Read on, it gave zeros or the new file's values with no word (found by an
+/// attack, 2026-11-30); now the loader's next batch, and a clip read through the split,
+/// are the one-line "changed while it was read", and what was read before stands.
+#[test]
+fn a_mapped_split_changed_without_a_fault_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let out = build_leak(&t.path().join("o"), Dtype::F16, &[("training", 24)]);
+    let path = out.join("training.h5");
+    let pristine = std::fs::read(&path).unwrap();
+    /// A way of changing the file at a path, and its name.
+    type Change<'a> = (&'a str, &'a dyn Fn(&Path));
+    let changes: [Change<'_>; 3] = [
+        ("cut by 100 bytes", &|p| {
+            let f = std::fs::OpenOptions::new().write(true).open(p).unwrap();
+            f.set_len(pristine.len() as u64 - 100).unwrap();
+        }),
+        ("the same bytes written over it", &|p| {
+            std::fs::write(p, &pristine).unwrap();
+        }),
+        ("one byte changed in place", &|p| {
+            use std::os::unix::fs::FileExt;
+            let f = std::fs::OpenOptions::new().write(true).open(p).unwrap();
+            f.write_all_at(
+                &[pristine[pristine.len() / 2] ^ 1],
+                pristine.len() as u64 / 2,
+            )
+            .unwrap();
+        }),
+    ];
+    for (what, change) in changes {
+        std::fs::write(&path, &pristine).unwrap();
+        let split = std::sync::Arc::new(Split::open(&path).unwrap());
+        assert!(matches!(split.access(), melread::Access::Map), "{what}");
+        let opts = melread::LoaderOptions {
+            batch_size: 4,
+            workers: 1,
+            prefetch: 1,
+            ..Default::default()
+        };
+        let loader = melread::Loader::new(split.clone(), opts).unwrap();
+        let mut batches = loader.epoch(0);
+        assert!(batches.next().unwrap().is_ok(), "{what}: the first batch");
+        assert!(split.clip(0).is_ok(), "{what}: a clip before the change");
+        // Past the file system clock's tick, so that the change moves the time of
+        // modification.
+        std::thread::sleep(Duration::from_millis(30));
+        change(&path);
+        let refused = |e: String| e.contains("changed while it was read") && !e.contains('\n');
+        let e = split.clip(1).unwrap_err().to_string();
+        assert!(refused(e.clone()), "{what}: a clip: {e}");
+        // Batches filled ahead of the change may come first (prefetch).
+        let errors: Vec<String> = batches
+            .filter_map(|b| b.err())
+            .map(|e| e.to_string())
+            .collect();
+        assert!(
+            errors.first().is_some_and(|e| refused(e.clone())),
+            "{what}: the loader: {errors:?}"
+        );
+    }
 }

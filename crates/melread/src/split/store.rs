@@ -14,11 +14,13 @@ use crate::limits::bad;
 
 /// Where `mel`'s bytes are, chosen at open ([`Access`] names it).
 pub(super) enum Store {
-    /// `map[start..]` holds the data; `guard` records a fault in it (a truncated file).
+    /// `map[start..]` holds the data; `guard` records a fault in it (a truncated file),
+    /// `file` what the file was when it was mapped.
     Map {
         map: memmap2::Mmap,
         start: usize,
         guard: crate::sigbus::MapGuard,
+        file: Mapped,
     },
     /// The data starts at `base` in `file`.
     Pread { file: File, base: u64 },
@@ -26,6 +28,28 @@ pub(super) enum Store {
     Chunks(ChunkStore),
     /// The HDF5 library.
     Library(Library),
+}
+
+/// A mapped file as it was mapped: a change since shows in its length or its time of
+/// modification. A fault shows only a truncation across a page; one within the map's last
+/// page leaves that page readable, its cut bytes zeros, and an overwrite in place changes
+/// the bytes under the map with no fault at all.
+pub(super) struct Mapped {
+    file: File,
+    /// The length the mapped bytes need (where `mel`'s bytes end).
+    end: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl Mapped {
+    /// Whether the file is shorter than the mapped bytes need or was modified since it
+    /// was mapped (or can no longer be looked at).
+    pub(super) fn changed(&self) -> bool {
+        match self.file.metadata() {
+            Ok(now) => now.len() < self.end || now.modified().ok() != self.modified,
+            Err(_) => true,
+        }
+    }
 }
 
 /// The HDF5 library's error while reading `what` of `path`, as an error naming the file.
@@ -124,7 +148,25 @@ pub(super) fn contiguous(
     }
     .map_err(|e| Error::read(path, e))?;
     let guard = crate::sigbus::MapGuard::new(map.as_ptr(), map.len());
-    Ok((Access::Map, Store::Map { map, start, guard }))
+    let modified = file
+        .metadata()
+        .map_err(|e| Error::read(path, e))?
+        .modified()
+        .ok();
+    let file = Mapped {
+        file,
+        end: offset + len,
+        modified,
+    };
+    Ok((
+        Access::Map,
+        Store::Map {
+            map,
+            start,
+            guard,
+            file,
+        },
+    ))
 }
 
 /// The system's page size (map offsets are aligned to it).
