@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """What ``melctl.Augment`` costs the Loader's rate (all its threads, wall clock), arm against
-arm in one process.
+arm in one process, interleaved epoch by epoch.
 
-Each round builds one Loader per arm and times ``EPOCHS`` epochs of it after one warm epoch,
-the arms in turn (reversed every other round), so the machine's drift falls on each alike.
-The cost of an arm is ``rate(none) / rate(arm) − 1`` within a round; the table gives each
-arm's median and best rate and the median, least and most of its costs over the rounds,
-then the median of its cost in CPU time (the process's, all threads: less moved by a
-noisy machine than the wall clock, but blind to what the threads wait on).
+One Loader per arm is built and warmed (one epoch) up front and kept. Each round times
+``EPOCHS`` epochs of every arm, one epoch of each in turn (the order reversed every other
+epoch), so that the machine's drift, which on a shared VM moves the rate by tens of
+percent within seconds, falls on every arm alike (before 2026-11-30 each round built its
+Loaders anew and timed each arm's epochs as one block). The cost of an arm is
+``rate(none) / rate(arm) − 1`` within a round; the table gives each arm's median and best
+rate and the median, least and most of its costs over the rounds, then the median of its
+cost in CPU time (the process's, all threads: less moved by a noisy machine than the wall
+clock, but blind to what the threads wait on).
 
     python3 python/benches/augment_rate.py SPLIT.h5 [--rounds 6] [--epochs 40] [--crop N | --max-frames M] [--arms none,mm,masks,mixup] [--normalize]
 
@@ -59,20 +62,27 @@ def main():
     table = arms(frames, bins)
     shape = {k: v for k, v in (("crop_frames", a.crop), ("max_frames", a.max_frames)) if v}
     shape["normalize"] = a.normalize
+    loaders = {n: melctl.Loader(a.split, 256, seed=0, prefetch=4, augment=table[n], **shape)
+               for n in names}
+    for loader in loaders.values():
+        for _ in loader:
+            pass
     rates = {n: [] for n in names}
     cpu = {n: [] for n in names}
     for r in range(a.rounds):
-        for n in names if r % 2 == 0 else names[::-1]:
-            loader = melctl.Loader(a.split, 256, seed=0, prefetch=4, augment=table[n], **shape)
-            for _ in loader:
-                pass
-            t, c, items = time.perf_counter(), time.process_time(), 0
-            for _ in range(a.epochs):
-                for b in loader:
-                    items += len(b[1])
-            rates[n].append(items / (time.perf_counter() - t))
-            cpu[n].append((time.process_time() - c) / items)
-            del loader
+        wall = {n: 0.0 for n in names}
+        used = {n: 0.0 for n in names}
+        items = {n: 0 for n in names}
+        for e in range(a.epochs):
+            for n in names if (r * a.epochs + e) % 2 == 0 else names[::-1]:
+                t, c = time.perf_counter(), time.process_time()
+                for b in loaders[n]:
+                    items[n] += len(b[1])
+                wall[n] += time.perf_counter() - t
+                used[n] += time.process_time() - c
+        for n in names:
+            rates[n].append(items[n] / wall[n])
+            cpu[n].append(used[n] / items[n])
     base = rates["none"]
     print("| arm | median items/s | best | cost to the rate: median | least | most "
           "| cost in CPU time: median |")
