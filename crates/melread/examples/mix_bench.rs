@@ -204,6 +204,7 @@ fn batch_fused(s: &Store, (ids, width): (&[usize], usize), out: &mut [f32], m: &
                 len,
                 dst_stride: width,
                 slack: width - f - len,
+                prefetch: true,
             };
             group_mixed_into(
                 [

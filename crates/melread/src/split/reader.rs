@@ -305,6 +305,7 @@ impl<'a> Reader<'a> {
                 len: width,
                 dst_stride: width,
                 slack,
+                prefetch: false,
             };
             for (all, part) in found.iter_mut().zip(group_mixed_into(members, dst, runs)) {
                 all.stored &= part.stored;

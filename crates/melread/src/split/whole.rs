@@ -478,6 +478,7 @@ impl Reader<'_> {
                 len: end - c,
                 dst_stride: width,
                 slack: c1 - end,
+                prefetch: true,
             };
             let got = group_mixed_into(members, out.each_mut().map(|o| &mut o[c - c0..]), runs);
             for (all, g) in found.iter_mut().zip(got) {
