@@ -302,11 +302,10 @@ pub(crate) fn has_avx() -> bool {
 }
 
 /// How far ahead of the run being read (in stored bytes, in each source) the kernels ask
-/// for their sources' lines. The hardware prefetcher follows
-/// one item's stored values well but two or three read at once badly: a pair widened and
-/// mixed in one pass cost 21–24% more a value than its members widened one after the
-/// other, 1–7% with this; widening one item gains 3–5% (`examples/mix_bench.rs`; journal,
-/// 2026-11-30).
+/// for their sources' lines. The hardware prefetcher follows one whole clip's blocks
+/// but not a mixed pair's: a pair widened and mixed in one pass cost 21–24% more a value
+/// than its members widened one after the other, 5–9% with this; widening one clip gains
+/// 3–5% (`examples/mix_bench.rs`; journal, 2026-11-30).
 pub(crate) const PREFETCH_BYTES: usize = 2048;
 
 /// Asks for the cache line holding byte `at + ahead` of `src` where it lies within

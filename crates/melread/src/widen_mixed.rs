@@ -800,6 +800,17 @@ mod tests {
         }
     }
 
+    /// One run of `len` values in each member and output, no slack.
+    fn one_run(len: usize) -> MixRuns {
+        MixRuns {
+            rows: 1,
+            len,
+            dst_stride: len,
+            slack: 0,
+            prefetch: false,
+        }
+    }
+
     /// An infinity stored in either member, in the body or a tail, and a normalised value
     /// that overflows, are each that member's verdict only; the zero lanes filling a tail
     /// are not judged (a map that overflows on zero).
@@ -807,13 +818,7 @@ mod tests {
     fn verdicts_are_each_members_and_only_of_real_lanes() {
         let len = 21; // two eight-value steps and a tail of five
         let fine = stored(&vec![2.0; len]);
-        let runs = MixRuns {
-            rows: 1,
-            len,
-            dst_stride: len,
-            slack: 0,
-            prefetch: false,
-        };
+        let runs = one_run(len);
         for which in ["kernel", "portable"] {
             let run = |m: [Member<'_>; 2]| {
                 let (mut x, mut y) = (vec![0f32; len], vec![0f32; len]);
@@ -904,14 +909,7 @@ mod tests {
         /// One run of `len` of each member mixed by the kernel: each member's verdict.
         fn run<const N: usize>(m: [Member<'_>; N], len: usize) -> [Finite; N] {
             let mut out = [(); N].map(|_| vec![0f32; len]);
-            let runs = MixRuns {
-                rows: 1,
-                len,
-                dst_stride: len,
-                slack: 0,
-                prefetch: false,
-            };
-            group_mixed_into(m, out.each_mut().map(|o| &mut o[..]), runs)
+            group_mixed_into(m, out.each_mut().map(|o| &mut o[..]), one_run(len))
         }
         let weights = [0.0f32, 0.5, 1.0 - f32::EPSILON / 2.0, 0.25];
         for (at, pattern) in [4usize, 17]
