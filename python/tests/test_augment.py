@@ -161,6 +161,27 @@ def test_whole_clips_are_augmented_on_their_real_frames_only(spread, shape):
     assert same(batches(resumed), a[1:])
 
 
+@pytest.mark.parametrize("shape", [dict(max_frames=1200), dict(crop_frames=100)])
+def test_a_gain_alone_adds_one_level_to_each_whole_clips_real_values_bit_for_bit(spread, shape):
+    """Unnormalised, a gain is one float32 add of the item's level to each real value (the
+    padding stays zero): the same bits as the plain batch's values plus that level."""
+    make = lambda aug: melctl.Loader(spread, 8, seed=3, augment=aug, **shape)
+    plain, gained = batches(make(None)), batches(make(melctl.Augment(gain_db=6)))
+    assert len(plain) == len(gained) > 0
+    levels = []
+    for (x, y, n), (g, gy, gn) in zip(plain, gained):
+        assert np.array_equal(y, gy) and np.array_equal(n, gn)
+        for xi, gi, k in zip(x, g, n):
+            assert np.all(gi[:, k:] == 0), "padding stays zero"
+            real, shifted = xi[:, :k], gi[:, :k]
+            d, counts = np.unique(shifted - real, return_counts=True)
+            level = next((v for v in d[np.argsort(-counts)][:4]
+                          if np.array_equal(real + v, shifted)), None)
+            assert level is not None, "no one float32 level gives the gained bits"
+            levels.append(float(level))
+    assert max(map(abs, levels)) <= 6.0 + 1e-4 and np.std(levels) > 1.0
+
+
 @pytest.mark.parametrize("shape", [dict(max_frames=3000), dict(crop_frames=200)])
 def test_whole_clips_mixed_a_few_frames_at_a_time_equal_the_plain_batches_mixed(spread, shape):
     """The loader mixes whole clips while it reads them, a block of frames of each pair at a

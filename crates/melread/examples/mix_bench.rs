@@ -4,7 +4,8 @@
 //! registers; checked bit-identical to the first here), against widening alone.
 //! Clips of 50–600 frames × 80 bins in blocks of 32 frames, ~200 MB stored (past the
 //! caches), batches of ≤ 8000 frames of similar lengths; interleaved rounds, best ns per
-//! value of each.
+//! value of each. Unnormalised too: widening alone and mixed, the values kept as stored
+//! or given a gain (one add a value), the floor of a gain's cost without normalisation.
 //!
 //! ```text
 //! cargo run --release -p melread --example mix_bench -- [ROUNDS] [map]
@@ -276,12 +277,24 @@ fn main() {
             "fused differs"
         );
     }
-    let arms: [(&str, Arm); 3] = [
+    // Unnormalised: each value kept as stored, or given a gain (one add a value).
+    let gained: Vec<RowMap> = (0..M).map(|_| RowMap::Add(1.5)).collect();
+    let arms: [(&str, Arm); 7] = [
         ("widen only", &|s, b, o, m| batch_apart(s, b, o, false, m)),
         ("mixed apart", &|s, b, o, m| batch_apart(s, b, o, true, m)),
         ("widen_mixed", &|s, b, o, m| batch_fused(s, b, o, m)),
+        ("widen, kept", &|s, b, o, _| {
+            batch_apart(s, b, o, false, &[])
+        }),
+        ("widen, gain", &|s, b, o, _| {
+            batch_apart(s, b, o, false, &gained)
+        }),
+        ("widen_mixed, kept", &|s, b, o, _| batch_fused(s, b, o, &[])),
+        ("widen_mixed, gain", &|s, b, o, _| {
+            batch_fused(s, b, o, &gained)
+        }),
     ];
-    let mut best = [f64::MAX; 3];
+    let mut best = [f64::MAX; 7];
     for _ in 0..rounds {
         for ((_, arm), best) in arms.iter().zip(&mut best) {
             let t = Instant::now();

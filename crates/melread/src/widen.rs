@@ -118,6 +118,17 @@ impl RowMap {
         }
     }
 
+    /// Whether `self` maps every value to the bits `other` does for certain: the same
+    /// kind, each constant the same bits (`0.0` and `−0.0` differ: `−0 + 0` is `+0`).
+    pub(crate) fn same_bits(self, other: RowMap) -> bool {
+        let bits = |m: RowMap| {
+            let (shift, scale, add) = m.affine();
+            let kind = std::mem::discriminant(&m);
+            (kind, shift.to_bits(), scale.to_bits(), add.to_bits())
+        };
+        bits(self) == bits(other)
+    }
+
     /// The map applied in place to every value of `values` ([`RowMap::apply`]); whether
     /// every normalised value is finite. Eight lanes a step where the CPU has AVX (the
     /// same bits: no FMA).
@@ -631,6 +642,24 @@ mod tests {
     /// An infinity or a NaN of either sign stored in any run, under every kind of map, or
     /// a normalised value that overflows f32 (in the vector body and in a tail), is
     /// reported as such; finite values under every map are not.
+    /// Maps that look equal but give other bits are not the same: signed zeros, kinds.
+    #[test]
+    fn maps_are_the_same_only_with_the_same_bits() {
+        let norm = |add| RowMap::Normalise {
+            shift: 1.0,
+            scale: 2.0,
+            add,
+        };
+        assert!(RowMap::Add(1.5).same_bits(RowMap::Add(1.5)));
+        assert!(RowMap::Add(f32::NAN).same_bits(RowMap::Add(f32::NAN)));
+        assert!(norm(0.5).same_bits(norm(0.5)));
+        assert!(!RowMap::Add(0.0).same_bits(RowMap::Add(-0.0)));
+        assert!(!norm(0.0).same_bits(norm(-0.0)));
+        assert!(!RowMap::Keep.same_bits(RowMap::Add(-0.0)));
+        assert!(!RowMap::Add(1.5).same_bits(RowMap::Add(1.25)));
+        assert_eq!(RowMap::Add(0.0), RowMap::Add(-0.0), "why `==` will not do");
+    }
+
     #[test]
     fn mapped_runs_report_what_is_not_finite() {
         let len = 21; // two eight-value steps and a tail of five

@@ -9,7 +9,10 @@
 //! mixed after 0.42; docs/bench-log/journal.md, 2026-11-29). Each step is rounded as the
 //! steps done one after another are (no FMA), so the values are the same bits. Without
 //! maps (no normalisation, no gain) the kernel skips the map's three steps a value, as the
-//! loop for one item does: with them it cost mixing crops 8% of an epoch's CPU time.
+//! loop for one item does: with them it cost mixing crops 8% of an epoch's CPU time. With
+//! gains alone (no normalisation) it takes one step of the three, the add: a gain cost the
+//! kernel +20% a value over no map with all three, +15% with the add alone, its floor
+//! (`examples/mix_bench.rs`: 0.250 and 0.237 against 0.205 ns).
 
 use crate::widen::{Finite, RowMap};
 
@@ -179,24 +182,25 @@ pub fn group_mixed_into<const N: usize>(
         // One kernel for each case, so that no test of it is in the loop (a test of each
         // member's weight there cost mixing crops 4%).
         let alone = N == 1 || members.iter().any(|m| m.weight == 1.0);
-        // Without maps (no normalisation, no gain) a value is stored as widened: three
-        // steps of eleven a value not taken (`RowMap::Keep` maps `x` to `x` exactly).
-        let mapped = members.iter().any(|m| !m.maps.is_empty());
         let keep = keeps > 0;
         // SAFETY: the CPU has AVX and F16C (checked just above); every run lies within
         // its source and output, and every member's keep bits (if any) cover its runs
         // rounded up to eight (checked above).
         let fine = unsafe {
-            use x86::group_mixed_into as mix;
-            match (mapped, keep, alone) {
-                (true, false, false) => mix::<N, true, false, false>(members, out, runs),
-                (true, false, true) => mix::<N, true, false, true>(members, out, runs),
-                (true, true, false) => mix::<N, true, true, false>(members, out, runs),
-                (true, true, true) => mix::<N, true, true, true>(members, out, runs),
-                (false, false, false) => mix::<N, false, false, false>(members, out, runs),
-                (false, false, true) => mix::<N, false, false, true>(members, out, runs),
-                (false, true, false) => mix::<N, false, true, false>(members, out, runs),
-                (false, true, true) => mix::<N, false, true, true>(members, out, runs),
+            use x86::{ADDED, AFFINE, KEPT, group_mixed_into as mix};
+            match (map_kind(&members), keep, alone) {
+                (KEPT, false, false) => mix::<N, KEPT, false, false>(members, out, runs),
+                (KEPT, false, true) => mix::<N, KEPT, false, true>(members, out, runs),
+                (KEPT, true, false) => mix::<N, KEPT, true, false>(members, out, runs),
+                (KEPT, true, true) => mix::<N, KEPT, true, true>(members, out, runs),
+                (ADDED, false, false) => mix::<N, ADDED, false, false>(members, out, runs),
+                (ADDED, false, true) => mix::<N, ADDED, false, true>(members, out, runs),
+                (ADDED, true, false) => mix::<N, ADDED, true, false>(members, out, runs),
+                (ADDED, true, true) => mix::<N, ADDED, true, true>(members, out, runs),
+                (_, false, false) => mix::<N, AFFINE, false, false>(members, out, runs),
+                (_, false, true) => mix::<N, AFFINE, false, true>(members, out, runs),
+                (_, true, false) => mix::<N, AFFINE, true, false>(members, out, runs),
+                (_, true, true) => mix::<N, AFFINE, true, true>(members, out, runs),
             }
         };
         if fine {
@@ -206,6 +210,22 @@ pub fn group_mixed_into<const N: usize>(
         // by value writes the same bits and says which member, and whether as stored.
     }
     group_mixed_portable(members, dst, runs)
+}
+
+/// The least of the kernel's map steps that give every member's maps their bits: none
+/// where no member has maps (`RowMap::Keep` maps `x` to `x` exactly), the add alone where
+/// none normalises (gains only: `(x − 0)·1 + d` is `x + d` exactly), else all three.
+#[cfg(target_arch = "x86_64")]
+fn map_kind(members: &[Member<'_>]) -> u8 {
+    let normalises = |m: &Member<'_>| m.maps.iter().any(|r| matches!(r, RowMap::Normalise { .. }));
+    match (
+        members.iter().any(|m| !m.maps.is_empty()),
+        members.iter().any(normalises),
+    ) {
+        (false, _) => x86::KEPT,
+        (true, false) => x86::ADDED,
+        (true, true) => x86::AFFINE,
+    }
 }
 
 /// [`group_mixed_into`] one value at a time (for CPUs without F16C, and the reference the
@@ -295,24 +315,34 @@ mod x86 {
         add: __m256,
     }
 
-    /// Eight stored values widened and mapped (with `MAPPED`; else as widened, which is
-    /// what [`RowMap::Keep`](crate::widen::RowMap::Keep) maps them to); `y − y` of the
-    /// normalised values ORed into `seen` (zero for a finite value, a NaN for an infinity
+    /// The kernel's map steps ([`super::map_kind`]): none (every value kept as widened).
+    pub(super) const KEPT: u8 = 0;
+    /// The add alone (every map a gain, or none).
+    pub(super) const ADDED: u8 = 1;
+    /// All three: `(x − shift)·scale + add`.
+    pub(super) const AFFINE: u8 = 2;
+
+    /// Eight stored values widened and mapped by `MAP`'s steps ([`KEPT`], [`ADDED`] or
+    /// [`AFFINE`]); `y − y` of the normalised values (the widened ones where `MAP` does
+    /// not normalise) ORed into `seen` (zero for a finite value, a NaN for an infinity
     /// or a NaN, stored or normalised: one subtraction, no constant held in a register).
     /// With `JUDGE` only: judging the mixtures instead ([`judged`]) takes half the work.
     #[target_feature(enable = "avx,f16c")]
     #[inline]
-    fn widen_map<const MAPPED: bool, const JUDGE: bool>(
+    fn widen_map<const MAP: u8, const JUDGE: bool>(
         h: [u8; 16],
         m: Affine,
         seen: &mut __m256,
     ) -> __m256 {
         let x = _mm256_cvtph_ps(bytemuck::cast(h));
-        if !MAPPED {
+        if MAP != AFFINE {
             if JUDGE {
                 *seen = judged(*seen, x);
             }
-            return x;
+            return match MAP {
+                KEPT => x,
+                _ => _mm256_add_ps(x, m.add),
+            };
         }
         let y = _mm256_mul_ps(_mm256_sub_ps(x, m.shift), m.scale);
         if JUDGE {
@@ -360,9 +390,9 @@ mod x86 {
     /// and stored whole into the run's slack (else through a mask); with `KEEP`, each
     /// member's mixture ANDed with its keep bits before it is stored (a masked value is
     /// `+0`, after it was judged); with `ALONE` (only then), a member of weight 1 (or
-    /// alone) stored as mapped; without `MAPPED` (no member has maps), each value kept as
-    /// widened; with `runs.prefetch`, each member's source asked for
-    /// [`PREFETCH_BYTES`](AHEAD) ahead of the run.
+    /// alone) stored as mapped; each value mapped by `MAP`'s steps ([`widen_map`]); with
+    /// `runs.prefetch`, each member's source asked for [`PREFETCH_BYTES`](AHEAD) ahead of
+    /// the run.
     /// Returns whether every value (and every lane past a tail) was finite as stored and
     /// normalised (judged on the mixtures without `ALONE`, so it may say no where a
     /// mixture overflows); the verdicts per member are left to the caller, which needs
@@ -376,7 +406,7 @@ mod x86 {
     #[target_feature(enable = "avx,f16c")]
     pub(super) unsafe fn group_mixed_into<
         const N: usize,
-        const MAPPED: bool,
+        const MAP: u8,
         const KEEP: bool,
         const ALONE: bool,
     >(
@@ -432,9 +462,9 @@ mod x86 {
         let mut mapped = [_mm256_setzero_ps(); N];
         for r in 0..runs.rows {
             let maps = members.map(|m| {
-                let (shift, scale, add) = match MAPPED {
-                    true => m.affine(r),
-                    false => (0.0, 1.0, -0.0),
+                let (shift, scale, add) = match MAP {
+                    KEPT => (0.0, 1.0, -0.0),
+                    _ => m.affine(r),
                 };
                 Affine {
                     shift: set(shift),
@@ -474,7 +504,7 @@ mod x86 {
                             (at, skip) if i >= at => load(i + skip),
                             (at, skip) => joined(load(i), load(i + skip), at - i),
                         };
-                        mapped[q] = widen_map::<MAPPED, ALONE>(h, maps[q], &mut seen);
+                        mapped[q] = widen_map::<MAP, ALONE>(h, maps[q], &mut seen);
                     }
                     for (q, out) in outs.iter().enumerate() {
                         _mm256_storeu_ps(out.add(i), kept(mixed(&mapped, q, &mut seen), q, i));
@@ -508,7 +538,7 @@ mod x86 {
                             (at, skip) if i >= at => load(i + skip, k),
                             (at, skip) => joined(load(i, at - i), load(i + skip, k), at - i),
                         };
-                        mapped[q] = widen_map::<MAPPED, ALONE>(h, maps[q], &mut seen);
+                        mapped[q] = widen_map::<MAP, ALONE>(h, maps[q], &mut seen);
                     }
                     for (q, out) in outs.iter().enumerate() {
                         let a = kept(mixed(&mapped, q, &mut seen), q, i);
@@ -609,8 +639,23 @@ mod tests {
             },
         ];
         let turned: Vec<RowMap> = maps.iter().rev().copied().collect();
+        // Gains alone (no map normalises: the kernel's add alone), one member's kept.
+        let gains = [
+            RowMap::Add(-2.5),
+            RowMap::Keep,
+            RowMap::Add(96.0),
+            RowMap::Add(-0.0),
+        ];
         let srcs: [&[u8]; 2] = [&a, &b];
-        let unmapped: [&[RowMap]; 2] = [&[], &[]];
+        // Both members mapped (every kind of map; gains alone, one member's or both), or
+        // neither (stored as widened).
+        let map_sets: [[&[RowMap]; 2]; 5] = [
+            [&maps, &turned],
+            [&gains, &[]],
+            [&[], &gains],
+            [&gains, &gains],
+            [&[], &[]],
+        ];
         let cases: Vec<_> = [1usize, 7, 8, 9, 16, 23, 32, 40]
             .into_iter()
             .flat_map(|len| [(0, 0), (1, 0), (2, 5), (0, 3)].map(|(o, sl)| (len, o, sl)))
@@ -628,12 +673,11 @@ mod tests {
             [None, jump(9, 5)],
             [jump(1, 11), jump(17, 3)],
         ];
-        // Both members mapped (every kind of map), or neither (stored as widened); each
-        // member's runs jumping on at a value within a step of eight, within a run's last
-        // values, beyond the run, or not at all.
+        // Each member's runs jumping on at a value within a step of eight, within a run's
+        // last values, beyond the run, or not at all.
         for (jumps, map_sets, (len, offset, w, padded, slack)) in jump_sets
             .into_iter()
-            .flat_map(|j| [[&maps[..], &turned[..]], unmapped].map(move |m| (j, m)))
+            .flat_map(|j| map_sets.map(move |m| (j, m)))
             .flat_map(|(j, m)| cases.iter().map(move |&c| (j, m, c)))
         {
             let runs = MixRuns {
@@ -885,7 +929,8 @@ mod tests {
     /// The kernel judges mixtures, not members, where no member is left unmixed: whatever
     /// the weights (`0`, where `0·∞` must still be seen; just under `1`, where the partner
     /// weighs `2⁻²⁴`), an infinity or a NaN in any member of a pair or a three-cycle, and
-    /// a normalised value that overflows, are still that member's verdict and no other's.
+    /// a normalised value that overflows, are still that member's verdict and no other's;
+    /// with gains too (the kernel's add alone).
     #[test]
     fn a_value_not_finite_is_seen_through_any_mixture() {
         let len = 19; // two eight-value steps and a tail of three
@@ -922,10 +967,14 @@ mod tests {
             let mut big = vec![f16::from_f32(1.0).to_bits(); len];
             big[at] = f16::from_f32(-60000.0).to_bits();
             let big = bytes(&big);
-            for (w, v) in weights.iter().flat_map(|&w| weights.map(|v| (w, v))) {
-                let case = format!("at {at}, {pattern:#06x}, weights {w} {v}");
+            let gain = [RowMap::Add(-96.0)];
+            let (ws, gs) = (weights.iter(), [&[][..], &gain[..]]);
+            for (w, v, g) in
+                ws.flat_map(|&w| weights.into_iter().flat_map(move |v| gs.map(|g| (w, v, g))))
+            {
+                let case = format!("at {at}, {pattern:#06x}, weights {w} {v}, maps {g:?}");
                 for k in 0..2 {
-                    let mut m = [member(&fine, w, &[]), member(&fine, v, &[])];
+                    let mut m = [member(&fine, w, g), member(&fine, v, g)];
                     m[k].src = &bad;
                     let got = run(m, len);
                     assert!(
@@ -943,9 +992,9 @@ mod tests {
                 }
                 for k in 0..3 {
                     let mut m = [
-                        member(&fine, w, &[]),
-                        member(&fine, v, &[]),
-                        member(&fine, 0.75, &[]),
+                        member(&fine, w, g),
+                        member(&fine, v, g),
+                        member(&fine, 0.75, g),
                     ];
                     m[k].src = &bad;
                     let got = run(m, len);
