@@ -10,9 +10,10 @@
 //! steps done one after another are (no FMA), so the values are the same bits. Without
 //! maps (no normalisation, no gain) the kernel skips the map's three steps a value, as the
 //! loop for one item does: with them it cost mixing crops 8% of an epoch's CPU time. With
-//! gains alone (no normalisation) it takes one step of the three, the add: a gain cost the
-//! kernel +20% a value over no map with all three, +15% with the add alone, its floor
-//! (`examples/mix_bench.rs`: 0.250 and 0.237 against 0.205 ns).
+//! gains alone (no normalisation) it takes one step of the three, the add, and a member's
+//! one gain for every run is found once, not each run: a gain cost the kernel +20% a value
+//! over no map with all three steps each run, +3–4% so (`examples/mix_bench.rs`: 0.250,
+//! then 0.213–0.220, against 0.206–0.212 ns).
 
 use crate::widen::{Finite, RowMap};
 
@@ -26,7 +27,7 @@ pub struct Member<'a> {
     pub src: &'a [u8],
     /// Values from one run's start to the next's in `src`.
     pub stride: usize,
-    /// Each run's map, or none (every run kept).
+    /// Each run's map, one for every run, or none (every run kept).
     pub maps: &'a [RowMap],
     /// The member's own share of its output (mixup's λ).
     pub weight: f32,
@@ -77,7 +78,7 @@ pub struct MixRuns {
 }
 
 impl<'a> Member<'a> {
-    /// Panics unless every run lies within `src` and the maps are none or one a row.
+    /// Panics unless every run lies within `src` and the maps are none, one, or one a row.
     fn check(&self, runs: MixRuns) {
         if runs.rows == 0 || runs.len == 0 {
             return;
@@ -90,7 +91,7 @@ impl<'a> Member<'a> {
             self.src.len()
         );
         assert!(
-            self.maps.is_empty() || self.maps.len() == runs.rows,
+            self.maps.len() <= 1 || self.maps.len() == runs.rows,
             "{} maps for {} runs",
             self.maps.len(),
             runs.rows
@@ -135,7 +136,15 @@ impl<'a> Member<'a> {
     /// Run `r`'s map as `(shift, scale, add)` ([`RowMap::affine`]: the same bits as
     /// [`RowMap::apply`]).
     fn affine(&self, r: usize) -> (f32, f32, f32) {
-        self.maps.get(r).copied().unwrap_or(RowMap::Keep).affine()
+        self.map(r).affine()
+    }
+
+    /// Run `r`'s map: its own, the one for every run, or none ([`RowMap::Keep`]).
+    pub(crate) fn map(&self, r: usize) -> RowMap {
+        match self.maps {
+            [one] => *one,
+            maps => maps.get(r).copied().unwrap_or(RowMap::Keep),
+        }
     }
 }
 
@@ -460,8 +469,11 @@ mod x86 {
         // Each member's jump as `(at, skip)`: none lies at no value of a run.
         let jumps = members.map(|m| m.jump.map_or((usize::MAX, 0), |j| (j.at, j.skip)));
         let mut mapped = [_mm256_setzero_ps(); N];
-        for r in 0..runs.rows {
-            let maps = members.map(|m| {
+        // Each member's map of run `r` in registers; found once where no member has a map
+        // a run (none, or one for every run: a gain alone), not each run (mixing with a
+        // gain alone: 0.213–0.220 against 0.244–0.250 ns a value in `examples/mix_bench.rs`).
+        let maps_of = |r: usize| {
+            members.map(|m| {
                 let (shift, scale, add) = match MAP {
                     KEPT => (0.0, 1.0, -0.0),
                     _ => m.affine(r),
@@ -471,7 +483,14 @@ mod x86 {
                     scale: set(scale),
                     add: set(add),
                 }
-            });
+            })
+        };
+        let per_row = MAP != KEPT && members.iter().any(|m| m.maps.len() > 1);
+        let mut maps = maps_of(0);
+        for r in 0..runs.rows {
+            if per_row && r > 0 {
+                maps = maps_of(r);
+            }
             if runs.prefetch {
                 for (m, &(at, skip)) in members.iter().zip(&jumps) {
                     crate::widen::prefetch(m.src, 2 * r * m.stride, AHEAD);
@@ -595,7 +614,11 @@ mod tests {
                     let past = m.jump.filter(|j| i >= j.at).map_or(0, |j| j.skip);
                     let at = 2 * (r * m.stride + i + past);
                     let x = f16::from_bits(u16::from_le_bytes([m.src[at], m.src[at + 1]])).to_f32();
-                    m.maps.get(r).copied().unwrap_or(RowMap::Keep).apply(x).0
+                    let map = match m.maps.len() {
+                        1 => m.maps[0],
+                        _ => m.maps.get(r).copied().unwrap_or(RowMap::Keep),
+                    };
+                    map.apply(x).0
                 };
                 let (u, v) = (val(0), val(1));
                 let (wx, wy) = (members[0].weight, members[1].weight);
@@ -613,6 +636,7 @@ mod tests {
     /// write nothing outside the runs.
     #[test]
     fn one_pass_equals_widening_mapping_then_mixing() {
+        use RowMap::{Add, Keep};
         let (rows, block, stride) = (4usize, 40usize, 45usize);
         let values: Vec<f32> = (0..rows * block + 16)
             .map(|k| ((k * 53) % 97) as f32 * 0.41 - 20.0 + if k % 13 == 0 { -0.0 } else { 0.0 })
@@ -640,20 +664,19 @@ mod tests {
         ];
         let turned: Vec<RowMap> = maps.iter().rev().copied().collect();
         // Gains alone (no map normalises: the kernel's add alone), one member's kept.
-        let gains = [
-            RowMap::Add(-2.5),
-            RowMap::Keep,
-            RowMap::Add(96.0),
-            RowMap::Add(-0.0),
-        ];
+        let gains = [Add(-2.5), Keep, Add(96.0), Add(-0.0)];
         let srcs: [&[u8]; 2] = [&a, &b];
-        // Both members mapped (every kind of map; gains alone, one member's or both), or
-        // neither (stored as widened).
-        let map_sets: [[&[RowMap]; 2]; 5] = [
+        // Both members mapped (every kind of map; gains alone, one member's or both; one
+        // map for every run), or neither (stored as widened).
+        let (one_gain, one_norm) = ([RowMap::Add(-0.0)], [maps[3]]);
+        let map_sets: [[&[RowMap]; 2]; 8] = [
             [&maps, &turned],
             [&gains, &[]],
             [&[], &gains],
             [&gains, &gains],
+            [&one_gain, &[]],
+            [&one_norm, &one_gain],
+            [&turned, &one_norm],
             [&[], &[]],
         ];
         let cases: Vec<_> = [1usize, 7, 8, 9, 16, 23, 32, 40]

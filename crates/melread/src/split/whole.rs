@@ -433,6 +433,12 @@ impl Reader<'_> {
                 .expect("reads_groups: a mapped split");
             *bytes = &rows[..(p.at + p.real).div_ceil(f) * row_len];
         }
+        // A member whose mel bins share one map (a gain alone) gives the kernel that one,
+        // which it then finds once, not each run.
+        let maps = group.map(|p| match p.maps.first() {
+            Some(&a) if p.maps.iter().all(|&b| b.same_bits(a)) => &p.maps[..1],
+            _ => p.maps,
+        });
         let mut found = [Finite::default(); N];
         let mut c = c0;
         while c < c1 {
@@ -468,14 +474,15 @@ impl Reader<'_> {
             for p in group.iter().filter(|p| c < p.real) {
                 end = end.min(p.real);
             }
-            for ((p, member), bytes) in group.iter().zip(&mut members).zip(clips) {
+            for (((p, member), bytes), maps) in group.iter().zip(&mut members).zip(clips).zip(maps)
+            {
                 if c < p.real {
                     let (k, lo) = ((p.at + c) / f, (p.at + c) % f);
                     let at = f - lo;
                     *member = Member {
                         src: &bytes[k * row_len + 2 * lo..],
                         stride: f,
-                        maps: p.maps,
+                        maps,
                         weight: p.weight,
                         keep: keep(p),
                         // Row `r` of the next block is `(m − 1)·f` values after row `r` of
