@@ -1943,7 +1943,7 @@ fn not_finite_normalised(clip: usize, split: &Split) -> Error {
     Error::config(
         "normalize",
         format!(
-            "clip {clip} of {}: normalising it by the statistics given gives a value that is not finite in float32 (a standard deviation too small for its values?)",
+            "clip {clip} of {}: normalising it by the statistics given (with its gain, and mixed, if augmented) gives a value that is not finite in float32 (a standard deviation too small for its values?)",
             split.path().display()
         ),
     )

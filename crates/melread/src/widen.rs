@@ -93,7 +93,7 @@ pub enum RowMap {
 }
 
 impl RowMap {
-    /// The map applied to one value; whether the normalised value (before `add`) is finite
+    /// The map applied to one value; whether the normalised value (with its `add`) is finite
     /// (`true` for [`RowMap::Keep`] and [`RowMap::Add`]).
     #[inline(always)]
     pub fn apply(self, x: f32) -> (f32, bool) {
@@ -101,8 +101,8 @@ impl RowMap {
             RowMap::Keep => (x, true),
             RowMap::Add(d) => (x + d, true),
             RowMap::Normalise { shift, scale, add } => {
-                let y = (x - shift) * scale;
-                (y + add, y.is_finite())
+                let z = (x - shift) * scale + add;
+                (z, z.is_finite())
             }
         }
     }
@@ -170,7 +170,8 @@ impl RowMap {
 pub struct Finite {
     /// Every stored value finite (not infinite, not NaN).
     pub stored: bool,
-    /// Every normalised value finite (before its gain was added).
+    /// Every normalised value finite, its gain added (a gain may overflow what normalising
+    /// did not: what is stored is what is judged).
     pub normalised: bool,
 }
 
@@ -353,9 +354,8 @@ mod x86 {
 
     /// [`super::runs_mapped_into`] for f16 with F16C: eight values a step widened,
     /// mapped in registers and stored; each run's last 0–7 one at a time. Returns whether
-    /// every value was finite as stored and after its map's normalising step, judged by
-    /// one register: `y − y` of each mapped value (before a normalising map's `add`) ORed
-    /// into it, zero for a finite value and a NaN for an infinity or a NaN, stored or
+    /// every value was finite as stored and as mapped (its gain added), judged by one
+    /// register: `y − y` of each value as it is stored ORed into it, zero for a finite value and a NaN for an infinity or a NaN, stored or
     /// made by the map (two operations a step where the exponent test of the stored values
     /// and a comparison of the normalised ones took six). Where it says no, the caller's
     /// value-by-value loop says which.
@@ -395,8 +395,8 @@ mod x86 {
                     *d = bytemuck::cast(judged(_mm256_add_ps(widen(s), add)));
                 }),
                 RowMap::Normalise { .. } => lanes.for_each(|(s, d)| {
-                    let y = judged(_mm256_mul_ps(_mm256_sub_ps(widen(s), shift), scale));
-                    *d = bytemuck::cast(_mm256_add_ps(y, add));
+                    let y = _mm256_mul_ps(_mm256_sub_ps(widen(s), shift), scale);
+                    *d = bytemuck::cast(judged(_mm256_add_ps(y, add)));
                 }),
             }
             for (b, o) in src_tail.chunks_exact(2).zip(dst_tail) {
@@ -723,6 +723,22 @@ mod tests {
             );
             assert_eq!(dst[at], f32::NEG_INFINITY);
             assert_eq!(dst[(at + 1) % len], 0.0);
+            // Finite once normalised (3e38), not once its gain is added (helper-24).
+            let mut two = vec![f16::from_f32(2.0).to_bits(); len];
+            two[at] = f16::from_f32(3.0).to_bits();
+            let src: Vec<u8> = two.iter().flat_map(|b| b.to_le_bytes()).collect();
+            let gained = [RowMap::Normalise {
+                shift: 1.0,
+                scale: 1.5e38,
+                add: 1.0e38,
+            }];
+            let found = runs_mapped_into(false, &src, &mut dst, runs, &gained);
+            let over = Finite {
+                stored: true,
+                normalised: false,
+            };
+            assert_eq!(found, over, "a gain that overflows, at {at}");
+            assert_eq!(dst[at], f32::INFINITY);
         }
     }
 

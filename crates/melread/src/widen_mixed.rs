@@ -255,11 +255,14 @@ pub fn group_mixed_portable<const N: usize>(
                 m[k] = widened(srcs[k], members[k].place(i), maps[k], &mut found[k]);
             }
             for k in 0..N {
-                let w = members[k].weight;
+                let (w, partner) = (members[k].weight, m[(k + 1) % N]);
                 let out = match N {
                     1 => m[k],
-                    _ => mixed(w, m[k], m[(k + 1) % N]),
+                    _ => mixed(w, m[k], partner),
                 };
+                // A mixture that overflows from finite values is its own member's.
+                found[k].normalised &=
+                    out.is_finite() || !(m[k].is_finite() && partner.is_finite());
                 dst[k][at + i] = members[k].kept(i, out);
             }
         }
@@ -280,9 +283,9 @@ pub(crate) fn mixed(w: f32, u: f32, v: f32) -> f32 {
 fn widened(run: &[u8], i: usize, (shift, scale, add): (f32, f32, f32), found: &mut Finite) -> f32 {
     let bits = u16::from_le_bytes([run[2 * i], run[2 * i + 1]]);
     found.stored &= bits & 0x7c00 != 0x7c00;
-    let y = (half::f16::from_bits(bits).to_f32() - shift) * scale;
-    found.normalised &= y.is_finite();
-    y + add
+    let z = (half::f16::from_bits(bits).to_f32() - shift) * scale + add;
+    found.normalised &= z.is_finite();
+    z
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -332,32 +335,16 @@ mod x86 {
     pub(super) const AFFINE: u8 = 2;
 
     /// Eight stored values widened and mapped by `MAP`'s steps ([`KEPT`], [`ADDED`] or
-    /// [`AFFINE`]); `y − y` of the normalised values (the widened ones where `MAP` does
-    /// not normalise) ORed into `seen` (zero for a finite value, a NaN for an infinity
-    /// or a NaN, stored or normalised: one subtraction, no constant held in a register).
-    /// With `JUDGE` only: judging the mixtures instead ([`judged`]) takes half the work.
+    /// [`AFFINE`]); judged where they are stored, as outputs ([`judged`]).
     #[target_feature(enable = "avx,f16c")]
     #[inline]
-    fn widen_map<const MAP: u8, const JUDGE: bool>(
-        h: [u8; 16],
-        m: Affine,
-        seen: &mut __m256,
-    ) -> __m256 {
+    fn widen_map<const MAP: u8>(h: [u8; 16], m: Affine) -> __m256 {
         let x = _mm256_cvtph_ps(bytemuck::cast(h));
-        if MAP != AFFINE {
-            if JUDGE {
-                *seen = judged(*seen, x);
-            }
-            return match MAP {
-                KEPT => x,
-                _ => _mm256_add_ps(x, m.add),
-            };
+        match MAP {
+            KEPT => x,
+            ADDED => _mm256_add_ps(x, m.add),
+            _ => _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(x, m.shift), m.scale), m.add),
         }
-        let y = _mm256_mul_ps(_mm256_sub_ps(x, m.shift), m.scale);
-        if JUDGE {
-            *seen = judged(*seen, y);
-        }
-        _mm256_add_ps(y, m.add)
     }
 
     /// `seen` with `y − y` ORed in: unchanged where every lane of `y` is finite, a NaN
@@ -402,10 +389,11 @@ mod x86 {
     /// alone) stored as mapped; each value mapped by `MAP`'s steps ([`widen_map`]); with
     /// `runs.prefetch`, each member's source asked for [`PREFETCH_BYTES`](AHEAD) ahead of
     /// the run.
-    /// Returns whether every value (and every lane past a tail) was finite as stored and
-    /// normalised (judged on the mixtures without `ALONE`, so it may say no where a
-    /// mixture overflows); the verdicts per member are left to the caller, which needs
-    /// them only where this says no.
+    /// Returns whether every output value (and every lane past a tail) is finite, judged
+    /// before its mask: a member's stored value that is not finite makes its mixtures not
+    /// finite (`0·∞` is a NaN), and so does a map, a gain or a mixing that overflows; the
+    /// verdicts per member are left to the caller, which needs them only where this says
+    /// no.
     ///
     /// # Safety
     /// Every run of the sources and outputs (and its slack) lies within them
@@ -442,17 +430,13 @@ mod x86 {
                 _mm256_mul_ps(c[q], mapped[(q + 1) % N]),
             )
         };
-        // Member `q`'s mixture, judged here where the members' values were not (without
-        // `ALONE`): every mixture weighs two members' values by finite weights, so it is
-        // not finite where either is (`0·∞` is a NaN), and the even members' mixtures
-        // (`q` with `q + 1`, a three-cycle's last with the first) take in every member:
-        // half the judging. A mixture that overflows from finite values is a false
-        // alarm, which the caller's pass value by value settles.
+        // Member `q`'s output, judged: what is stored is what is judged, so a value made
+        // not finite by any step (its map, its gain, the mixing) is seen, and a stored one
+        // not finite in either member (judging only the members' values, or only some
+        // mixtures, let a gain or a mixing that overflows through: helper-24's attack).
         let mixed = |mapped: &[__m256; N], q: usize, seen: &mut __m256| {
             let a = mixture(mapped, q);
-            if !ALONE && q.is_multiple_of(2) {
-                *seen = judged(*seen, a);
-            }
+            *seen = judged(*seen, a);
             a
         };
         let keeps = members.map(|m| m.keep.as_ptr());
@@ -523,7 +507,7 @@ mod x86 {
                             (at, skip) if i >= at => load(i + skip),
                             (at, skip) => joined(load(i), load(i + skip), at - i),
                         };
-                        mapped[q] = widen_map::<MAP, ALONE>(h, maps[q], &mut seen);
+                        mapped[q] = widen_map::<MAP>(h, maps[q]);
                     }
                     for (q, out) in outs.iter().enumerate() {
                         _mm256_storeu_ps(out.add(i), kept(mixed(&mapped, q, &mut seen), q, i));
@@ -557,7 +541,7 @@ mod x86 {
                             (at, skip) if i >= at => load(i + skip, k),
                             (at, skip) => joined(load(i, at - i), load(i + skip, k), at - i),
                         };
-                        mapped[q] = widen_map::<MAP, ALONE>(h, maps[q], &mut seen);
+                        mapped[q] = widen_map::<MAP>(h, maps[q]);
                     }
                     for (q, out) in outs.iter().enumerate() {
                         let a = kept(mixed(&mapped, q, &mut seen), q, i);
@@ -979,7 +963,14 @@ mod tests {
             let mut out = [(); N].map(|_| vec![0f32; len]);
             group_mixed_into(m, out.each_mut().map(|o| &mut o[..]), one_run(len))
         }
-        let weights = [0.0f32, 0.5, 1.0 - f32::EPSILON / 2.0, 0.25];
+        let weights = [0.0f32, 0.5, 1.0 - f32::EPSILON / 2.0, 0.25, 1.0];
+        // Finite once normalised (3e38), not once its gain is added: judging what is
+        // stored sees it (helper-24's attack: judging before the gain did not).
+        let over = [RowMap::Normalise {
+            shift: 0.0,
+            scale: 1.5e38,
+            add: 1.0e38,
+        }];
         for (at, pattern) in [4usize, 17]
             .into_iter()
             .flat_map(|a| [0x7c00u16, 0xfc00, 0x7e01].map(|p| (a, p)))
@@ -1004,14 +995,16 @@ mod tests {
                         got.iter().enumerate().all(|(q, g)| g.stored == (q != k)),
                         "pair, member {k} stored bad, {case}: {got:?}"
                     );
-                    m[k] = member(&big, m[k].weight, &huge);
-                    let got = run(m, len);
-                    assert!(
-                        got.iter()
-                            .enumerate()
-                            .all(|(q, g)| g.stored && g.normalised == (q != k)),
-                        "pair, member {k} normalised bad, {case}: {got:?}"
-                    );
+                    for (src, maps) in [(&big, &huge), (&fine, &over)] {
+                        m[k] = member(src, m[k].weight, maps);
+                        let got = run(m, len);
+                        assert!(
+                            got.iter()
+                                .enumerate()
+                                .all(|(q, g)| g.stored && g.normalised == (q != k)),
+                            "pair, member {k} normalised bad, {maps:?}, {case}: {got:?}"
+                        );
+                    }
                 }
                 for k in 0..3 {
                     let mut m = [

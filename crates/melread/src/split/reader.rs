@@ -401,7 +401,7 @@ impl<'a> Reader<'a> {
             return Err(Error::config(
                 "normalize",
                 format!(
-                    "{item} of {}: normalising it by the statistics given gives a value that is not finite in float32 (a standard deviation too small for its values?)",
+                    "{item} of {}: normalising it by the statistics given (with its gain, and mixed, if augmented) gives a value that is not finite in float32 (a standard deviation too small for its values?)",
                     self.split.path.display()
                 ),
             ));
