@@ -160,11 +160,12 @@ pub(crate) fn convert_gained(
         (dtype, OutSlice::F32(out)) if gain.is_some() => {
             let finite = convert_gained(bytes, dtype, OutSlice::F32(out), (norm, None), halves);
             let g = gain.expect("checked just above");
-            match norm {
+            // Judged once gained too: a gain may overflow what normalising did not.
+            let gained = match norm {
                 Some(n) if n.frames > 0 => add_gain(out, n.frames, norm, g),
                 _ => add_gain(out, out.len(), None, g),
-            }
-            finite
+            };
+            finite && gained
         }
         (dtype, out) => convert_plain(bytes, dtype, out, norm, halves),
     }
@@ -172,12 +173,15 @@ pub(crate) fn convert_gained(
 
 /// Adds `g` dB to `values`, rows of `row` values, row `r` in mel bin `r % n_mels` of
 /// `norm` (its share scaled by the bin's std: [`gain_in_bin`]); the same to every row
-/// without a normalisation. A pass after the conversion, for what is not converted in one.
-pub(crate) fn add_gain(values: &mut [f32], row: usize, norm: Option<&Affine>, g: f32) {
+/// without a normalisation. A pass after the conversion, for what is not converted in one;
+/// whether every value stays finite.
+pub(crate) fn add_gain(values: &mut [f32], row: usize, norm: Option<&Affine>, g: f32) -> bool {
+    let mut finite = true;
     for (r, row) in values.chunks_exact_mut(row.max(1)).enumerate() {
         let bin = norm.map_or(0, |n| r % n.n_mels());
-        RowMap::Add(gain_in_bin(g, norm, bin)).apply_all(row);
+        finite &= RowMap::Add(gain_in_bin(g, norm, bin)).apply_all(row);
     }
+    finite
 }
 
 /// Row `r`'s map for a normalisation and a gain (rows of `norm`'s frames, mel bin `r %

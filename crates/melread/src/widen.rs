@@ -93,13 +93,13 @@ pub enum RowMap {
 }
 
 impl RowMap {
-    /// The map applied to one value; whether the normalised value (with its `add`) is finite
-    /// (`true` for [`RowMap::Keep`] and [`RowMap::Add`]).
+    /// The map applied to one value; whether the value it gives is finite (`true` for
+    /// [`RowMap::Keep`], whose value is judged as stored).
     #[inline(always)]
     pub fn apply(self, x: f32) -> (f32, bool) {
         match self {
             RowMap::Keep => (x, true),
-            RowMap::Add(d) => (x + d, true),
+            RowMap::Add(d) => (x + d, (x + d).is_finite()),
             RowMap::Normalise { shift, scale, add } => {
                 let z = (x - shift) * scale + add;
                 (z, z.is_finite())

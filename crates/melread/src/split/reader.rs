@@ -217,10 +217,9 @@ impl<'a> Reader<'a> {
                             convert::convert(row(r), dtype, OutSlice::F32(dst), None, &mut halves);
                     }
                     let finite = convert::normalised(out, norm) && finite;
-                    if let Some(g) = gain {
-                        convert::add_gain(out, crop, norm, g);
-                    }
-                    finite
+                    // Judged once gained too: a gain may overflow what normalising did not.
+                    let gained = gain.is_none_or(|g| convert::add_gain(out, crop, norm, g));
+                    finite && gained
                 }
                 OutSlice::Half(out) => {
                     out.chunks_exact_mut(crop)
