@@ -129,8 +129,16 @@ impl RowMap {
         bits(self) == bits(other)
     }
 
+    /// The one map of `maps` if every one has its bits ([`RowMap::same_bits`]): a clip whose
+    /// mel bins share a map (a gain alone) hands the kernels one, which they find once
+    /// rather than a row at a time; `None` for none or maps that differ.
+    pub(crate) fn one_for_all(maps: &[RowMap]) -> Option<RowMap> {
+        let &first = maps.first()?;
+        maps.iter().all(|&m| m.same_bits(first)).then_some(first)
+    }
+
     /// The map applied in place to every value of `values` ([`RowMap::apply`]); whether
-    /// every normalised value is finite. Eight lanes a step where the CPU has AVX (the
+    /// every value it gives is finite. Eight lanes a step where the CPU has AVX (the
     /// same bits: no FMA).
     pub fn apply_all(self, values: &mut [f32]) -> bool {
         if self == RowMap::Keep {
@@ -355,8 +363,8 @@ mod x86 {
     /// [`super::runs_mapped_into`] for f16 with F16C: eight values a step widened,
     /// mapped in registers and stored; each run's last 0–7 one at a time. Returns whether
     /// every value was finite as stored and as mapped (its gain added), judged by one
-    /// register: `y − y` of each value as it is stored ORed into it, zero for a finite value and a NaN for an infinity or a NaN, stored or
-    /// made by the map (two operations a step where the exponent test of the stored values
+    /// register: `y − y` of each value as it is stored ORed into it, zero for a finite
+    /// value and a NaN for an infinity or a NaN, stored or made by the map (two operations a step where the exponent test of the stored values
     /// and a comparison of the normalised ones took six). Where it says no, the caller's
     /// value-by-value loop says which.
     #[target_feature(enable = "avx,f16c")]
@@ -639,9 +647,6 @@ mod tests {
         }
     }
 
-    /// An infinity or a NaN of either sign stored in any run, under every kind of map, or
-    /// a normalised value that overflows f32 (in the vector body and in a tail), is
-    /// reported as such; finite values under every map are not.
     /// Maps that look equal but give other bits are not the same: signed zeros, kinds.
     #[test]
     fn maps_are_the_same_only_with_the_same_bits() {
@@ -658,8 +663,16 @@ mod tests {
         assert!(!RowMap::Keep.same_bits(RowMap::Add(-0.0)));
         assert!(!RowMap::Add(1.5).same_bits(RowMap::Add(1.25)));
         assert_eq!(RowMap::Add(0.0), RowMap::Add(-0.0), "why `==` will not do");
+        let gains = [RowMap::Add(1.5); 3];
+        assert_eq!(RowMap::one_for_all(&gains), Some(RowMap::Add(1.5)));
+        let signed = [RowMap::Add(0.0), RowMap::Add(-0.0)];
+        assert_eq!(RowMap::one_for_all(&signed), None);
+        assert_eq!(RowMap::one_for_all(&[]), None);
     }
 
+    /// An infinity or a NaN of either sign stored in any run, under every kind of map, or
+    /// a normalised value that overflows f32, with its gain or without (in the vector body
+    /// and in a tail), is reported as such; finite values under every map are not.
     #[test]
     fn mapped_runs_report_what_is_not_finite() {
         let len = 21; // two eight-value steps and a tail of five
@@ -713,14 +726,11 @@ mod tests {
                 add: 0.0,
             }];
             let found = runs_mapped_into(false, &src, &mut dst, runs, &huge);
-            assert_eq!(
-                found,
-                Finite {
-                    stored: true,
-                    normalised: false
-                },
-                "at {at}"
-            );
+            let over = Finite {
+                stored: true,
+                normalised: false,
+            };
+            assert_eq!(found, over, "at {at}");
             assert_eq!(dst[at], f32::NEG_INFINITY);
             assert_eq!(dst[(at + 1) % len], 0.0);
             // Finite once normalised (3e38), not once its gain is added (helper-24).
@@ -733,10 +743,6 @@ mod tests {
                 add: 1.0e38,
             }];
             let found = runs_mapped_into(false, &src, &mut dst, runs, &gained);
-            let over = Finite {
-                stored: true,
-                normalised: false,
-            };
             assert_eq!(found, over, "a gain that overflows, at {at}");
             assert_eq!(dst[at], f32::INFINITY);
         }

@@ -301,9 +301,9 @@ impl Reader<'_> {
         // One map for every mel bin (none, or a gain alone) is given to the kernel as one,
         // which then finds it once, not a row at a time: a gain on unnormalised buckets
         // cost 12–14% of the CPU time an epoch, 3–5% so (journal, 2026-11-30).
-        let one_map = match maps.first() {
-            None => Some(RowMap::Keep),
-            Some(&a) if maps.len() == m && maps.iter().all(|&b| b.same_bits(a)) => Some(a),
+        let one_map = match maps.len() {
+            0 => Some(RowMap::Keep),
+            n if n == m => RowMap::one_for_all(maps),
             _ => None,
         };
         let mut frame = at;
@@ -435,9 +435,9 @@ impl Reader<'_> {
         }
         // A member whose mel bins share one map (a gain alone) gives the kernel that one,
         // which it then finds once, not each run.
-        let maps = group.map(|p| match p.maps.first() {
-            Some(&a) if p.maps.iter().all(|&b| b.same_bits(a)) => &p.maps[..1],
-            _ => p.maps,
+        let maps = group.map(|p| match RowMap::one_for_all(p.maps) {
+            Some(_) => &p.maps[..1],
+            None => p.maps,
         });
         let mut found = [Finite::default(); N];
         let mut c = c0;
